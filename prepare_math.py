@@ -1,0 +1,456 @@
+#!/usr/bin/env python3
+"""Turn MATH-lighteval parquet files into the parquet layout verl's RL trainer reads.
+
+Usage
+-----
+    python prepare_math.py                      # shipped data -> data/verl/math/{train,test}.parquet
+    python prepare_math.py --levels 3,4,5 --types Algebra,Prealgebra \\
+        --max-train-rows 2000 --max-test-rows 500 --seed 0 --output-dir data/verl/math_small
+    python prepare_math.py --from-hub           # DigitalLearningGmbH/MATH-lighteval from the Hub (internet)
+
+Arguments (all optional)
+------------------------
+--input-dir DIR     path; a MATH-lighteval directory holding ``data/{split}-*.parquet`` (the Hub
+                    dataset's layout). Default: ``data/math-lighteval`` beside this script.
+--from-hub          flag; load ``DigitalLearningGmbH/MATH-lighteval`` with ``datasets.load_dataset``
+                    instead of --input-dir. The Hub copy's row order differs from the shipped
+                    files (same content), so ``extra_info.index`` differs too.
+--output-dir DIR    path; receives ``train.parquet`` / ``test.parquet`` (created if missing).
+                    Default: ``data/verl/math`` beside this script.
+--splits LIST       comma-separated subset of ``train,test``. Default: both.
+--levels LIST       comma-separated level numbers ``1``-``5`` (or ``?``; ``Level 3`` also accepted);
+                    keeps rows whose ``level`` is ``Level N``. Default: every row, including the two
+                    ``Level ?`` train rows the original MATH release has.
+--types LIST        comma-separated subject names, case-insensitive, from the seven MATH subjects
+                    (``SUBJECTS``). Default: all subjects.
+--max-train-rows N  int >= 1; at most N train rows, counted after filtering. Default: no cap.
+--max-test-rows N   int >= 1; the same for the test split.
+--seed S            int; with a cap, keep a seeded random sample of N rows
+                    (``numpy.random.default_rng(S)``) instead of the first N. Output rows keep source
+                    order either way, so a run is reproducible from its arguments alone.
+
+Output: one row per problem, the columns of verl's MATH example
+(``examples/data_preprocess/math_dataset.py`` in verl 0.6.0), in this order:
+
+    data_source   string  "DigitalLearningGmbH/MATH-lighteval" (verl's name for this dataset)
+    prompt        list<struct<role: string, content: string>>; one user turn,
+                  problem + " " + new_math_reward.INSTRUCTION
+    ability       string  "math"
+    reward_model  struct<style: string = "rule", ground_truth: string>; ground_truth is the
+                  content of the solution's last ``\\boxed{}`` / ``\\fbox{}`` (nested braces kept,
+                  whitespace kept), from new_math_reward.extract_last_boxed
+    extra_info    struct<split: string, index: int64 (0-based row position in the source split),
+                  level: string (e.g. "Level 3"), type: string (e.g. "Algebra")>
+
+verl's RLHFDataset reads ``prompt`` (data.prompt_key) and ``extra_info.index``; its reward manager
+passes ``data_source``, ``reward_model.ground_truth`` and ``extra_info`` to the reward function.
+
+Rows dropped: a solution whose last box is empty (``\\boxed{}``) has no ground truth to score
+against; such rows are left out and listed in the summary (train rows 5529 and 5531 of the
+shipped files, two Number Theory multiple-choice problems).
+
+Errors: a missing or unreadable file, a missing column, a column that is not a string, a null or
+empty problem/solution, a level other than ``Level 1``..``Level 5``/``Level ?``, a solution with no
+complete boxed answer, or no rows left after filtering -> one line on stderr naming the file, the
+field, what was expected, the count and the first offending row; exit status 1; nothing is
+written. Bad options -> one line, exit status 2. Outputs are written to temporary files in the
+output directory and moved into place with ``os.replace`` only after every split succeeded.
+
+Sources: columns and splits from the dataset card of DigitalLearningGmbH/MATH-lighteval (a mirror
+of lighteval/MATH); the seven subjects and five levels from Hendrycks et al. 2021, "Measuring
+Mathematical Problem Solving With the MATH Dataset" (MIT licence); output layout from verl's
+``examples/data_preprocess/math_dataset.py``; the instruction and the box extraction from this
+repository's ``new_math_reward.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import re
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from tqdm import tqdm
+
+from new_math_reward import INSTRUCTION, extract_last_boxed
+
+HERE = Path(__file__).resolve().parent
+
+#: Hub id of the dataset; verl's MATH example uses it as ``data_source`` too.
+HUB_ID = "DigitalLearningGmbH/MATH-lighteval"
+DEFAULT_INPUT_DIR = HERE / "data" / "math-lighteval"
+DEFAULT_OUTPUT_DIR = HERE / "data" / "verl" / "math"
+SPLITS = ("train", "test")
+#: Columns of MATH-lighteval (dataset card), all strings.
+SOURCE_COLUMNS = ("problem", "level", "type", "solution")
+#: The seven MATH subjects, spelled as in the ``type`` column (Hendrycks et al. 2021).
+SUBJECTS = (
+    "Algebra",
+    "Counting & Probability",
+    "Geometry",
+    "Intermediate Algebra",
+    "Number Theory",
+    "Prealgebra",
+    "Precalculus",
+)
+#: ``Level 1`` .. ``Level 5``; ``Level ?`` marks two train problems of the original release.
+LEVEL_RE = re.compile(r"Level [1-5?]")
+
+OUTPUT_SCHEMA = pa.schema(
+    [
+        ("data_source", pa.string()),
+        ("prompt", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))),
+        ("ability", pa.string()),
+        ("reward_model", pa.struct([("style", pa.string()), ("ground_truth", pa.string())])),
+        (
+            "extra_info",
+            pa.struct(
+                [
+                    ("split", pa.string()),
+                    ("index", pa.int64()),
+                    ("level", pa.string()),
+                    ("type", pa.string()),
+                ]
+            ),
+        ),
+    ]
+)
+
+
+class DataError(Exception):
+    """Bad input data; the message is the single line printed to the user."""
+
+
+def _one_line(text: object, limit: int = 80) -> str:
+    """Collapse whitespace so that an error stays on one line; cut to ``limit`` characters."""
+    s = " ".join(str(text).split())
+    return s if len(s) <= limit else s[: limit - 3] + "..."
+
+
+def _bad_rows(label: str, field: str, expected: str, bad: Sequence[int], total: int,
+              values: Sequence[object]) -> DataError:
+    first = bad[0]
+    return DataError(
+        f"{label}: field '{field}': expected {expected}; {len(bad)} of {total} rows do not match,"
+        f" first at row {first}: {_one_line(repr(values[first]))}"
+    )
+
+
+# ------------------------------------------------------------------------------------------
+# reading
+# ------------------------------------------------------------------------------------------
+def split_files(input_dir: Path, split: str) -> list[Path]:
+    """Parquet shards of ``split`` under ``input_dir/data`` (``{split}-*.parquet``), sorted.
+
+    Raises DataError naming the expected file when there is none.
+    """
+    files = sorted(Path(p) for p in glob.glob(str(input_dir / "data" / f"{split}-*.parquet")))
+    if not files:
+        expected = input_dir / "data" / f"{split}-00000-of-00001.parquet"
+        raise DataError(
+            f"{expected}: file not found (expected a MATH-lighteval {split} split with string"
+            f" columns {', '.join(SOURCE_COLUMNS)})"
+        )
+    return files
+
+
+def read_table(path: Path) -> pa.Table:
+    """Read one parquet file; raise DataError (one line) when it is missing or unreadable."""
+    if not path.is_file():
+        raise DataError(f"{path}: file not found (expected a MATH-lighteval parquet file)")
+    try:
+        return pq.read_table(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise DataError(f"{path}: not a readable parquet file ({_one_line(exc, 120)})") from None
+
+
+def check_columns(table: pa.Table, label: str) -> dict[str, list]:
+    """Validate the MATH-lighteval columns of ``table``; return them as Python lists.
+
+    Checks: the four columns exist and are strings; problem and solution are non-empty;
+    level and type are non-null; level is ``Level 1``..``Level 5`` or ``Level ?``.
+    Raises DataError naming ``label`` (the file), the field, the count and the first bad row.
+    """
+    for name in SOURCE_COLUMNS:
+        if name not in table.column_names:
+            raise DataError(
+                f"{label}: field '{name}': column missing (expected columns"
+                f" {', '.join(SOURCE_COLUMNS)}; found {', '.join(table.column_names) or 'none'})"
+            )
+        col_type = table.schema.field(name).type
+        if not (pa.types.is_string(col_type) or pa.types.is_large_string(col_type)):
+            raise DataError(f"{label}: field '{name}': expected a string column, found {col_type}")
+    cols = {name: table.column(name).to_pylist() for name in SOURCE_COLUMNS}
+    n = table.num_rows
+    for name in SOURCE_COLUMNS:
+        values = cols[name]
+        if name in ("problem", "solution"):
+            bad = [i for i, v in enumerate(values) if v is None or not v.strip()]
+            expected = "a non-empty string"
+        elif name == "level":
+            bad = [i for i, v in enumerate(values) if v is None or not LEVEL_RE.fullmatch(v)]
+            expected = "'Level 1'..'Level 5' or 'Level ?'"
+        else:
+            bad = [i for i, v in enumerate(values) if v is None]
+            expected = "a string"
+        if bad:
+            raise _bad_rows(label, name, expected, bad, n, values)
+    return cols
+
+
+def load_split(split: str, input_dir: Optional[Path], from_hub: bool) -> list[tuple[str, dict]]:
+    """Load and validate one split; return ``[(label, columns), ...]``, one entry per file.
+
+    ``input_dir`` is a MATH-lighteval directory (ignored when ``from_hub``). Raises DataError.
+    """
+    if from_hub:
+        import datasets  # imported here: only the online path needs it
+
+        label = f"hub:{HUB_ID}[{split}]"
+        try:
+            ds = datasets.load_dataset(HUB_ID, split=split)
+        except Exception as exc:  # network, auth, missing split: one line, not a traceback
+            raise DataError(f"{label}: could not load ({_one_line(exc, 160)})") from None
+        table = pa.Table.from_pandas(ds.to_pandas(), preserve_index=False)
+        return [(label, check_columns(table, label))]
+    return [(str(p), check_columns(read_table(p), str(p))) for p in split_files(input_dir, split)]
+
+
+# ------------------------------------------------------------------------------------------
+# conversion
+# ------------------------------------------------------------------------------------------
+def ground_truths(solutions: Sequence[str], label: str, desc: str = "") -> list[str]:
+    """Last boxed answer of every solution (``extract_last_boxed``); "" for an empty box.
+
+    Raises DataError (field 'solution') when any solution has no complete ``\\boxed{}`` /
+    ``\\fbox{}`` / ``\\boxed x``, naming the count and the first such row.
+    """
+    answers: list[Optional[str]] = [
+        extract_last_boxed(s) for s in tqdm(solutions, desc=desc or label, disable=None, leave=False)
+    ]
+    missing = [i for i, a in enumerate(answers) if a is None]
+    if missing:
+        tails = [s[-80:] for s in solutions]
+        raise _bad_rows(label, "solution", "a complete \\boxed{...} or \\fbox{...} answer",
+                        missing, len(solutions), tails)
+    return answers  # type: ignore[return-value]
+
+
+def to_record(problem: str, level: str, subject: str, answer: str, split: str, index: int) -> dict:
+    """One verl row (see the module docstring for the layout)."""
+    return {
+        "data_source": HUB_ID,
+        "prompt": [{"role": "user", "content": problem + " " + INSTRUCTION}],
+        "ability": "math",
+        "reward_model": {"style": "rule", "ground_truth": answer},
+        "extra_info": {"split": split, "index": index, "level": level, "type": subject},
+    }
+
+
+def select_rows(candidates: list[int], cap: Optional[int], seed: Optional[int]) -> list[int]:
+    """Apply a row cap: the first ``cap`` candidates, or with ``seed`` a seeded random sample.
+
+    ``candidates`` are source row positions in source order; the result keeps that order.
+    """
+    if cap is None or cap >= len(candidates):
+        return candidates
+    if seed is None:
+        return candidates[:cap]
+    picked = np.random.default_rng(seed).choice(len(candidates), size=cap, replace=False)
+    return [candidates[i] for i in sorted(picked.tolist())]
+
+
+def build_split(split: str, parts: list[tuple[str, dict]], levels: Optional[set[str]],
+                types: Optional[set[str]], cap: Optional[int], seed: Optional[int]) -> dict:
+    """Convert one validated split. Returns ``{"table", "dropped_empty", "label"}``.
+
+    Raises DataError when a solution has no boxed answer or no row survives the filters.
+    """
+    problems, lvls, subjects, answers = [], [], [], []
+    for label, cols in parts:
+        answers += ground_truths(cols["solution"], label, desc=f"{split}: boxed answers")
+        problems += cols["problem"]
+        lvls += cols["level"]
+        subjects += cols["type"]
+    label = parts[0][0] if len(parts) == 1 else f"{parts[0][0]} (+{len(parts) - 1} shards)"
+    kept = [
+        i for i in range(len(problems))
+        if (levels is None or lvls[i] in levels) and (types is None or subjects[i] in types)
+    ]
+    dropped_empty = [i for i in kept if not answers[i].strip()]
+    candidates = [i for i in kept if answers[i].strip()]
+    if not candidates:
+        raise DataError(
+            f"{label}: fields 'level'/'type': no {split} rows left after filtering"
+            f" (levels={sorted(levels) if levels else 'all'}, types={sorted(types) if types else 'all'});"
+            " expected at least 1"
+        )
+    rows = select_rows(candidates, cap, seed)
+    records = [to_record(problems[i], lvls[i], subjects[i], answers[i], split, i) for i in rows]
+    return {
+        "table": pa.Table.from_pylist(records, schema=OUTPUT_SCHEMA),
+        "dropped_empty": dropped_empty,
+        "label": label,
+    }
+
+
+# ------------------------------------------------------------------------------------------
+# writing
+# ------------------------------------------------------------------------------------------
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def write_tables_atomic(tables: dict[Path, pa.Table]) -> None:
+    """Write every table to a temp file beside its target, then ``os.replace`` them all.
+
+    If any write fails, the temp files are removed and no target is touched.
+    """
+    pending: list[tuple[str, Path]] = []
+    try:
+        for path, table in tables.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            os.close(fd)
+            pending.append((tmp, path))
+            pq.write_table(table, tmp)
+            os.chmod(tmp, 0o666 & ~_umask())
+    except BaseException:
+        for tmp, _ in pending:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        raise
+    for tmp, path in pending:
+        os.replace(tmp, path)
+
+
+# ------------------------------------------------------------------------------------------
+# command line
+# ------------------------------------------------------------------------------------------
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line error message (exit status 2)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def _csv(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def parse_levels(text: str) -> set[str]:
+    """``"1,2"`` -> ``{"Level 1", "Level 2"}``; accepts 1-5, ``?`` and ``Level N``."""
+    out = set()
+    for tok in _csv(text):
+        m = re.fullmatch(r"(?:level\s*)?([1-5?])", tok, flags=re.IGNORECASE)
+        if not m:
+            raise argparse.ArgumentTypeError(f"expected level numbers 1-5 or ?, got {tok!r}")
+        out.add(f"Level {m.group(1)}")
+    if not out:
+        raise argparse.ArgumentTypeError("expected at least one level")
+    return out
+
+
+def parse_types(text: str) -> set[str]:
+    """``"algebra,Prealgebra"`` -> canonical subject names; unknown names are an error."""
+    canon = {s.lower(): s for s in SUBJECTS}
+    out = set()
+    for tok in _csv(text):
+        if tok.lower() not in canon:
+            raise argparse.ArgumentTypeError(
+                f"unknown type {tok!r}; expected some of: {', '.join(SUBJECTS)}")
+        out.add(canon[tok.lower()])
+    if not out:
+        raise argparse.ArgumentTypeError("expected at least one type")
+    return out
+
+
+def parse_splits(text: str) -> list[str]:
+    """``"train,test"`` -> ``["train", "test"]`` (each at most once)."""
+    out = []
+    for tok in _csv(text):
+        if tok not in SPLITS:
+            raise argparse.ArgumentTypeError(f"expected splits from train,test, got {tok!r}")
+        if tok not in out:
+            out.append(tok)
+    if not out:
+        raise argparse.ArgumentTypeError("expected at least one split")
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="prepare_math.py",
+        description="MATH-lighteval parquet -> verl RL parquet (train.parquet / test.parquet).",
+    )
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--input-dir", type=Path, default=DEFAULT_INPUT_DIR,
+                     help="MATH-lighteval directory with data/{split}-*.parquet (default: %(default)s)")
+    src.add_argument("--from-hub", action="store_true",
+                     help=f"load {HUB_ID} with datasets.load_dataset (needs internet)")
+    p.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT_DIR,
+                   help="where train.parquet/test.parquet are written (default: %(default)s)")
+    p.add_argument("--splits", type=parse_splits, default=list(SPLITS),
+                   help="comma-separated splits to convert (default: train,test)")
+    p.add_argument("--levels", type=parse_levels, default=None,
+                   help="comma-separated level numbers 1-5 or ? to keep (default: all)")
+    p.add_argument("--types", type=parse_types, default=None,
+                   help="comma-separated subjects to keep, e.g. Algebra,Prealgebra (default: all)")
+    p.add_argument("--max-train-rows", type=_positive_int, default=None,
+                   help="keep at most N train rows after filtering (default: all)")
+    p.add_argument("--max-test-rows", type=_positive_int, default=None,
+                   help="keep at most N test rows after filtering (default: all)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="with a row cap, take a seeded random sample instead of the first N rows")
+    return p
+
+
+def _level_summary(table: pa.Table) -> str:
+    counts = Counter(table.column("extra_info").combine_chunks().field("level").to_pylist())
+    return ", ".join(f"{k}: {counts[k]}" for k in sorted(counts))
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run the command line; returns the exit status (0 ok, 1 bad data; 2 bad options)."""
+    args = build_parser().parse_args(argv)
+    caps = {"train": args.max_train_rows, "test": args.max_test_rows}
+    try:
+        built = {}
+        for split in args.splits:
+            parts = load_split(split, args.input_dir, args.from_hub)
+            built[split] = build_split(split, parts, args.levels, args.types, caps[split], args.seed)
+        write_tables_atomic({args.output_dir / f"{s}.parquet": b["table"] for s, b in built.items()})
+    except DataError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    for split, b in built.items():
+        print(f"{split}: {b['table'].num_rows} rows -> {args.output_dir / f'{split}.parquet'}"
+              f" ({_level_summary(b['table'])})")
+        if b["dropped_empty"]:
+            rows = ", ".join(map(str, b["dropped_empty"]))
+            print(f"  dropped {len(b['dropped_empty'])} row(s) whose last box is empty: {rows}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

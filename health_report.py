@@ -1,0 +1,1393 @@
+#!/usr/bin/env python3
+"""Health report for a verl 0.6.0 GRPO run, read from its TensorBoard scalars.
+
+Usage::
+
+    python health_report.py LOGDIR [--output-dir DIR] [--json FILE]
+                            [--fail-on {never,warn,alert}] [--run SUBSTR]
+                            [--set NAME=VALUE ...] [--updates-per-step N] [--lr LR]
+                            [--kl-coef C] [--loss-scale K] [--val-tag TAG]
+                            [--rollout-dir DIR] [--no-figures] [--quiet]
+    python health_report.py --list-rules
+
+``LOGDIR`` (path) is searched recursively for TensorBoard event files
+(``events.out.tfevents.*``). verl's tensorboard logger (``verl/utils/tracking.py``,
+``_TensorboardAdapter``) writes them to ``$TENSORBOARD_DIR`` or, when that variable is
+unset, to ``tensorboard_log/<trainer.project_name>/<trainer.experiment_name>`` relative to
+the launch directory, so ``LOGDIR`` may be that run directory or any folder above it. Every
+directory that directly holds event files is one run; when several runs are found, each is
+reported (figures go to ``DIR/<run path with '/' replaced by '__'>``); ``--run SUBSTR``
+keeps only runs whose path relative to ``LOGDIR`` contains ``SUBSTR``. ``LOGDIR`` may also
+be a single event file. Several event files in one directory (a resumed run) are read in
+order; a step logged twice keeps its last value.
+
+Scalars are read with TensorBoard's own reader,
+``tensorboard.backend.event_processing.event_accumulator.EventAccumulator`` with
+``size_guidance`` 0 (keep every point) for scalars and tensors; 0-d tensor summaries (what
+TensorFlow 2 / ``tensorboard.summary`` writers produce) are read as scalars too. The reader
+stops at a truncated last record, so a run still being written can be reported at any time.
+
+SwanLab: not supported. The swanlab package's reading API (``swanlab.Api``,
+``swanlab api run metrics``) queries the SwanLab cloud or a self-hosted server; local
+``swanlog`` folders are only read by the legacy offline dashboard (``swanlab watch``) or
+uploaded with ``swanlab sync``; there is no documented offline reader for them. Log with
+``trainer.logger='[console,tensorboard,swanlab]'`` to get event files this tool can read.
+
+Outputs (everything is computed first, then each file is written atomically: temporary file
+in the same directory + ``os.replace``; on a bad input nothing is written):
+
+* the report in markdown, one line per rule (level, rule id, metric tag, step where it
+  fired, value, explanation), printed to stdout and saved as ``health_report.md``;
+* ``--json FILE``: ``{"schema": 1, "logdir": ..., "runs": [...], "rules": [{"run", "id",
+  "tag", "level", "step", "value", "value_text", "message", "source"}]}``, one entry per rule
+  and run (``value`` is null when not finite; ``value_text`` keeps "nan"/"inf");
+* PNG figures (matplotlib, Agg backend) of the key curves with the healthy bands shaded and
+  the steps where a rule fired marked: ``health_grid.png`` plus one ``<tag>.png`` per metric,
+  in ``--output-dir`` (default ``LOGDIR/health``; ``LOGDIR``'s folder for a single file).
+
+Levels: ``ok`` (checked, nothing found), ``info`` (worth knowing, not a problem for this
+recipe), ``warn``, ``alert``, ``skipped`` (a metric the rule needs is absent: "skipped
+(no data)", never a failure). A rule reports its worst level and the first step where that
+level fired.
+
+Exit status: 0 when the report was produced (also when rules fired); 1 when ``--fail-on
+warn|alert`` is given and some rule reached that level; 2 on bad input (LOGDIR missing, no
+event files, no scalars, bad option) with a one-line ``error:`` message naming the path and
+what was expected.
+
+Sources of rules and numbers (details per rule: ``--list-rules`` or docs/health_rules.md):
+
+* GUIDE: the reference recipe's metric guide (prose): ``actor/entropy`` >= 2.0 exploring,
+  < 0.5 confident, towards 0 collapse; ``actor/kl_loss`` read against ``kl_loss_coef`` (too
+  high: drifting from the reference, too low: not learning); ``actor/pg_loss`` NaN:
+  numerical instability; ``actor/pg_clipfrac`` 10-25 % healthy, > 30 % updates too violent,
+  < 5 % constraint too strong or learning rate too low; ``actor/grad_norm`` steady around
+  0.1-1.0, a sudden jump warns of explosion; ``response_length/mean`` sudden rise: rambling
+  or repetition, sudden fall: lazy answers; validation reward and ``critic/score/mean`` of
+  the same magnitude; ``perf/mfu/actor`` and ``perf/throughput`` higher is better.
+* verl 0.6.0 source: metric names and semantics from ``verl/workers/actor/dp_actor.py``,
+  ``verl/trainer/ppo/ray_trainer.py``, ``verl/trainer/ppo/metric_utils.py``,
+  ``verl/workers/fsdp_workers.py``, defaults from ``verl/trainer/config/actor/actor.yaml``
+  and ``dp_actor.yaml`` (kl_loss_coef 0.001, kl_loss_type low_var_kl, clip_ratio 0.2,
+  ppo_epochs 1, grad_clip 1.0).
+* GRPO: Shao et al. 2024, "DeepSeekMath" (arXiv:2402.03300), group-normalised advantages
+  and the KL-to-reference loss term; DAPO: Yu et al. 2025 (arXiv:2503.14476), groups whose
+  responses all score the same carry no gradient (dynamic sampling) and overlong responses.
+* Real runs: public verl step logs at ``actor/lr`` 1e-6 with several PPO mini-batches show
+  ``actor/pg_clipfrac`` 0.0003-0.0013 (0.03-0.13 %), and 0.0008 at 2e-6 (verl issue
+  #7412); with one mini-batch and one epoch verl takes its on-policy branch and the clip
+  fraction is exactly 0 (dp_actor.py ``on_policy``; verl PR #1265 discussion). The GUIDE's
+  5-25 % band comes from classic PPO learning rates and is not applied below
+  ``clipfrac_band_min_lr`` (the low-clip-fraction rule is then informational).
+* verl 0.6.0 logs ``actor/pg_loss`` and ``actor/kl_loss`` multiplied by 1/(micro-batches
+  per mini-batch) and then averaged (dp_actor.py ``loss_scale_factor``; verl issue #3129,
+  fixed upstream after 0.6.0 by PR #4711); ``--loss-scale`` undoes it for the KL rules.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import io
+import json
+import math
+import os
+import re
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+# --------------------------------------------------------------------------------------
+# Metric tags, as verl 0.6.0 logs them.
+# --------------------------------------------------------------------------------------
+TAG_ENTROPY = "actor/entropy"  # ray_trainer.py, from the old-log-prob pass
+TAG_KL_LOSS = "actor/kl_loss"  # dp_actor.py, only with actor.use_kl_loss=True
+TAG_KL_COEF = "actor/kl_coef"  # dp_actor.py, = actor.kl_loss_coef
+TAG_PG_LOSS = "actor/pg_loss"  # dp_actor.py
+TAG_CLIPFRAC = "actor/pg_clipfrac"  # dp_actor.py
+TAG_PPO_KL = "actor/ppo_kl"  # dp_actor.py, KL(old || current) inside the update
+TAG_GRAD_NORM = "actor/grad_norm"  # dp_actor.py, pre-clip norm per optimizer step
+TAG_LR = "actor/lr"  # fsdp_workers.py
+TAG_RESP_LEN = "response_length/mean"  # metric_utils.py compute_data_metrics
+TAG_RESP_CLIP = "response_length/clip_ratio"  # share of responses at max length
+TAG_SCORE_MEAN = "critic/score/mean"  # metric_utils.py, sequence score before KL
+TAG_SCORE_MAX = "critic/score/max"
+TAG_ADV_MAX = "critic/advantages/max"
+TAG_ADV_MIN = "critic/advantages/min"
+TAG_THROUGHPUT = "perf/throughput"  # metric_utils.py, tokens / (s * GPU)
+TAG_MFU = "perf/mfu/actor"  # fsdp_workers.py, fraction of peak FLOPS
+#: The recipe's validation tag (verl names it val-core/<data_source>/<var>/mean@<n>, where
+#: <var> is "acc" when the reward function returns an "acc" extra, else "reward").
+DEFAULT_VAL_TAG = "val-core/DigitalLearningGmbH/MATH-lighteval/reward/mean@1"
+
+VAL_MEAN_RE = re.compile(r"^val-(?P<sec>core|aux)/(?P<src>.+)/(?P<var>[^/]+)/mean@(?P<n>\d+)$")
+
+LEVELS = ("skipped", "ok", "info", "warn", "alert")
+SEVERITY = {name: i for i, name in enumerate(LEVELS)}
+
+# --------------------------------------------------------------------------------------
+# Sources, cited by the rules.
+# --------------------------------------------------------------------------------------
+SRC_GUIDE = "reference recipe metric guide"
+SRC_DP_ACTOR = "verl 0.6.0 verl/workers/actor/dp_actor.py"
+SRC_TRAINER = "verl 0.6.0 verl/trainer/ppo/ray_trainer.py"
+SRC_METRIC_UTILS = "verl 0.6.0 verl/trainer/ppo/metric_utils.py"
+SRC_FSDP_WORKERS = "verl 0.6.0 verl/workers/fsdp_workers.py"
+SRC_GRPO = "GRPO, Shao et al. 2024 (DeepSeekMath, arXiv:2402.03300)"
+SRC_DAPO = "DAPO, Yu et al. 2025 (arXiv:2503.14476)"
+SRC_REAL_CLIPFRAC = (
+    "public verl logs at actor/lr 1e-6..2e-6: pg_clipfrac 0.0003-0.0013 (verl issue #7412 and others)"
+)
+
+
+# --------------------------------------------------------------------------------------
+# Thresholds: every number the rules use, in one place. Override with --set NAME=VALUE.
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Thresholds:
+    """Named, overridable thresholds (units in the comments; sources in RULES)."""
+
+    # actor/entropy, nats per token. GUIDE: >= 2.0 exploring, < 0.5 confident, -> 0 collapse.
+    entropy_high: float = 2.0
+    entropy_low: float = 0.5
+    #: absolute floor: below this the policy is (near) deterministic -> collapse.
+    entropy_collapse_abs: float = 0.01
+    #: below entropy_low AND below this fraction of the run's initial entropy -> collapse.
+    entropy_collapse_frac: float = 0.2
+    #: below entropy_low AND below this fraction of the initial entropy -> warn (falling).
+    entropy_drop_warn_frac: float = 0.5
+    #: >= entropy_high AND >= this multiple of the initial entropy -> warn (degenerating).
+    entropy_rise_warn_factor: float = 2.0
+    #: steps whose median gives the "initial" value of a metric.
+    baseline_steps: int = 3
+
+    # actor/kl_loss, nats per token (low_var_kl estimator, verl default). The GUIDE gives no
+    # numbers; these are heuristics for kl_loss_coef ~ 1e-3 (real runs: ~1e-3 early on).
+    kl_loss_warn: float = 0.1
+    kl_loss_alert: float = 1.0
+    #: still at or below this after kl_low_min_steps -> the policy is not moving.
+    kl_loss_low: float = 1e-5
+    kl_low_min_steps: int = 10
+
+    # actor/pg_clipfrac, fraction of tokens. GUIDE: 10-25 % healthy, > 30 % too violent,
+    # < 5 % constraint too strong / lr too low.
+    clipfrac_healthy_low: float = 0.10
+    clipfrac_healthy_high: float = 0.25
+    clipfrac_violent: float = 0.30
+    clipfrac_too_low: float = 0.05
+    #: the GUIDE's low band is only applied at actor lr >= this (real runs at 1e-6: ~0.1 %).
+    clipfrac_band_min_lr: float = 1e-5
+    clipfrac_low_persist: int = 3
+
+    # actor/grad_norm (pre-clip L2 norm). GUIDE: steady around 0.1-1.0; verl clips at 1.0.
+    grad_norm_band_low: float = 0.1
+    grad_norm_band_high: float = 1.0
+    grad_high_persist: int = 3
+    #: a step above this multiple of the trailing median is a spike.
+    grad_spike_factor: float = 5.0
+    grad_spike_window: int = 10
+    grad_spike_min_history: int = 3
+    #: spikes below this absolute norm are ignored (a jump from 0.001 to 0.01 is harmless).
+    grad_spike_min_value: float = 0.1
+
+    # response_length/mean, tokens. GUIDE: sudden rise / fall. Relative to trailing median.
+    resp_rise_factor: float = 1.5
+    resp_fall_factor: float = 0.5
+    resp_window: int = 5
+    resp_min_history: int = 3
+    # response_length/clip_ratio: share of responses cut at max_response_length.
+    resp_clip_ratio_warn: float = 0.2
+    resp_clip_persist: int = 3
+
+    # validation vs training reward (GUIDE: same magnitude).
+    #: larger/smaller ratio of |val| and |train| above this -> not the same magnitude.
+    val_train_ratio_max: float = 3.0
+    #: both below this in absolute value -> too small to compare.
+    val_train_min_abs: float = 0.05
+    #: validation below its best by at least this (reward units) -> regression.
+    val_drop: float = 0.03
+    #: training score up by at least this over the same span -> reward up / val down.
+    train_rise: float = 0.03
+    #: training steps averaged for the training level at a validation point.
+    train_window: int = 5
+
+    # GRPO learning signal (critic/advantages/*, rollout dumps).
+    zero_adv_eps: float = 1e-8
+    no_signal_alert_steps: int = 3
+    #: share of prompt groups whose responses all scored the same -> warn.
+    zero_var_group_frac_warn: float = 0.75
+
+    # perf/throughput (tokens/s/GPU): a step below this fraction of the trailing median.
+    perf_drop_factor: float = 0.5
+    perf_window: int = 5
+    perf_min_history: int = 2
+
+
+DEFAULT_THRESHOLDS = Thresholds()
+
+
+def override_thresholds(base: Thresholds, assignments: Sequence[str]) -> Thresholds:
+    """Return ``base`` with ``NAME=VALUE`` assignments applied.
+
+    Args:
+        base: thresholds to start from.
+        assignments: strings ``"name=value"``; ``name`` is a field of :class:`Thresholds`,
+            ``value`` parses as that field's type (int or float).
+    Raises:
+        ValueError: unknown name, missing ``=`` or a value of the wrong type.
+    """
+    fields = {f.name: f for f in dataclasses.fields(Thresholds)}
+    changes = {}
+    for item in assignments:
+        if "=" not in item:
+            raise ValueError(f"--set {item!r}: expected NAME=VALUE")
+        name, _, raw = item.partition("=")
+        name = name.strip().lower()
+        if name not in fields:
+            raise ValueError(f"--set {item!r}: unknown threshold {name!r} (see --list-rules)")
+        typ = int if fields[name].type in (int, "int") else float
+        try:
+            changes[name] = typ(raw)
+        except ValueError:
+            raise ValueError(f"--set {item!r}: expected a {typ.__name__} value") from None
+    return dataclasses.replace(base, **changes)
+
+
+# --------------------------------------------------------------------------------------
+# Data
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Series:
+    """One scalar tag: ``steps`` (int64, increasing, unique) and ``values`` (float64)."""
+
+    steps: np.ndarray
+    values: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.steps.size)
+
+    @property
+    def finite(self) -> np.ndarray:
+        return np.isfinite(self.values)
+
+
+@dataclass
+class Run:
+    """One run's scalars. ``name`` is its path relative to LOGDIR ("." for LOGDIR itself)."""
+
+    name: str
+    path: Path
+    scalars: Dict[str, Series]
+
+    def get(self, tag: str) -> Optional[Series]:
+        s = self.scalars.get(tag)
+        return s if s is not None and len(s) else None
+
+    @property
+    def train_steps(self) -> List[int]:
+        for tag in (TAG_SCORE_MEAN, TAG_PG_LOSS, TAG_RESP_LEN, TAG_GRAD_NORM):
+            s = self.get(tag)
+            if s is not None:
+                return [int(x) for x in s.steps]
+        return []
+
+
+class InputError(Exception):
+    """Bad input: the message is a one-line explanation naming the path."""
+
+
+def find_event_files(logdir: Path) -> List[Path]:
+    """Event files under ``logdir`` (recursive, sorted), or ``[logdir]`` if it is one.
+
+    Raises:
+        InputError: ``logdir`` does not exist or holds no ``*tfevents*`` file.
+    """
+    if not logdir.exists():
+        raise InputError(f"{logdir}: no such file or directory (expected a TensorBoard log directory)")
+    if logdir.is_file():
+        if "tfevents" not in logdir.name:
+            raise InputError(f"{logdir}: not a TensorBoard event file (expected events.out.tfevents.*)")
+        return [logdir]
+    files = []
+    for root, dirs, names in os.walk(logdir):
+        dirs.sort()
+        files.extend(Path(root) / n for n in sorted(names) if "tfevents" in n)
+    if not files:
+        raise InputError(
+            f"{logdir}: no TensorBoard event files (events.out.tfevents.*) found; expected verl's "
+            "tensorboard_log/<project>/<experiment> (trainer.logger must include 'tensorboard')"
+        )
+    return files
+
+
+def _make_series(points: Iterable[Tuple[int, float]]) -> Series:
+    last: Dict[int, float] = {}
+    for step, value in points:  # in file order: a re-logged step keeps its last value
+        last[int(step)] = float(value)
+    steps = np.array(sorted(last), dtype=np.int64)
+    return Series(steps, np.array([last[s] for s in steps], dtype=np.float64))
+
+
+def load_scalars(path: Path) -> Dict[str, Series]:
+    """Read every scalar of one run (a directory of event files, or one event file).
+
+    Uses TensorBoard's ``EventAccumulator`` (size_guidance 0 for scalars and tensors: keep
+    every point). 0-d numeric tensor summaries are returned as scalars as well.
+
+    Raises:
+        InputError: the reader failed on the file(s) (e.g. not an event file).
+    """
+    from tensorboard.backend.event_processing import event_accumulator as ea
+    from tensorboard.util import tensor_util
+
+    guidance = {ea.SCALARS: 0, ea.TENSORS: 0, ea.IMAGES: 1, ea.AUDIO: 1, ea.HISTOGRAMS: 1,
+                ea.COMPRESSED_HISTOGRAMS: 1}
+    try:
+        acc = ea.EventAccumulator(str(path), size_guidance=guidance)
+        acc.Reload()
+        tags = acc.Tags()
+        out: Dict[str, Series] = {}
+        for tag in tags.get(ea.SCALARS, []):
+            out[tag] = _make_series((e.step, e.value) for e in acc.Scalars(tag))
+        for tag in tags.get(ea.TENSORS, []):
+            if tag in out:
+                continue
+            points = []
+            for e in acc.Tensors(tag):
+                arr = tensor_util.make_ndarray(e.tensor_proto)
+                if arr.size != 1 or arr.dtype.kind not in "fiub":
+                    points = []
+                    break
+                points.append((e.step, float(arr.reshape(-1)[0])))
+            if points:
+                out[tag] = _make_series(points)
+    except Exception as exc:  # the reader's errors are varied; report them in one line
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise InputError(f"{path}: cannot read TensorBoard events ({msg})") from None
+    return out
+
+
+def discover_runs(logdir: Path, select: Optional[str] = None) -> List[Run]:
+    """Find and load the runs under ``logdir``.
+
+    Args:
+        logdir: a directory (searched recursively) or one event file.
+        select: keep runs whose relative path contains this substring.
+    Raises:
+        InputError: no event files, no run matching ``select``, or no scalars at all.
+    """
+    files = find_event_files(logdir)
+    if logdir.is_file():
+        groups = {logdir: [logdir]}
+    else:
+        groups: Dict[Path, List[Path]] = {}
+        for f in files:
+            groups.setdefault(f.parent, []).append(f)
+    runs = []
+    for path in sorted(groups):
+        name = "." if logdir.is_file() else (os.path.relpath(path, logdir) if path != logdir else ".")
+        if select is not None and select not in name:
+            continue
+        runs.append(Run(name=name, path=path, scalars={}))
+    if not runs:
+        raise InputError(f"{logdir}: no run path contains {select!r} (runs: "
+                         f"{', '.join(os.path.relpath(p, logdir) for p in sorted(groups))})")
+    for run in runs:
+        run.scalars = load_scalars(run.path)
+    with_data = [r for r in runs if r.scalars]
+    for r in runs:
+        if with_data and not r.scalars:
+            print(f"note: {r.path}: no scalars yet, run not reported", file=sys.stderr)
+    if not with_data:
+        raise InputError(f"{logdir}: event files hold no scalars yet (expected verl metrics such as "
+                         f"{TAG_PG_LOSS}; is the run still starting?)")
+    return with_data
+
+
+def read_rollout_groups(rollout_dir: Path) -> Dict[int, Tuple[int, int]]:
+    """Per training step, (groups, groups whose responses all scored the same).
+
+    Reads verl's rollout dumps (``trainer.rollout_data_dir``: ``<step>.jsonl``, one line per
+    response with ``input``, ``score``, ``step``; ray_trainer.py ``_dump_generations``).
+    Responses are grouped by identical prompt text (GRPO's ``rollout.n`` samples per
+    prompt); groups of one response are not counted. Malformed lines (a file still being
+    written) are skipped.
+
+    Raises:
+        InputError: the directory is missing or holds no ``<step>.jsonl`` file.
+    """
+    if not rollout_dir.is_dir():
+        raise InputError(f"{rollout_dir}: not a directory (expected verl's trainer.rollout_data_dir)")
+    files = sorted((p for p in rollout_dir.glob("*.jsonl") if p.stem.isdigit()), key=lambda p: int(p.stem))
+    if not files:
+        raise InputError(f"{rollout_dir}: no <step>.jsonl rollout dumps (expected verl's trainer.rollout_data_dir)")
+    out = {}
+    for f in files:
+        groups: Dict[str, List[float]] = {}
+        with open(f, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                try:
+                    rec = json.loads(line)
+                    groups.setdefault(str(rec["input"]), []).append(float(rec["score"]))
+                except (ValueError, KeyError, TypeError):
+                    continue
+        sized = [g for g in groups.values() if len(g) >= 2]
+        if sized:
+            zero = sum(1 for g in sized if max(g) - min(g) <= 1e-9)
+            out[int(f.stem)] = (len(sized), zero)
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# Context: what the log says about the run's configuration.
+# --------------------------------------------------------------------------------------
+@dataclass
+class Context:
+    """Run configuration as read from the log or given on the command line."""
+
+    updates_per_step: Optional[int] = None
+    updates_note: str = "unknown"
+    lr: Optional[float] = None
+    lr_note: str = "unknown"
+    kl_coef: Optional[float] = None
+    kl_coef_note: str = "unknown"
+    loss_scale: float = 1.0
+    val_tag: Optional[str] = None
+    val_reward_tag: Optional[str] = None
+    rollout_groups: Optional[Dict[int, Tuple[int, int]]] = None
+    clipfrac_band_applies: bool = True
+    clipfrac_note: str = ""
+
+
+def _last_finite(s: Optional[Series]) -> Optional[float]:
+    if s is None:
+        return None
+    v = s.values[s.finite]
+    return float(v[-1]) if v.size else None
+
+
+def pick_val_tags(tags: Iterable[str], requested: Optional[str] = None) -> Tuple[Optional[str], Optional[str]]:
+    """Choose the validation tags: (core tag, reward tag comparable with critic/score/mean).
+
+    The core tag is ``requested`` if given, else the recipe's :data:`DEFAULT_VAL_TAG`, else
+    the first ``val-core/<src>/<var>/mean@<n>`` (``acc`` preferred, largest ``n``). The
+    reward tag is ``val-(core|aux)/<same src>/reward/mean@<n>`` (largest ``n``) if logged,
+    else the core tag (verl names: ray_trainer.py ``_validate``).
+    """
+    tags = sorted(tags)
+    parsed = {t: VAL_MEAN_RE.match(t) for t in tags}
+    parsed = {t: m for t, m in parsed.items() if m}
+    core = None
+    if requested:
+        core = requested if requested in tags else None
+    elif DEFAULT_VAL_TAG in tags:
+        core = DEFAULT_VAL_TAG
+    else:
+        cands = [(t, m) for t, m in parsed.items() if m["sec"] == "core"]
+        cands.sort(key=lambda tm: (tm[1]["var"] != "acc", -int(tm[1]["n"]), tm[0]))
+        core = cands[0][0] if cands else None
+    if core is None:
+        return None, None
+    m = VAL_MEAN_RE.match(core)
+    reward = core
+    if m:
+        rew = [(t, mm) for t, mm in parsed.items() if mm["src"] == m["src"] and mm["var"] == "reward"]
+        rew.sort(key=lambda tm: (-int(tm[1]["n"]), tm[1]["sec"] != "core"))
+        if rew:
+            reward = rew[0][0]
+    return core, reward
+
+
+def build_context(run: Run, th: Thresholds, *, updates_per_step: Optional[int] = None,
+                  lr: Optional[float] = None, kl_coef: Optional[float] = None,
+                  loss_scale: float = 1.0, val_tag: Optional[str] = None,
+                  rollout_groups: Optional[Dict[int, Tuple[int, int]]] = None) -> Context:
+    """Work out the run's configuration from its log, with command-line values winning.
+
+    Updates per step: verl's ``on_policy`` branch (dp_actor.py: one PPO mini-batch and
+    ``ppo_epochs == 1``) uses the current log-probs as the old ones, so the ratio is 1 and
+    ``actor/pg_clipfrac`` and ``actor/ppo_kl`` are exactly 0 at every step; that pattern
+    is read as one update per step.
+    """
+    ctx = Context(loss_scale=loss_scale, rollout_groups=rollout_groups)
+    if updates_per_step is not None:
+        ctx.updates_per_step, ctx.updates_note = updates_per_step, "--updates-per-step"
+    else:
+        cf, pk = run.get(TAG_CLIPFRAC), run.get(TAG_PPO_KL)
+
+        def all_zero(s: Optional[Series]) -> Optional[bool]:
+            return None if s is None or not s.finite.any() else bool(np.all(s.values[s.finite] == 0))
+
+        zc, zk = all_zero(cf), all_zero(pk)
+        if zc is False or zk is False:
+            ctx.updates_note = "more than 1 (actor/pg_clipfrac or actor/ppo_kl non-zero: the ratio moved off 1)"
+        elif zc and zk:
+            ctx.updates_per_step = 1
+            ctx.updates_note = ("detected: actor/pg_clipfrac and actor/ppo_kl exactly 0 at every step "
+                                "(verl on-policy branch, dp_actor.py)")
+        elif zc:
+            ctx.updates_per_step = 1
+            ctx.updates_note = "probably (actor/pg_clipfrac exactly 0 at every step, actor/ppo_kl not logged)"
+    if lr is not None:
+        ctx.lr, ctx.lr_note = lr, "--lr"
+    else:
+        ctx.lr = _last_finite(run.get(TAG_LR))
+        ctx.lr_note = TAG_LR if ctx.lr is not None else "unknown (actor/lr not logged)"
+    if kl_coef is not None:
+        ctx.kl_coef, ctx.kl_coef_note = kl_coef, "--kl-coef"
+    else:
+        ctx.kl_coef = _last_finite(run.get(TAG_KL_COEF))
+        ctx.kl_coef_note = TAG_KL_COEF if ctx.kl_coef is not None else "unknown (actor/kl_coef not logged)"
+    ctx.val_tag, ctx.val_reward_tag = pick_val_tags(run.scalars, val_tag)
+
+    reasons = []
+    if ctx.updates_per_step == 1:
+        reasons.append("one policy update per step (on-policy: the PPO ratio is 1, so the clip "
+                       "fraction is 0 by construction)")
+    if ctx.lr is not None and ctx.lr < th.clipfrac_band_min_lr:
+        reasons.append(f"actor lr {ctx.lr:g} < {th.clipfrac_band_min_lr:g}: public verl GRPO runs at lr "
+                       "1e-6..2e-6 log pg_clipfrac of 0.03-0.13 %, far below the guide's 5-25 % band, "
+                       "which comes from classic PPO learning rates")
+    ctx.clipfrac_band_applies = not reasons
+    ctx.clipfrac_note = ("; ".join(reasons) if reasons else
+                         "the guide's 10-25 % clip-fraction band is applied (lr unknown or >= "
+                         f"{th.clipfrac_band_min_lr:g} and more than one update per step)")
+    return ctx
+
+
+# --------------------------------------------------------------------------------------
+# Rules
+# --------------------------------------------------------------------------------------
+@dataclass
+class Finding:
+    """The outcome of one rule on one run."""
+
+    rule: str
+    tag: str
+    level: str
+    step: Optional[int]
+    value: Optional[float]
+    message: str
+    source: str = ""
+
+
+#: What a check returns: (level, step or None, value or None, message[, tag override]).
+CheckResult = tuple
+Check = Callable[[Run, Thresholds, Context], CheckResult]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A named health rule: ``check`` runs only when every tag in ``needs`` has data."""
+
+    id: str
+    tag: str
+    needs: Tuple[str, ...]
+    thresholds: str
+    source: str
+    check: Check
+    needs_val: bool = False
+    needs_rollouts: bool = False
+
+
+def _fmt(x: Optional[float]) -> str:
+    if x is None:
+        return "-"
+    if not math.isfinite(x):
+        return str(x)
+    if x == 0:
+        return "0"
+    if abs(x) >= 1e4 or abs(x) < 1e-3:
+        return f"{x:.3g}"
+    return f"{x:.4g}"
+
+
+def _baseline(s: Series, th: Thresholds) -> Optional[float]:
+    v = s.values[s.finite][: max(1, th.baseline_steps)]
+    return float(np.median(v)) if v.size else None
+
+
+def _first(mask: np.ndarray) -> Optional[int]:
+    idx = np.flatnonzero(mask)
+    return int(idx[0]) if idx.size else None
+
+
+def _first_persistent(mask: np.ndarray, k: int) -> Optional[int]:
+    """Index where the first run of ``k`` consecutive True values starts."""
+    run = 0
+    for i, m in enumerate(mask):
+        run = run + 1 if m else 0
+        if run >= max(1, k):
+            return i - run + 1
+    return None
+
+
+def _trailing_medians(values: np.ndarray, window: int, min_history: int) -> np.ndarray:
+    """Median of the finite values in the ``window`` points before each point (NaN if fewer
+    than ``min_history``)."""
+    out = np.full(values.shape, np.nan)
+    for i in range(values.size):
+        prev = values[max(0, i - window): i]
+        prev = prev[np.isfinite(prev)]
+        if prev.size >= max(1, min_history):
+            out[i] = float(np.median(prev))
+    return out
+
+
+def _at(s: Series, i: Optional[int]) -> Tuple[Optional[int], Optional[float]]:
+    return (None, None) if i is None else (int(s.steps[i]), float(s.values[i]))
+
+
+def check_entropy_collapse(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
+    s = run.get(TAG_ENTROPY)
+    v, fin = s.values, s.finite
+    base = _baseline(s, th)
+    if base is None:
+        return "ok", None, None, "no finite entropy values"
+    low = fin & (v < th.entropy_low)
+    alert = fin & ((v < th.entropy_collapse_abs) | (low & (v < th.entropy_collapse_frac * base)))
+    warn = low & (v < th.entropy_drop_warn_frac * base)
+    if alert.any():
+        step, val = _at(s, _first(alert))
+        return ("alert", step, val, f"entropy collapse: {_fmt(val)} nats/token (initial {_fmt(base)}); "
+                f"below {th.entropy_collapse_abs:g} or below {th.entropy_collapse_frac:g}x the initial value "
+                "- the policy is becoming deterministic and stops exploring")
+    if warn.any():
+        step, val = _at(s, _first(warn))
+        return ("warn", step, val, f"entropy falling: {_fmt(val)} < {th.entropy_low:g} and under "
+                f"{th.entropy_drop_warn_frac:g}x the initial {_fmt(base)} - watch for collapse")
+    last = float(v[fin][-1])
+    if last < th.entropy_low:
+        return ("info", int(s.steps[fin][-1]), last, f"confident (< {th.entropy_low:g}) and stable relative to "
+                f"the initial {_fmt(base)}; usual for an instruct model")
+    return "ok", None, last, f"latest {_fmt(last)} (initial {_fmt(base)})"
+
+
+def check_entropy_high(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
+    s = run.get(TAG_ENTROPY)
+    v, fin = s.values, s.finite
+    base = _baseline(s, th)
+    if base is None:
+        return "ok", None, None, "no finite entropy values"
+    high = fin & (v >= th.entropy_high)
+    rose = high & (v >= th.entropy_rise_warn_factor * base)
+    if rose.any():
+        step, val = _at(s, _first(rose))
+        return ("warn", step, val, f"entropy rose to {_fmt(val)} (>= {th.entropy_high:g}, >= "
+                f"{th.entropy_rise_warn_factor:g}x the initial {_fmt(base)}): exploring heavily or degenerating "
+                "into random text - read some responses")
+    if high.any():
+        step, val = _at(s, _first(high))
+        return "info", step, val, f"exploring (>= {th.entropy_high:g}) since the start"
+    return "ok", None, float(v[fin][-1]) if fin.any() else None, f"below {th.entropy_high:g} throughout"
+
+
+def _kl_penalty_note(ctx: Context, kl: Optional[float]) -> str:
+    if ctx.kl_coef is None:
+        return "kl_loss_coef unknown"
+    pen = "" if kl is None or not math.isfinite(kl) else f", penalty coef*KL = {_fmt(ctx.kl_coef * kl)}"
+    return f"kl_loss_coef {ctx.kl_coef:g} ({ctx.kl_coef_note}){pen}"
+
+
+def check_kl_high(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
+    s = run.get(TAG_KL_LOSS)
+    v = s.values * ctx.loss_scale
+    fin = np.isfinite(v)
+    for level, limit in (("alert", th.kl_loss_alert), ("warn", th.kl_loss_warn)):
+        i = _first(fin & (v > limit))
+        if i is not None:
+            return (level, int(s.steps[i]), float(v[i]), f"KL to the reference {_fmt(v[i])} > {limit:g}: the "
+                    f"policy is drifting from the reference model ({_kl_penalty_note(ctx, float(v[i]))}); "
+                    "raise kl_loss_coef or lower the lr")
+    last = float(v[fin][-1]) if fin.any() else None
+    return "ok", None, last, f"max {_fmt(float(np.max(v[fin])) if fin.any() else None)} <= {th.kl_loss_warn:g} ({_kl_penalty_note(ctx, last)})"
+
+
+def check_kl_low(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
+    s = run.get(TAG_KL_LOSS)
+    v = s.values * ctx.loss_scale
+    judged = np.isfinite(v) & (s.steps >= th.kl_low_min_steps)
+    if not judged.any():
+        return ("ok", None, _last_finite(s), f"fewer than {th.kl_low_min_steps} steps: too early to judge "
+                "whether the policy moves off the reference")
+    idx = np.flatnonzero(judged)
+    if v[idx[-1]] > th.kl_loss_low:
+        return "ok", None, float(v[idx[-1]]), f"latest {_fmt(float(v[idx[-1]]))} > {th.kl_loss_low:g}: the policy is moving"
+    start = idx[-1]
+    while start - 1 >= 0 and judged[start - 1] and v[start - 1] <= th.kl_loss_low:
+        start -= 1
+    return ("warn", int(s.steps[start]), float(v[idx[-1]]), f"KL still <= {th.kl_loss_low:g} after "
+            f"{th.kl_low_min_steps}+ steps: the policy barely moves off the reference - not learning? "
+            f"(check lr and rewards; {_kl_penalty_note(ctx, float(v[idx[-1]]))}; logged values are scaled "
+            f"by --loss-scale {ctx.loss_scale:g})")
+
+
+def check_pg_loss_nan(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
+    s = run.get(TAG_PG_LOSS)
+    i = _first(~s.finite)
+    if i is not None:
+        step, val = _at(s, i)
+        return "alert", step, val, "policy-gradient loss is not finite: numerical instability (check lr, bf16 overflow, reward NaNs)"
+    return "ok", None, float(s.values[-1]), "finite at every step"
+
+
+NONFINITE_TAGS = (TAG_ENTROPY, TAG_KL_LOSS, TAG_GRAD_NORM, TAG_CLIPFRAC, TAG_SCORE_MEAN, TAG_RESP_LEN)
+
+
+def check_nonfinite(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
+    first = None
+    for tag in NONFINITE_TAGS:
+        s = run.get(tag)
+        if s is None:
+            continue
+        i = _first(~s.finite)
+        if i is not None and (first is None or s.steps[i] < first[1]):
+            first = (tag, int(s.steps[i]), float(s.values[i]))
+    if first is None:
+        return "ok", None, None, "all finite"
+    tag, step, val = first
+    extra = (" (verl skips the optimizer step when the grad norm is not finite, dp_actor.py)"
+             if tag == TAG_GRAD_NORM else "")
+    return "alert", step, val, f"{tag} is not finite{extra}", tag
+
+
+def check_clipfrac_high(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
+    s = run.get(TAG_CLIPFRAC)
+    v, fin = s.values, s.finite
+    i = _first(fin & (v > th.clipfrac_violent))
+    if i is not None:
+        return ("alert", int(s.steps[i]), float(v[i]), f"clip fraction {_fmt(v[i])} > {th.clipfrac_violent:g}: "
+                "updates too violent - lower the lr or use more, smaller mini-batches")
+    i = _first(fin & (v > th.clipfrac_healthy_high))
+    if i is not None:
+        return ("warn", int(s.steps[i]), float(v[i]), f"clip fraction {_fmt(v[i])} above the healthy "
+                f"{th.clipfrac_healthy_low:g}-{th.clipfrac_healthy_high:g} band")
+    mx = float(np.max(v[fin])) if fin.any() else None
+    return "ok", None, mx, f"max {_fmt(mx)} <= {th.clipfrac_healthy_high:g}"
+
+
+def check_clipfrac_low(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
+    s = run.get(TAG_CLIPFRAC)
+    v, fin = s.values, s.finite
+    i = _first_persistent(fin & (v < th.clipfrac_too_low), th.clipfrac_low_persist)
+    med = float(np.median(v[fin])) if fin.any() else None
+    if i is None:
+        if fin.sum() < th.clipfrac_low_persist and fin.any() and np.all(v[fin] < th.clipfrac_too_low):
+            return "ok", None, med, f"below {th.clipfrac_too_low:g} but fewer than {th.clipfrac_low_persist} steps to judge"
+        return "ok", None, med, f"median {_fmt(med)}"
+    step, val = _at(s, i)
+    if not ctx.clipfrac_band_applies:
+        return ("info", step, val, f"clip fraction {_fmt(val)} < {th.clipfrac_too_low:g} for "
+                f"{th.clipfrac_low_persist}+ steps, expected here: {ctx.clipfrac_note}")
+    return ("warn", step, val, f"clip fraction {_fmt(val)} < {th.clipfrac_too_low:g} for {th.clipfrac_low_persist}+ "
+            "steps: the trust-region constraint is barely active - lr too low or clip_ratio too wide")
+
+
+def check_grad_spike(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
+    s = run.get(TAG_GRAD_NORM)
+    v = s.values
+    med = _trailing_medians(v, th.grad_spike_window, th.grad_spike_min_history)
+    with np.errstate(invalid="ignore"):
+        spike = np.isfinite(v) & np.isfinite(med) & (med > 0) & (v > th.grad_spike_factor * med) & (
+            v >= th.grad_spike_min_value)
+    i = _first(spike)
+    if i is not None:
+        return ("warn", int(s.steps[i]), float(v[i]), f"grad-norm jump to {_fmt(v[i])} = "
+                f"{v[i] / med[i]:.1f}x the trailing median {_fmt(med[i])}: warning sign of explosion")
+    if not np.isfinite(med).any():
+        return "ok", None, _last_finite(s), f"fewer than {th.grad_spike_min_history + 1} steps: no spike check yet"
+    return "ok", None, _last_finite(s), f"no step above {th.grad_spike_factor:g}x its trailing median"
+
+
+def check_grad_high(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
+    s = run.get(TAG_GRAD_NORM)
+    v, fin = s.values, s.finite
+    i = _first_persistent(fin & (v > th.grad_norm_band_high), th.grad_high_persist)
+    med = float(np.median(v[fin])) if fin.any() else None
+    if i is not None:
+        step, val = _at(s, i)
+        return ("warn", step, val, f"grad norm > {th.grad_norm_band_high:g} for {th.grad_high_persist}+ steps "
+                "(verl clips at actor.grad_clip=1.0, so every update is being clipped)")
+    if med is not None and med < th.grad_norm_band_low:
+        return ("info", None, med, f"median {_fmt(med)} below the guide's {th.grad_norm_band_low:g}-"
+                f"{th.grad_norm_band_high:g}: small updates, usual at lr 1e-6 (real runs: 0.04-0.2)")
+    return "ok", None, med, f"median {_fmt(med)}"
+
+
+def _resp_jump(run: Run, th: Thresholds, rise: bool) -> CheckResult:
+    s = run.get(TAG_RESP_LEN)
+    v = s.values
+    med = _trailing_medians(v, th.resp_window, th.resp_min_history)
+    with np.errstate(invalid="ignore"):
+        if rise:
+            hit = np.isfinite(v) & np.isfinite(med) & (med > 0) & (v > th.resp_rise_factor * med)
+        else:
+            hit = np.isfinite(v) & np.isfinite(med) & (med > 0) & (v < th.resp_fall_factor * med)
+    i = _first(hit)
+    if i is not None:
+        what = ("sudden rise: rambling or repetition - read some responses" if rise else
+                "sudden fall: lazy / truncated answers or a reward shortcut - read some responses")
+        return ("warn", int(s.steps[i]), float(v[i]), f"mean response length {_fmt(v[i])} tokens = "
+                f"{v[i] / med[i]:.2f}x the trailing median {_fmt(med[i])}: {what}")
+    if not np.isfinite(med).any():
+        return "ok", None, _last_finite(s), f"fewer than {th.resp_min_history + 1} steps: no jump check yet"
+    return "ok", None, _last_finite(s), "no sudden change"
+
+
+def check_resp_rise(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
+    return _resp_jump(run, th, rise=True)
+
+
+def check_resp_fall(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
+    return _resp_jump(run, th, rise=False)
+
+
+def check_resp_truncation(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
+    s = run.get(TAG_RESP_CLIP)
+    v, fin = s.values, s.finite
+    i = _first_persistent(fin & (v > th.resp_clip_ratio_warn), th.resp_clip_persist)
+    if i is not None:
+        step, val = _at(s, i)
+        return ("warn", step, val, f"{_fmt(100 * val)} % of responses hit max_response_length for "
+                f"{th.resp_clip_persist}+ steps: truncated answers score 0 (no boxed answer); raise "
+                "data.max_response_length or check for repetition")
+    return "ok", None, _last_finite(s), f"<= {th.resp_clip_ratio_warn:g} (or not persistent)"
+
+
+def _train_level(score: Series, step: int, th: Thresholds) -> Optional[float]:
+    fin = score.finite
+    steps, vals = score.steps[fin], score.values[fin]
+    sel = vals[(steps <= step) & (steps > step - th.train_window)]
+    if sel.size == 0:  # e.g. validation before training (step 0): the first steps
+        sel = vals[: th.train_window]
+    return float(np.mean(sel)) if sel.size else None
+
+
+def check_val_train_gap(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
+    val, score = run.get(ctx.val_reward_tag), run.get(TAG_SCORE_MEAN)
+    fin = score.finite
+    if not fin.any():
+        return "ok", None, None, "no finite training score"
+    ts, tv = score.steps[fin], score.values[fin]
+    for step, v in zip(val.steps, val.values):
+        if not math.isfinite(v):
+            continue
+        t = float(tv[int(np.argmin(np.abs(ts - step)))])
+        a, b = abs(v), abs(t)
+        if max(a, b) < th.val_train_min_abs:
+            continue
+        if v * t < 0 or min(a, b) == 0 or max(a, b) / min(a, b) > th.val_train_ratio_max:
+            return ("warn", int(step), float(v), f"validation reward {_fmt(v)} vs training score {_fmt(t)} "
+                    f"near step {int(step)}: not the same magnitude (ratio > {th.val_train_ratio_max:g}) - "
+                    "check that validation uses the same reward function, prompt format and data")
+    return "ok", None, _last_finite(val), f"same magnitude as {TAG_SCORE_MEAN} at every validation"
+
+
+def _val_drops(run: Run, th: Thresholds, ctx: Context):
+    val, score = run.get(ctx.val_reward_tag), run.get(TAG_SCORE_MEAN)
+    fin = val.finite
+    steps, vals = val.steps[fin], val.values[fin]
+    for j in range(1, vals.size):
+        b = int(np.argmax(vals[:j]))
+        drop = float(vals[b] - vals[j])
+        if drop >= th.val_drop:
+            rise = None
+            if score is not None:
+                now, then = _train_level(score, int(steps[j]), th), _train_level(score, int(steps[b]), th)
+                if now is not None and then is not None:
+                    rise = now - then
+            yield int(steps[j]), float(vals[j]), int(steps[b]), float(vals[b]), drop, rise
+
+
+def check_reward_up_val_down(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
+    for step, v, bstep, bv, drop, rise in _val_drops(run, th, ctx):
+        if rise is not None and rise >= th.train_rise:
+            return ("warn", step, v, f"training score rose by {_fmt(rise)} while validation fell by {_fmt(drop)} "
+                    f"(from {_fmt(bv)} at step {bstep}): the policy may be exploiting the reward (hacking) "
+                    "or overfitting - read some high-reward responses")
+    return "ok", None, _last_finite(run.get(ctx.val_reward_tag)), "no validation drop while training reward rose"
+
+
+def check_val_regression(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
+    for step, v, bstep, bv, drop, rise in _val_drops(run, th, ctx):
+        return ("warn", step, v, f"validation fell by {_fmt(drop)} from its best {_fmt(bv)} at step {bstep}",
+                ctx.val_reward_tag)
+    return "ok", None, _last_finite(run.get(ctx.val_reward_tag)), "no drop below the best validation value", ctx.val_reward_tag
+
+
+def check_no_signal(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
+    mx, mn = run.get(TAG_ADV_MAX), run.get(TAG_ADV_MIN)
+    common, imx, imn = np.intersect1d(mx.steps, mn.steps, return_indices=True)
+    zero = (np.abs(mx.values[imx]) <= th.zero_adv_eps) & (np.abs(mn.values[imn]) <= th.zero_adv_eps)
+    msg = ("all GRPO advantages are 0: every prompt group's responses scored the same, so the "
+           "policy gradient is zero")
+    i = _first_persistent(zero, th.no_signal_alert_steps)
+    if i is not None:
+        return "alert", int(common[i]), 0.0, f"{msg} for {th.no_signal_alert_steps}+ consecutive steps - no learning signal"
+    i = _first(zero)
+    if i is not None:
+        return "warn", int(common[i]), 0.0, f"{msg} at {int(zero.sum())} step(s)"
+    return "ok", None, None, "some groups have reward variance at every step"
+
+
+def check_no_reward(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
+    mean, mx = run.get(TAG_SCORE_MEAN), run.get(TAG_SCORE_MAX)
+    common, ime, imx = np.intersect1d(mean.steps, mx.steps, return_indices=True)
+    none = (mx.values[imx] <= 0) & (mean.values[ime] <= 0)
+    i = _first_persistent(none, th.no_signal_alert_steps)
+    if i is not None:
+        return ("alert", int(common[i]), float(mean.values[ime][i]), f"no response earned a positive score for "
+                f"{th.no_signal_alert_steps}+ steps (critic/score/max <= 0): check the reward function and "
+                "the answer format")
+    i = _first(none)
+    if i is not None:
+        return ("warn", int(common[i]), float(mean.values[ime][i]), "no response earned a positive score at "
+                f"{int(none.sum())} step(s) (critic/score/max <= 0)")
+    return "ok", None, _last_finite(mean), "positive scores at every step"
+
+
+def check_zero_var_groups(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
+    groups = ctx.rollout_groups or {}
+    worst = None
+    for step in sorted(groups):
+        n, z = groups[step]
+        frac = z / n
+        level = "alert" if z == n else ("warn" if frac >= th.zero_var_group_frac_warn else None)
+        if level and (worst is None or SEVERITY[level] > SEVERITY[worst[0]]):
+            worst = (level, step, frac, n, z)
+    if worst:
+        level, step, frac, n, z = worst
+        return (level, step, frac, f"{z}/{n} prompt groups had zero reward variance (all responses scored "
+                "the same): they give no GRPO gradient - harder/easier data or more samples per prompt")
+    fr = [z / n for n, z in groups.values()]
+    return "ok", None, float(np.mean(fr)), f"mean share of zero-variance groups {_fmt(float(np.mean(fr)))}"
+
+
+def check_throughput(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
+    s = run.get(TAG_THROUGHPUT)
+    v = s.values
+    med = _trailing_medians(v, th.perf_window, th.perf_min_history)
+    with np.errstate(invalid="ignore"):
+        drop = np.isfinite(v) & np.isfinite(med) & (med > 0) & (v < th.perf_drop_factor * med)
+    i = _first(drop)
+    if i is not None:
+        return ("warn", int(s.steps[i]), float(v[i]), f"throughput fell to {_fmt(v[i])} tokens/s/GPU, "
+                f"{v[i] / med[i]:.2f}x the trailing median {_fmt(med[i])} (contention, swapping, longer responses?)")
+    fin = s.finite
+    m = float(np.median(v[fin])) if fin.any() else None
+    return "ok", None, m, f"median {_fmt(m)} tokens/s/GPU (higher is better)"
+
+
+def check_mfu(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
+    s = run.get(TAG_MFU)
+    fin = s.finite
+    m = float(np.median(s.values[fin])) if fin.any() else None
+    if m is not None and m == 0:
+        return ("info", None, 0.0, "MFU 0: verl's flops counter has no peak-FLOPS entry for this device "
+                "(get_device_flops returns inf, e.g. CPU) - not measured")
+    return "ok", None, m, f"median actor MFU {_fmt(None if m is None else 100 * m)} % (higher is better)"
+
+
+_T = DEFAULT_THRESHOLDS  # the rule descriptions quote the defaults (override: --set)
+
+RULES: Tuple[Rule, ...] = (
+    Rule("entropy_collapse", TAG_ENTROPY, (TAG_ENTROPY,),
+         f"alert < {_T.entropy_collapse_abs:g} or (< {_T.entropy_low:g} and < {_T.entropy_collapse_frac:g}x "
+         f"initial); warn < {_T.entropy_low:g} and < {_T.entropy_drop_warn_frac:g}x initial; info < "
+         f"{_T.entropy_low:g} (confident); initial = median of the first {_T.baseline_steps} steps",
+         f"{SRC_GUIDE}; {SRC_TRAINER}", check_entropy_collapse),
+    Rule("entropy_high", TAG_ENTROPY, (TAG_ENTROPY,),
+         f"info >= {_T.entropy_high:g} (exploring); warn >= {_T.entropy_high:g} and >= "
+         f"{_T.entropy_rise_warn_factor:g}x initial", SRC_GUIDE, check_entropy_high),
+    Rule("kl_high", TAG_KL_LOSS, (TAG_KL_LOSS,),
+         f"warn > {_T.kl_loss_warn:g}, alert > {_T.kl_loss_alert:g} nats/token (logged value x --loss-scale); "
+         "reported with kl_loss_coef", f"{SRC_GUIDE}; {SRC_DP_ACTOR}; {SRC_GRPO}; thresholds heuristic",
+         check_kl_high),
+    Rule("kl_low", TAG_KL_LOSS, (TAG_KL_LOSS,),
+         f"warn if still <= {_T.kl_loss_low:g} at the latest step >= {_T.kl_low_min_steps}",
+         f"{SRC_GUIDE}; thresholds heuristic", check_kl_low),
+    Rule("pg_loss_nan", TAG_PG_LOSS, (TAG_PG_LOSS,), "alert at the first non-finite value",
+         f"{SRC_GUIDE}; {SRC_DP_ACTOR}", check_pg_loss_nan),
+    Rule("nonfinite_metrics", "actor/*, critic/score/mean, response_length/mean", (),
+         "alert at the first non-finite entropy, kl_loss, grad_norm, pg_clipfrac, score or length",
+         f"{SRC_DP_ACTOR} (_optimizer_step skips non-finite grad norms)", check_nonfinite),
+    Rule("clipfrac_high", TAG_CLIPFRAC, (TAG_CLIPFRAC,),
+         f"warn > {_T.clipfrac_healthy_high:g}, alert > {_T.clipfrac_violent:g}",
+         f"{SRC_GUIDE}; {SRC_DP_ACTOR}", check_clipfrac_high),
+    Rule("clipfrac_low", TAG_CLIPFRAC, (TAG_CLIPFRAC,),
+         f"< {_T.clipfrac_too_low:g} for {_T.clipfrac_low_persist}+ steps: warn, or info when on-policy "
+         f"(1 update/step) or actor lr < {_T.clipfrac_band_min_lr:g}",
+         f"{SRC_GUIDE}; {SRC_DP_ACTOR} (on_policy); {SRC_REAL_CLIPFRAC}", check_clipfrac_low),
+    Rule("grad_norm_spike", TAG_GRAD_NORM, (TAG_GRAD_NORM,),
+         f"warn > {_T.grad_spike_factor:g}x trailing median ({_T.grad_spike_window} steps, >= "
+         f"{_T.grad_spike_min_history} history) and >= {_T.grad_spike_min_value:g}", SRC_GUIDE, check_grad_spike),
+    Rule("grad_norm_high", TAG_GRAD_NORM, (TAG_GRAD_NORM,),
+         f"warn > {_T.grad_norm_band_high:g} for {_T.grad_high_persist}+ steps; info if median < "
+         f"{_T.grad_norm_band_low:g}", f"{SRC_GUIDE}; verl actor grad_clip 1.0 (dp_actor.yaml)", check_grad_high),
+    Rule("response_length_rise", TAG_RESP_LEN, (TAG_RESP_LEN,),
+         f"warn > {_T.resp_rise_factor:g}x trailing median ({_T.resp_window} steps, >= {_T.resp_min_history} "
+         "history)", f"{SRC_GUIDE}; {SRC_METRIC_UTILS}", check_resp_rise),
+    Rule("response_length_fall", TAG_RESP_LEN, (TAG_RESP_LEN,),
+         f"warn < {_T.resp_fall_factor:g}x trailing median ({_T.resp_window} steps, >= {_T.resp_min_history} "
+         "history)", f"{SRC_GUIDE}; {SRC_METRIC_UTILS}", check_resp_fall),
+    Rule("response_truncation", TAG_RESP_CLIP, (TAG_RESP_CLIP,),
+         f"warn > {_T.resp_clip_ratio_warn:g} for {_T.resp_clip_persist}+ steps",
+         f"{SRC_METRIC_UTILS}; {SRC_DAPO} (overlong responses); threshold heuristic", check_resp_truncation),
+    Rule("val_train_gap", "<val reward tag>", (TAG_SCORE_MEAN,),
+         f"warn if the larger of abs(val), abs(train) is > {_T.val_train_ratio_max:g}x the smaller or the "
+         f"signs differ (both < {_T.val_train_min_abs:g}: not judged); train = nearest step",
+         f"{SRC_GUIDE}; {SRC_TRAINER} (_validate tag names)", check_val_train_gap, needs_val=True),
+    Rule("reward_up_val_down", "<val reward tag>", (TAG_SCORE_MEAN,),
+         f"warn if val falls >= {_T.val_drop:g} below its best while the mean train score "
+         f"({_T.train_window} steps) rose >= {_T.train_rise:g}",
+         "reward-hacking sign; thresholds heuristic (MATH test, 5000 problems: val noise ~0.007)",
+         check_reward_up_val_down, needs_val=True),
+    Rule("val_regression", "<val reward tag>", (),
+         f"warn if val falls >= {_T.val_drop:g} below its best", "thresholds heuristic", check_val_regression,
+         needs_val=True),
+    Rule("no_learning_signal", TAG_ADV_MAX, (TAG_ADV_MAX, TAG_ADV_MIN),
+         f"advantages max = min = 0: warn at a step, alert for {_T.no_signal_alert_steps}+ consecutive steps",
+         f"{SRC_GRPO} (group-normalised advantage); {SRC_METRIC_UTILS}", check_no_signal),
+    Rule("no_positive_reward", TAG_SCORE_MAX, (TAG_SCORE_MEAN, TAG_SCORE_MAX),
+         f"score max <= 0 and mean <= 0: warn at a step, alert for {_T.no_signal_alert_steps}+ consecutive steps",
+         f"{SRC_METRIC_UTILS}; {SRC_GRPO}", check_no_reward),
+    Rule("zero_variance_groups", "rollout dumps (--rollout-dir)", (),
+         f"share of groups with zero score variance: warn >= {_T.zero_var_group_frac_warn:g}, alert = 1",
+         f"{SRC_GRPO}; {SRC_DAPO} (dynamic sampling); {SRC_TRAINER} (_dump_generations)",
+         check_zero_var_groups, needs_rollouts=True),
+    Rule("throughput_drop", TAG_THROUGHPUT, (TAG_THROUGHPUT,),
+         f"warn < {_T.perf_drop_factor:g}x trailing median ({_T.perf_window} steps, >= {_T.perf_min_history} "
+         "history); else report the median (higher is better)", f"{SRC_GUIDE}; {SRC_METRIC_UTILS}",
+         check_throughput),
+    Rule("mfu", TAG_MFU, (TAG_MFU,), "informational: median (higher is better); info when 0 (not measured)",
+         f"{SRC_GUIDE}; {SRC_FSDP_WORKERS}", check_mfu),
+)
+
+
+def evaluate(run: Run, th: Thresholds, ctx: Context, rules: Sequence[Rule] = RULES) -> List[Finding]:
+    """Run every rule on ``run``; a rule whose metrics are absent is ``skipped``."""
+    out = []
+    for rule in rules:
+        tag = rule.tag
+        if rule.needs_val:
+            tag = ctx.val_reward_tag or (ctx.val_tag or "val-core/<data_source>/reward/mean@1")
+        missing = [t for t in rule.needs if run.get(t) is None]
+        if rule.needs_val and (ctx.val_reward_tag is None or run.get(ctx.val_reward_tag) is None):
+            missing.append("val-core/*/mean@*")
+        if rule.needs_rollouts and not ctx.rollout_groups:
+            missing.append("--rollout-dir dumps")
+        if rule.id == "nonfinite_metrics" and not any(run.get(t) is not None for t in NONFINITE_TAGS):
+            missing.append("actor/* metrics")
+        if missing:
+            out.append(Finding(rule.id, tag, "skipped", None, None, f"skipped (no data: {', '.join(missing)})",
+                               rule.source))
+            continue
+        res = rule.check(run, th, ctx)
+        level, step, value, message = res[:4]
+        if len(res) > 4 and res[4]:
+            tag = res[4]
+        out.append(Finding(rule.id, tag, level, step, value, message, rule.source))
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# Report
+# --------------------------------------------------------------------------------------
+def _step_range(run: Run) -> str:
+    steps = run.train_steps
+    return f"{steps[0]}-{steps[-1]} ({len(steps)} logged)" if steps else "none"
+
+
+def render_markdown(run: Run, findings: Sequence[Finding], ctx: Context, logdir: Path) -> str:
+    """The report for one run as markdown: header, one line per rule, notes."""
+    counts = {lvl: sum(f.level == lvl for f in findings) for lvl in LEVELS}
+    lines = [
+        f"# GRPO health report: {run.name if run.name != '.' else logdir.name}",
+        "",
+        f"- log: `{run.path}`; training steps {_step_range(run)}; {len(run.scalars)} scalar tags",
+        f"- validation tag: `{ctx.val_tag or 'none'}`" + (
+            f" (compared with training via `{ctx.val_reward_tag}`)" if ctx.val_reward_tag and ctx.val_reward_tag != ctx.val_tag else ""),
+        f"- policy updates per step: {ctx.updates_per_step if ctx.updates_per_step is not None else '?'} "
+        f"({ctx.updates_note}); actor lr: {_fmt(ctx.lr)} ({ctx.lr_note}); kl_loss_coef: {_fmt(ctx.kl_coef)} "
+        f"({ctx.kl_coef_note}); loss scale: {ctx.loss_scale:g}",
+        f"- summary: {counts['alert']} alert, {counts['warn']} warn, {counts['info']} info, "
+        f"{counts['ok']} ok, {counts['skipped']} skipped",
+        "",
+        "## Rules",
+        "",
+    ]
+    for f in findings:
+        where = f"step {f.step}" if f.step is not None else "-"
+        lines.append(f"- **{f.level.upper()}** `{f.rule}` (`{f.tag}`) {where}, value {_fmt(f.value)}: {f.message}")
+    lines += [
+        "",
+        "## Notes",
+        "",
+        f"- Clip fraction: {ctx.clipfrac_note}.",
+        "- verl 0.6.0 logs `actor/pg_loss` and `actor/kl_loss` divided by the number of micro-batches per "
+        "mini-batch (dp_actor.py `loss_scale_factor`, verl issue #3129); pass `--loss-scale <micro-batches>` "
+        "to read the KL rules on the true per-token scale.",
+        "- `critic/advantages/max` = `min` = 0 only shows the case where *every* group had zero reward variance; "
+        "verl 0.6.0 logs no per-group share. Pass `--rollout-dir` (trainer.rollout_data_dir) to count them.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def finding_json(run: Run, f: Finding) -> dict:
+    """One JSON entry (value is null when not finite; value_text keeps it)."""
+    finite = f.value is not None and math.isfinite(f.value)
+    return {"run": run.name, "id": f.rule, "tag": f.tag, "level": f.level, "step": f.step,
+            "value": f.value if finite else None, "value_text": _fmt(f.value) if f.value is not None else None,
+            "message": f.message, "source": f.source}
+
+
+# --------------------------------------------------------------------------------------
+# Figures
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Band:
+    lo: float
+    hi: float
+    color: str
+    label: str
+    #: widen the y-axis to show the whole band (so a curve far from it is seen as such).
+    include: bool = False
+
+
+def plot_specs(run: Run, th: Thresholds, ctx: Context) -> List[Tuple[str, List[str], List[Band], str]]:
+    """(title, tags, bands, ylabel) of the key curves this run has data for."""
+    faint = "" if ctx.clipfrac_band_applies else " (guide; not applied here)"
+    specs = [
+        ("actor/entropy", [TAG_ENTROPY], [Band(th.entropy_low, th.entropy_high, "tab:green", "guide 0.5-2.0", True),
+                                          Band(0, th.entropy_collapse_abs, "tab:red", "collapse")], "nats/token"),
+        ("actor/kl_loss", [TAG_KL_LOSS], [Band(0, th.kl_loss_warn, "tab:green", f"<= {th.kl_loss_warn:g}"),
+                                          Band(th.kl_loss_warn, th.kl_loss_alert, "tab:orange", "warn"),
+                                          Band(th.kl_loss_alert, 1e9, "tab:red", "alert")], "nats/token (logged)"),
+        ("actor/pg_loss", [TAG_PG_LOSS], [], "loss"),
+        ("actor/pg_clipfrac", [TAG_CLIPFRAC], [
+            Band(th.clipfrac_healthy_low, th.clipfrac_healthy_high, "tab:green", "healthy 10-25 %" + faint, True),
+            Band(th.clipfrac_violent, 1.0, "tab:red", "> 30 % violent")], "fraction"),
+        ("actor/grad_norm", [TAG_GRAD_NORM], [Band(th.grad_norm_band_low, th.grad_norm_band_high, "tab:green",
+                                                   "guide 0.1-1.0", True)], "L2 norm"),
+        ("response_length/mean", [TAG_RESP_LEN], [], "tokens"),
+        ("response_length/clip_ratio", [TAG_RESP_CLIP], [Band(0, th.resp_clip_ratio_warn, "tab:green",
+                                                              f"<= {th.resp_clip_ratio_warn:g}", True)], "fraction"),
+        ("reward: train vs validation", [TAG_SCORE_MEAN] + [t for t in dict.fromkeys([ctx.val_reward_tag, ctx.val_tag]) if t],
+         [], "score"),
+        ("perf/throughput", [TAG_THROUGHPUT], [], "tokens/s/GPU"),
+        ("perf/mfu/actor", [TAG_MFU], [], "fraction of peak"),
+    ]
+    return [(t, [g for g in tags if run.get(g) is not None], b, y) for t, tags, b, y in specs
+            if any(run.get(g) is not None for g in tags)]
+
+
+def _draw(ax, run: Run, title: str, tags: List[str], bands: List[Band], ylabel: str,
+          findings: Sequence[Finding]) -> None:
+    for tag in tags:
+        s = run.get(tag)
+        marker = "o" if len(s) <= 30 else None
+        ax.plot(s.steps, s.values, marker=marker, markersize=3, linewidth=1.2, label=tag if len(tags) > 1 else None)
+    from matplotlib.ticker import MaxNLocator
+
+    ax.relim()
+    ax.autoscale_view()
+    ylo, yhi = ax.get_ylim()
+    for b in bands:
+        if b.include:
+            pad = 0.05 * (max(yhi, b.hi) - min(ylo, b.lo))
+            ylo, yhi = min(ylo, b.lo - pad), max(yhi, b.hi + pad)
+    if ylo == yhi:
+        ylo, yhi = ylo - 1, yhi + 1
+    for b in bands:
+        if b.hi > ylo and b.lo < yhi:
+            ax.axhspan(max(b.lo, ylo), min(b.hi, yhi), color=b.color, alpha=0.12, label=b.label)
+    for tag in tags:
+        s = run.get(tag)
+        bad = ~s.finite
+        if bad.any():
+            ax.plot(s.steps[bad], np.full(int(bad.sum()), ylo), "x", color="red", markersize=8, label="non-finite")
+    for f in findings:
+        if f.step is not None and f.level in ("warn", "alert") and f.tag in tags:
+            ax.axvline(f.step, color="red" if f.level == "alert" else "orange", linestyle="--", linewidth=1)
+    ax.set_ylim(ylo, yhi)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_title(title, fontsize=9)
+    ax.set_xlabel("step", fontsize=8)
+    ax.set_ylabel(ylabel, fontsize=8)
+    ax.tick_params(labelsize=7)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=6, loc="best")
+
+
+def render_figures(run: Run, findings: Sequence[Finding], th: Thresholds, ctx: Context) -> Dict[str, bytes]:
+    """PNG bytes: ``health_grid.png`` and one ``<tag>.png`` per key curve with data."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    specs = plot_specs(run, th, ctx)
+    out: Dict[str, bytes] = {}
+    if not specs:
+        return out
+
+    def png(fig) -> bytes:
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=100)
+        plt.close(fig)
+        return buf.getvalue()
+
+    ncols = 3
+    nrows = (len(specs) + ncols - 1) // ncols
+    fig, axes = plt.subplots(nrows, ncols, figsize=(5 * ncols, 3.2 * nrows), squeeze=False)
+    for ax, spec in zip(axes.flat, specs):
+        _draw(ax, run, *spec, findings)
+    for ax in list(axes.flat)[len(specs):]:
+        ax.set_visible(False)
+    fig.suptitle(f"GRPO health: {run.name}", fontsize=11)
+    height = 3.2 * nrows  # fixed margins in inches (tight_layout costs a second draw)
+    fig.subplots_adjust(left=0.06, right=0.98, bottom=0.5 / height, top=1 - 0.75 / height, wspace=0.25,
+                        hspace=0.5)
+    out["health_grid.png"] = png(fig)
+    for spec in specs:
+        fig, ax = plt.subplots(figsize=(6, 3.6))
+        fig.subplots_adjust(left=0.14, right=0.97, bottom=0.14, top=0.91)
+        _draw(ax, run, *spec, findings)
+        name = re.sub(r"[^A-Za-z0-9._-]+", "_", spec[0]).strip("_") + ".png"
+        out[name] = png(fig)
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# Writing
+# --------------------------------------------------------------------------------------
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temporary file in the same directory + os.replace."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def rules_table() -> str:
+    """Markdown table of the rules (id, metric, thresholds, source) for --list-rules."""
+    lines = ["| id | metric | thresholds (defaults) | source |", "|---|---|---|---|"]
+    for r in RULES:
+        lines.append(f"| `{r.id}` | `{r.tag}` | {r.thresholds} | {r.source} |")
+    lines += ["", "Thresholds (override with --set NAME=VALUE):", ""]
+    for f in dataclasses.fields(Thresholds):
+        lines.append(f"- `{f.name}` = {getattr(DEFAULT_THRESHOLDS, f.name)!r}")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------
+# CLI
+# --------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="health_report.py",
+        description="Health report of a verl GRPO run from its TensorBoard scalars (rules from the reference "
+                    "recipe's metric guide, verl 0.6.0 metric names). Exit 0: report written; 1: --fail-on "
+                    "level reached; 2: bad input.",
+    )
+    p.add_argument("logdir", nargs="?", type=Path, help="run directory, a folder above runs, or one event file")
+    p.add_argument("--output-dir", type=Path, help="where report and figures go (default LOGDIR/health)")
+    p.add_argument("--json", type=Path, metavar="FILE", help="also write the findings as JSON to FILE")
+    p.add_argument("--fail-on", choices=("never", "warn", "alert"), default="never",
+                   help="exit 1 when a rule reaches this level (default never)")
+    p.add_argument("--run", metavar="SUBSTR", help="only runs whose path relative to LOGDIR contains SUBSTR")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE",
+                   help="override a threshold (repeatable; names: --list-rules)")
+    p.add_argument("--updates-per-step", type=int, metavar="N",
+                   help="policy updates per step (ppo_epochs x mini-batches); default: detected from the log")
+    p.add_argument("--lr", type=float, help="actor learning rate; default: actor/lr from the log")
+    p.add_argument("--kl-coef", type=float, help="actor kl_loss_coef; default: actor/kl_coef from the log")
+    p.add_argument("--loss-scale", type=float, default=1.0, metavar="K",
+                   help="multiply logged actor/kl_loss by K (micro-batches per mini-batch in verl 0.6.0); default 1")
+    p.add_argument("--val-tag", help=f"validation tag (default {DEFAULT_VAL_TAG} or the first val-core mean@ tag)")
+    p.add_argument("--rollout-dir", type=Path, help="verl trainer.rollout_data_dir, to count zero-variance groups")
+    p.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
+    p.add_argument("--quiet", action="store_true", help="do not print the report")
+    p.add_argument("--list-rules", action="store_true", help="print the rules and thresholds and exit")
+    return p
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """CLI entry point; returns the exit status (0 ok, 1 --fail-on reached, 2 bad input)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.list_rules:
+        print(rules_table())
+        return 0
+    if args.logdir is None:
+        parser.error("LOGDIR is required")
+    try:
+        th = override_thresholds(DEFAULT_THRESHOLDS, args.overrides)
+        if args.updates_per_step is not None and args.updates_per_step < 1:
+            raise InputError("--updates-per-step: expected an integer >= 1")
+        if not math.isfinite(args.loss_scale) or args.loss_scale <= 0:
+            raise InputError("--loss-scale: expected a positive number")
+        logdir = args.logdir
+        runs = discover_runs(logdir, args.run)
+        rollouts = read_rollout_groups(args.rollout_dir) if args.rollout_dir else None
+        if not args.no_figures:
+            import importlib.util
+
+            if importlib.util.find_spec("matplotlib") is None:
+                raise InputError("matplotlib is not installed: pip install matplotlib, or pass --no-figures")
+    except (InputError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+    out_root = args.output_dir or ((logdir.parent if logdir.is_file() else logdir) / "health")
+    files: Dict[Path, bytes] = {}
+    texts, entries, worst = [], [], "ok"
+    for run in runs:
+        ctx = build_context(run, th, updates_per_step=args.updates_per_step, lr=args.lr, kl_coef=args.kl_coef,
+                            loss_scale=args.loss_scale, val_tag=args.val_tag, rollout_groups=rollouts)
+        findings = evaluate(run, th, ctx)
+        md = render_markdown(run, findings, ctx, logdir)
+        texts.append(md)
+        entries += [finding_json(run, f) for f in findings]
+        for f in findings:
+            if SEVERITY[f.level] > SEVERITY[worst]:
+                worst = f.level
+        out_dir = out_root if len(runs) == 1 else out_root / run.name.replace(os.sep, "__")
+        files[out_dir / "health_report.md"] = md.encode()
+        if not args.no_figures:
+            for name, data in render_figures(run, findings, th, ctx).items():
+                files[out_dir / name] = data
+    if args.json:
+        doc = {"schema": 1, "logdir": str(logdir), "runs": [r.name for r in runs], "rules": entries}
+        files[args.json] = (json.dumps(doc, indent=2, allow_nan=False) + "\n").encode()
+    try:
+        for path, data in files.items():
+            atomic_write(path, data)
+    except OSError as exc:
+        print(f"error: cannot write {exc.filename or out_root}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    if not args.quiet:
+        print("\n\n".join(texts))
+        print(f"(report and figures in {out_root})")
+    if args.fail_on != "never" and SEVERITY[worst] >= SEVERITY[args.fail_on]:
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""The launcher's configuration, composed against the installed verl's own Hydra config.
+
+``DRY_RUN=1 bash run_qwen2_5_1_5b.sh`` prints the exact ``main_ppo`` command; its overrides
+are composed with verl's ``ppo_trainer`` config (Hydra compose, no Ray, no device) and checked
+by verl's ``validate_config`` (batch divisibility, micro- vs mini-batch, TP vs devices), so a
+key misspelt here or renamed by a verl upgrade fails CI.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+hydra = pytest.importorskip("hydra")
+verl = pytest.importorskip("verl")
+
+REPO = Path(__file__).resolve().parent.parent
+LAUNCHER = REPO / "run_qwen2_5_1_5b.sh"
+
+
+def launcher_overrides(device: str, *extra: str, **env: str) -> list[str]:
+    """Hydra overrides the launcher would pass to main_ppo for ``DEVICE=device``."""
+    run_env = dict(os.environ, DEVICE=device, DRY_RUN="1", **env)
+    out = subprocess.run(
+        ["bash", str(LAUNCHER), *extra], env=run_env, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert out[1:3] == ["-m", "verl.trainer.main_ppo"], out[:3]
+    return out[3:]
+
+
+def compose(overrides: list[str]):
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    config_dir = str(Path(verl.__file__).parent / "trainer" / "config")
+    with initialize_config_dir(config_dir=config_dir, version_base=None):
+        return hydra_compose(config_name="ppo_trainer", overrides=overrides)
+
+
+def validate(cfg) -> None:
+    """verl's checks as main_ppo's TaskRunner runs them, plus the dataclass conversions."""
+    from verl.trainer.ppo.utils import need_critic
+    from verl.utils.config import omega_conf_to_dataclass, validate_config
+
+    validate_config(config=cfg, use_reference_policy=cfg.actor_rollout_ref.actor.use_kl_loss, use_critic=need_critic(cfg))
+    omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)
+    omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout)
+
+
+def test_reference_npu_configuration_composes_and_validates():
+    cfg = compose(launcher_overrides("npu"))
+    validate(cfg)
+    a, r, t = cfg.actor_rollout_ref.actor, cfg.actor_rollout_ref.rollout, cfg.trainer
+    # the reference run's settings (README "Reference run")
+    assert cfg.algorithm.adv_estimator == "grpo" and cfg.algorithm.use_kl_in_reward is False
+    assert (cfg.data.train_batch_size, cfg.data.max_prompt_length, cfg.data.max_response_length) == (256, 512, 1024)
+    assert cfg.data.filter_overlong_prompts is True and cfg.data.truncation == "error"
+    assert a.optim.lr == 1e-6 and a.optim.lr_warmup_steps == 10
+    assert (a.ppo_mini_batch_size, a.ppo_micro_batch_size_per_gpu) == (256, 8)
+    assert a.use_kl_loss is True and a.kl_loss_coef == 0.001 and a.kl_loss_type == "low_var_kl"
+    assert a.entropy_coeff == 0 and a.fsdp_config.param_offload is False
+    assert cfg.actor_rollout_ref.model.use_remove_padding is False
+    assert cfg.actor_rollout_ref.model.enable_gradient_checkpointing is True
+    assert cfg.actor_rollout_ref.ref.fsdp_config.param_offload is True
+    assert (r.name, r.tensor_model_parallel_size, r.n, r.gpu_memory_utilization) == ("vllm", 2, 8, 0.8)
+    assert r.enable_chunked_prefill is False and r.log_prob_micro_batch_size_per_gpu == 8
+    assert (t.n_gpus_per_node, t.nnodes, t.device, t.save_freq, t.test_freq, t.total_epochs) == (4, 1, "npu", 20, 5, 10)
+    assert (t.project_name, t.experiment_name) == ("verl_grpo_example_math", "qwen2_5_1_5b_math")
+    assert list(t.logger) == ["console", "tensorboard"]
+    assert cfg.custom_reward_function.path == str(REPO / "new_math_reward.py")
+    assert cfg.custom_reward_function.name == "compute_score"
+
+
+@pytest.mark.parametrize("device", ["cuda", "cpu"])
+def test_other_profiles_compose_and_validate(device):
+    cfg = compose(launcher_overrides(device))
+    validate(cfg)
+    if device == "cpu":
+        assert cfg.actor_rollout_ref.rollout.name == "hf"
+        assert cfg.actor_rollout_ref.actor.strategy == cfg.actor_rollout_ref.ref.strategy == "fsdp2"
+        assert cfg.ray_kwargs.ray_init.num_gpus == 1
+        hook = cfg.ray_kwargs.ray_init.runtime_env.worker_process_setup_hook
+        assert hook == "cpu_support.verl_cpu_patch.apply"
+    else:
+        assert cfg.trainer.device == "cuda"
+
+
+def test_environment_overrides_and_passthrough():
+    cfg = compose(launcher_overrides("npu", "trainer.total_epochs=1", N_DEVICES="8", LOGGER="swanlab"))
+    assert cfg.trainer.n_gpus_per_node == 8 and cfg.trainer.total_epochs == 1
+    assert list(cfg.trainer.logger) == ["console", "swanlab"]
+
+
+def test_a_misspelt_key_fails_composition():
+    from hydra.errors import ConfigCompositionException
+
+    with pytest.raises(ConfigCompositionException):
+        compose(launcher_overrides("npu", "actor_rollout_ref.actor.kl_los_coef=0.1"))
+
+
+def test_indivisible_batch_fails_validation():
+    # 256 prompts x 8 responses cannot be split over 3 devices
+    cfg = compose(launcher_overrides("npu", N_DEVICES="3"))
+    with pytest.raises((AssertionError, ValueError)):
+        validate(cfg)
+
+
+@pytest.mark.parametrize("env,message", [({"DEVICE": "tpu"}, "DEVICE=tpu"), ({"LOGGER": "wandb"}, "LOGGER=wandb")])
+def test_bad_knob_is_one_line_error(env, message):
+    run_env = {**os.environ, "DRY_RUN": "1", "DEVICE": "cpu", **env}
+    proc = subprocess.run(["bash", str(LAUNCHER)], env=run_env, capture_output=True, text=True)
+    assert proc.returncode == 2 and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

@@ -74,3 +74,24 @@ def test_last_checkpoint_merges_loads_and_generates(cpu_run, tmp_path):
     ids = tokenizer("1 + 1 =", return_tensors="pt")
     out = model.generate(**ids, max_new_tokens=4, do_sample=False)
     assert out.shape[1] > ids["input_ids"].shape[1]
+
+
+def test_health_report_on_the_real_run(cpu_run, tmp_path):
+    """health_report.py reads the CPU run's real logs: report, JSON and figures are produced,
+    and the run's known pathology (no learning signal from a 135M model) is named."""
+    import json
+
+    out = tmp_path / "health"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "health_report.py"), str(cpu_run.tensorboard_dir),
+         "--output-dir", str(out), "--json", str(tmp_path / "health.json")],
+        capture_output=True, text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "health_grid.png").stat().st_size > 10_000
+    assert (out / "actor_entropy.png").is_file() and (out / "health_report.md").is_file()
+    rules = {r["id"]: r for r in json.loads((tmp_path / "health.json").read_text())["rules"]}
+    assert rules["pg_loss_nan"]["level"] == "ok" and rules["entropy_collapse"]["level"] == "ok"
+    # every response of the 135M model scores 0: GRPO has no signal, and the report says so
+    if max(scalars(cpu_run.tensorboard_dir)["critic/score/max"].values()) == 0:
+        assert rules["no_learning_signal"]["level"] in ("warn", "alert")

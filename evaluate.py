@@ -1,0 +1,834 @@
+#!/usr/bin/env python3
+"""Evaluate a model on MATH the way the recipe trains it, and measure the reward's hacking gap.
+
+Usage
+-----
+    python evaluate.py --model MODEL_DIR --data DATA_FILE [--output-dir DIR] [--limit N]
+        [--batch-size B] [--max-new-tokens T] [--temperature X] [--top-p P] [--n N] [--k 1,4]
+        [--seed S] [--backend auto|vllm|hf] [--dtype auto|float32|bfloat16|float16]
+        [--tensor-parallel-size TP] [--gpu-memory-utilization F] [--cpu-threads T] [--overwrite]
+
+    # base model vs. the merged GRPO checkpoint (merge_checkpoint.sh), MATH-500, greedy
+    python evaluate.py --model models/Qwen2.5-1.5B-Instruct --data /path/to/math500/test.jsonl
+    python evaluate.py --model outputs/qwen2_5_1_5b_math/checkpoints/global_step_280/actor/huggingface \\
+        --data data/math-lighteval/data/test-00000-of-00001.parquet
+    # pass@k with sampling
+    python evaluate.py --model M --data D --n 8 --k 1,4,8 --temperature 1.0
+
+Arguments
+---------
+--model DIR          path; a Hugging Face model directory (config.json, weights, tokenizer files with
+                     a chat template). Required.
+--data FILE          path; one of (detected by columns / fields, never by file name):
+                     * MATH-lighteval parquet (``problem, level, type, solution``; e.g. the shipped
+                       ``data/math-lighteval/data/test-00000-of-00001.parquet``); ground truth = the
+                       last ``\\boxed{}`` of ``solution`` (new_math_reward.extract_last_boxed, as
+                       prepare_math.py); id = ``{split}-{row}`` with split from the file name
+                       (``test-00000-...`` -> ``test``), the same ids a verl parquet of that split gets;
+                     * MATH-500-style JSON lines (``problem, answer`` and optional ``unique_id,
+                       subject, level, solution``); ground truth = ``answer``; id = ``unique_id``;
+                     * verl parquet from prepare_math.py (``data_source, prompt, reward_model,
+                       extra_info``); ground truth = ``reward_model.ground_truth``; the prompt is
+                       the row's ``prompt``; id = ``{extra_info.split}-{extra_info.index}``.
+                     Anything else -> one-line error naming the file and the columns found.
+--output-dir DIR     path; receives samples.jsonl, summary.json, run_config.json. Default:
+                     ``outputs/eval/<model dir name>-<data file stem>`` beside this script.
+--limit N            int >= 1; evaluate the first N problems of the file only.
+--batch-size B       int >= 1; prompts per generate call. Default 8 (transformers), 256 (vLLM).
+--max-new-tokens T   int >= 1; response budget in tokens. Default 1024 (the recipe's
+                     data.max_response_length).
+--temperature X      float >= 0; 0 = greedy (default, verl's validation setting
+                     rollout.val_kwargs: temperature 0, do_sample False, top_p 1, top_k -1).
+--top-p P            float in (0, 1]; nucleus sampling, used when X > 0. Default 1.0.
+--n N                int >= 1; samples per problem (N > 1 needs X > 0). Default 1.
+--k LIST             comma-separated ints, each <= N; pass@k values to report. Default: 1 and N.
+--seed S             int; torch / vLLM sampling seed. Default 0.
+--backend NAME       auto (vLLM when importable and a CUDA or Ascend NPU device is present, else
+                     transformers), vllm or hf. Default auto.
+--dtype NAME         auto (float32 on CPU, bfloat16 on an accelerator), float32, bfloat16, float16.
+--tensor-parallel-size TP, --gpu-memory-utilization F: vLLM engine settings (defaults 1, 0.8).
+--cpu-threads T      int >= 0; torch.set_num_threads for the transformers backend; 0 (default)
+                     keeps torch's default. On a shared CPU, 1 avoids thread oversubscription
+                     (measured here: 2 threads on 2 busy cores ran 10x slower than 1).
+--overwrite          start afresh: remove this output directory's samples.jsonl and summary.json.
+
+What it does
+------------
+1. Prompts exactly as training builds them: the user turn is ``problem + " " + INSTRUCTION``
+   (prepare_math.py; a verl parquet's own ``prompt`` is used as is), rendered with the model
+   tokenizer's chat template (``apply_chat_template(messages, add_generation_prompt=True,
+   tokenize=False)``) and encoded with ``add_special_tokens=False``, as verl 0.6.0's
+   RLHFDataset does; the system prompt therefore comes from the model's chat template, i.e. the
+   recipe's tokenizer_config.json for Qwen2.5 (merge_checkpoint.sh keeps it there).
+2. Generates with vLLM or transformers (batched, left padding). Sampling parameters are passed
+   explicitly with repetition_penalty 1.0 and no top-k, as verl's vLLM rollout does; the
+   sampling defaults in the model's generation_config.json (Qwen2.5: top_k 20, repetition
+   penalty 1.05) are not applied. Responses are decoded with ``skip_special_tokens=True``, as
+   verl's reward manager decodes them.
+3. Scores every response twice:
+   * the training reward, ``new_math_reward.compute_score(data_source, response, ground_truth,
+     extra_info)`` (data_source from the row, else ``DigitalLearningGmbH/MATH-lighteval``);
+   * a strict, independent check: math-verify alone, ``verify(parse("\\boxed{gt}"),
+     parse("\\boxed{last box of the response}"))``; no box -> wrong. math-verify's own
+     timeouts (``parsing_timeout``, ``timeout_seconds``; SIGALRM based in math-verify 0.9.0) are
+     used in the main thread and switched off elsewhere (they raise off the main thread);
+     boxed answers over STRICT_MAX_ANSWER_CHARS characters are judged wrong without parsing.
+4. Appends one JSON line per sample to samples.jsonl as it goes (resumable: samples already in
+   the file are skipped; a partially written last line is dropped), then writes summary.json
+   (temp file + rename) and prints a table.
+
+Per-sample fields (samples.jsonl)
+---------------------------------
+id, level, type, sample_index, data_source, ground_truth, response, extracted_answer (the
+reward's ``pred``), boxed_answer (last ``\\boxed{}`` content or null), reward (``score``),
+reward_acc, reward_format, reward_cot, format_credit (the reward's format rule applied to every
+response, correct or not), strict_correct (bool), response_tokens (generated tokens including
+the EOS token, as verl's response mask counts them), prompt_tokens, truncated (no EOS within
+--max-new-tokens).
+
+Summary (summary.json)
+----------------------
+accuracy by the reward (``acc``) and by the strict check, overall and by level and type; mean
+reward; format compliance = share of responses whose format credit is the full
+``len(FORMAT_MARKERS) * FORMAT_TAG_CREDIT`` (= 0.2: all four layout markers of SYSTEM_PROMPT
+once each, no stray text; new_math_reward.format_credit); mean response length (tokens);
+truncation rate; pass@k (reward and strict) with the unbiased estimator of Chen et al. 2021,
+"Evaluating Large Language Models Trained on Code" (arXiv:2107.03374, section 2.1),
+``1 - C(n-c, k) / C(n, k)`` averaged over problems; the hacking gap: samples rewarded as
+correct but strictly wrong, and strictly right but not rewarded, with counts, rates (over all
+samples) and up to 5 examples each. Neither judge is ground truth: math-verify misses some
+equivalent forms the reward accepts, so read the examples before calling a gap hacking.
+
+Errors: bad arguments -> usage message, exit 2. A missing or unreadable file, an unknown data
+layout, a row without problem or answer, a model directory without config.json or chat
+template, an output directory holding samples of a different run -> one line on stderr naming
+the file, the field and what was expected; exit 1; nothing in the output directory is
+overwritten (summary.json and run_config.json are written to a temporary file and renamed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Iterable, Optional, Sequence
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+import new_math_reward as nmr  # noqa: E402
+
+#: data_source given to the reward for rows that carry none (verl's name for MATH-lighteval).
+DEFAULT_DATA_SOURCE = "DigitalLearningGmbH/MATH-lighteval"
+#: The recipe's data.max_response_length (run_qwen2_5_1_5b.sh), tokens.
+DEFAULT_MAX_NEW_TOKENS = 1024
+DEFAULT_BATCH_SIZE = {"hf": 8, "vllm": 256}
+#: math-verify timeouts in the main thread, whole seconds (signal.alarm takes integers).
+STRICT_TIMEOUT_S = 5
+#: Longer boxed answers are judged strictly wrong without parsing (bounded work).
+STRICT_MAX_ANSWER_CHARS = 1000
+#: Examples kept per direction of the hacking gap.
+GAP_EXAMPLES = 5
+#: Characters of the response kept in a gap example (its tail, where the answer is).
+EXAMPLE_TAIL_CHARS = 400
+SAMPLES_FILE = "samples.jsonl"
+SUMMARY_FILE = "summary.json"
+RUN_CONFIG_FILE = "run_config.json"
+#: run_config.json keys that must match for samples to be resumed.
+RESUME_KEYS = ("model", "data", "n", "temperature", "top_p", "max_new_tokens")
+#: Full format credit: the four layout markers, each FORMAT_TAG_CREDIT (new_math_reward).
+FULL_FORMAT_CREDIT = round(len(nmr.FORMAT_MARKERS) * nmr.FORMAT_TAG_CREDIT, 6)
+
+FORMATS = {
+    "lighteval": ("problem", "level", "type", "solution"),
+    "math500": ("problem", "answer"),
+    "verl": ("data_source", "prompt", "reward_model", "extra_info"),
+}
+
+
+class DataError(Exception):
+    """Bad input (data, model directory, output directory); the message is one line."""
+
+
+def _one_line(text: object, limit: int = 120) -> str:
+    s = " ".join(str(text).split())
+    return s if len(s) <= limit else s[: limit - 3] + "..."
+
+
+# ==========================================================================================
+# Data
+# ==========================================================================================
+def detect_format(fields: Iterable[str]) -> Optional[str]:
+    """Name of the MATH layout whose required fields are all in ``fields``, else None.
+
+    Order of precedence: verl parquet, MATH-lighteval, MATH-500 (see FORMATS).
+    """
+    have = set(fields)
+    for name in ("verl", "lighteval", "math500"):
+        if set(FORMATS[name]) <= have:
+            return name
+    return None
+
+
+def _expected_layouts() -> str:
+    return "; ".join(f"{name} ({', '.join(cols)})" for name, cols in FORMATS.items())
+
+
+def _level_name(value: object) -> str:
+    """``3`` / ``"3"`` / ``"Level 3"`` -> ``"Level 3"``; anything else as a string."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and float(value).is_integer():
+        return f"Level {int(value)}"
+    s = "" if value is None else str(value).strip()
+    return f"Level {s}" if s.isdigit() else s
+
+
+def _read_rows(path: Path) -> list[dict]:
+    """Rows of a parquet file or a JSON-lines file as dicts. Raises DataError."""
+    if not path.is_file():
+        raise DataError(f"{path}: file not found (expected a MATH parquet or JSON-lines file)")
+    if path.suffix == ".parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        try:
+            return pq.read_table(path).to_pylist()
+        except (OSError, pa.ArrowException) as exc:
+            raise DataError(f"{path}: not a readable parquet file ({_one_line(exc)})") from None
+    if path.suffix in (".jsonl", ".json"):
+        rows = []
+        with open(path, encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise DataError(f"{path}: line {lineno}: not valid JSON ({exc.msg}); expected one "
+                                    "JSON object per line") from None
+                if not isinstance(obj, dict):
+                    raise DataError(f"{path}: line {lineno}: expected a JSON object, found "
+                                    f"{type(obj).__name__}")
+                rows.append(obj)
+        return rows
+    raise DataError(f"{path}: unsupported file type '{path.suffix}'; expected .parquet or .jsonl")
+
+
+def _require_str(path: Path, where: str, field: str, value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise DataError(f"{path}: {where}: field '{field}': expected a non-empty string, found "
+                        f"{_one_line(repr(value), 60)}")
+    return value
+
+
+def load_problems(path: Path) -> tuple[str, list[dict], list[str]]:
+    """Read MATH problems from ``path`` in any of the three layouts (module docstring).
+
+    Returns ``(format, problems, dropped)``: ``problems`` in file order, each a dict with
+    ``id, problem, level, type, ground_truth, data_source, messages`` (chat messages: list of
+    {role, content}) and ``extra_info``; ``dropped`` lists the ids of rows whose solution ends in
+    an empty box (no ground truth; prepare_math.py drops them too).
+    Raises DataError for an unknown layout, a missing field, an empty problem or answer, a
+    solution without a complete box, an unsupported data_source or duplicate ids.
+    """
+    rows = _read_rows(path)
+    if not rows:
+        raise DataError(f"{path}: no rows; expected at least one MATH problem")
+    fmt = detect_format(rows[0].keys())
+    if fmt is None:
+        raise DataError(f"{path}: unknown MATH data layout: fields {sorted(rows[0].keys())}; expected "
+                        f"{_expected_layouts()}")
+    split = path.name.split("-")[0] if path.name.split("-")[0] in ("train", "test") else path.stem
+    problems: list[dict] = []
+    dropped: list[str] = []
+    for i, row in enumerate(rows):
+        where = f"row {i}"
+        missing = [f for f in FORMATS[fmt] if f not in row]
+        if missing:
+            raise DataError(f"{path}: {where}: field '{missing[0]}' missing (expected {fmt} fields "
+                            f"{', '.join(FORMATS[fmt])})")
+        extra_info = None
+        if fmt == "verl":
+            prompt = row["prompt"]
+            if (not isinstance(prompt, (list, tuple)) or not prompt
+                    or not all(isinstance(m, dict) and {"role", "content"} <= set(m) for m in prompt)):
+                raise DataError(f"{path}: {where}: field 'prompt': expected a list of {{role, content}} "
+                                f"messages, found {_one_line(repr(prompt), 60)}")
+            messages = [{"role": m["role"], "content": m["content"]} for m in prompt]
+            user = [m["content"] for m in messages if m["role"] == "user"]
+            problem = user[-1] if user else messages[-1]["content"]
+            rm, info = row["reward_model"] or {}, row["extra_info"] or {}
+            gt = _require_str(path, where, "reward_model.ground_truth", rm.get("ground_truth"))
+            data_source = _require_str(path, where, "data_source", row["data_source"])
+            pid = f"{info.get('split', split)}-{info.get('index', i)}"
+            level, subject = _level_name(info.get("level")), str(info.get("type") or "")
+            extra_info = {k: info.get(k) for k in ("split", "index", "level", "type")}
+        else:
+            problem = _require_str(path, where, "problem", row["problem"])
+            data_source = DEFAULT_DATA_SOURCE
+            if fmt == "lighteval":
+                solution = _require_str(path, where, "solution", row["solution"])
+                gt = nmr.extract_last_boxed(solution)
+                if gt is None:
+                    raise DataError(f"{path}: {where}: field 'solution': expected a complete \\boxed{{...}} "
+                                    f"answer, found ...{_one_line(solution[-60:], 60)}")
+                pid = f"{split}-{i}"
+                level, subject = _level_name(row["level"]), str(row["type"] or "")
+                if not gt.strip():
+                    dropped.append(pid)
+                    continue
+            else:
+                ans = row["answer"]
+                gt = _require_str(path, where, "answer", ans if not isinstance(ans, (int, float)) else str(ans))
+                pid = str(row.get("unique_id") or f"{split}-{i}")
+                level = _level_name(row.get("level"))
+                subject = str(row.get("subject") or row.get("type") or "")
+            messages = [{"role": "user", "content": problem + " " + nmr.INSTRUCTION}]
+        if data_source not in nmr.SUPPORTED_DATA_SOURCES:
+            raise DataError(f"{path}: {where}: field 'data_source': {data_source!r} is not judged by "
+                            f"new_math_reward; expected one of {sorted(nmr.SUPPORTED_DATA_SOURCES)}")
+        problems.append({"id": pid, "problem": problem, "level": level, "type": subject,
+                         "ground_truth": gt, "data_source": data_source, "messages": messages,
+                         "extra_info": extra_info})
+    seen: set[str] = set()
+    for p in problems:
+        if p["id"] in seen:
+            raise DataError(f"{path}: field 'id': duplicate problem id {p['id']!r}; expected unique "
+                            "ids (unique_id / extra_info.split+index)")
+        seen.add(p["id"])
+    return fmt, problems, dropped
+
+
+# ==========================================================================================
+# Scoring
+# ==========================================================================================
+def strict_verdict(response: str, ground_truth: str) -> tuple[bool, Optional[str]]:
+    """math-verify alone: is the response's last boxed answer equal to ``ground_truth``?
+
+    Returns ``(correct, boxed_answer)``; no box (or an empty one) -> ``(False, None or "")``.
+    Both sides are parsed as ``\\boxed{...}`` with math-verify's default extraction, compared with
+    ``verify(gold, pred)``. Timeouts: math-verify 0.9.0's ``parsing_timeout`` / ``timeout_seconds``
+    (STRICT_TIMEOUT_S seconds) in the main thread; None off it (math-verify's SIGALRM timer
+    raises there). Never raises; a math-verify failure counts as wrong.
+    """
+    from math_verify import parse, verify
+
+    box = nmr.extract_last_boxed(response or "")
+    if box is None or not box.strip() or len(box) > STRICT_MAX_ANSWER_CHARS:
+        return False, box
+    timeout = STRICT_TIMEOUT_S if threading.current_thread() is threading.main_thread() else None
+    try:
+        gold = parse("\\boxed{" + ground_truth + "}", parsing_timeout=timeout)
+        pred = parse("\\boxed{" + box + "}", parsing_timeout=timeout)
+        if not gold or not pred:
+            return False, box
+        return bool(verify(gold, pred, timeout_seconds=timeout)), box
+    except Exception:  # noqa: BLE001 - a judge failure is a wrong answer, not a crash
+        return False, box
+
+
+def score_sample(problem: dict, sample_index: int, response: str, response_tokens: int,
+                 prompt_tokens: int, truncated: bool) -> dict:
+    """One samples.jsonl record: the training reward and the strict verdict of ``response``."""
+    res = nmr.compute_score(problem["data_source"], response, problem["ground_truth"],
+                            problem.get("extra_info"))
+    strict, box = strict_verdict(response, problem["ground_truth"])
+    fmt_fn = getattr(nmr, "format_credit", None)
+    return {
+        "id": problem["id"], "level": problem["level"], "type": problem["type"],
+        "sample_index": sample_index, "data_source": problem["data_source"],
+        "ground_truth": problem["ground_truth"], "response": response,
+        "extracted_answer": res.get("pred", ""), "boxed_answer": box,
+        "reward": float(res["score"]), "reward_acc": float(res["acc"]),
+        "reward_format": float(res.get("format", 0.0)), "reward_cot": float(res.get("cot", 0.0)),
+        "format_credit": float(fmt_fn(response)) if fmt_fn else float(res.get("format", 0.0)),
+        "strict_correct": bool(strict), "response_tokens": int(response_tokens),
+        "prompt_tokens": int(prompt_tokens), "truncated": bool(truncated),
+    }
+
+
+# ==========================================================================================
+# Summary (pure functions)
+# ==========================================================================================
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k for one problem with ``n`` samples of which ``c`` are correct.
+
+    ``1 - C(n-c, k) / C(n, k)`` (Chen et al. 2021, arXiv:2107.03374, section 2.1), computed as the
+    numerically stable product ``1 - prod_{i=n-c+1..n} (1 - k/i)``. Requires 0 <= c <= n and
+    1 <= k <= n; raises ValueError otherwise.
+    """
+    if not (0 <= c <= n) or not (1 <= k <= n):
+        raise ValueError(f"pass_at_k: need 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    if n - c < k:
+        return 1.0
+    prod = 1.0
+    for i in range(n - c + 1, n + 1):
+        prod *= 1.0 - k / i
+    return 1.0 - prod
+
+
+def _example(r: dict) -> dict:
+    resp = r.get("response", "")
+    return {"id": r["id"], "sample_index": r["sample_index"], "ground_truth": r["ground_truth"],
+            "extracted_answer": r.get("extracted_answer"), "boxed_answer": r.get("boxed_answer"),
+            "reward": r["reward"],
+            "response_tail": resp if len(resp) <= EXAMPLE_TAIL_CHARS else "..." + resp[-EXAMPLE_TAIL_CHARS:]}
+
+
+def hacking_gap(records: Sequence[dict], max_examples: int = GAP_EXAMPLES) -> dict:
+    """Where the training reward and the strict check disagree.
+
+    ``reward_only``: rewarded as correct (reward_acc == 1) but strictly wrong (possible reward
+    hacking or a reward false positive); ``strict_only``: strictly right but not rewarded (reward
+    false negative). Each: ``count``, ``rate`` (over all samples; 0.0 when there are none) and
+    up to ``max_examples`` examples in record order.
+    """
+    total = len(records)
+    out = {}
+    for name, pick in (("reward_only", lambda r: r["reward_acc"] >= 1.0 and not r["strict_correct"]),
+                       ("strict_only", lambda r: r["reward_acc"] < 1.0 and r["strict_correct"])):
+        hits = [r for r in records if pick(r)]
+        out[name] = {"count": len(hits), "rate": len(hits) / total if total else 0.0,
+                     "examples": [_example(r) for r in hits[:max_examples]]}
+    return out
+
+
+def _mean(values: Sequence[float]) -> float:
+    return float(sum(values) / len(values)) if values else 0.0
+
+
+def _group(records: Sequence[dict], key: str) -> dict:
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for r in records:
+        groups[r[key] or "(none)"].append(r)
+    return {name: {"samples": len(rs), "accuracy": _mean([r["reward_acc"] for r in rs]),
+                   "strict_accuracy": _mean([float(r["strict_correct"]) for r in rs])}
+            for name, rs in sorted(groups.items())}
+
+
+def summarize(records: Sequence[dict], ks: Sequence[int], n: int) -> dict:
+    """Aggregate samples.jsonl records (see the module docstring for every field).
+
+    ``records``: dicts with at least id, level, type, sample_index, reward, reward_acc,
+    format_credit, strict_correct, response_tokens, truncated. ``n``: samples per problem;
+    pass@k uses problems with exactly ``n`` records, for each k in ``ks`` (1 <= k <= n).
+    Accuracies and rates are fractions in [0, 1] over samples; lengths are tokens.
+    """
+    by_problem: dict[str, list[dict]] = defaultdict(list)
+    for r in records:
+        by_problem[r["id"]].append(r)
+    complete = {pid: rs for pid, rs in by_problem.items() if len(rs) == n}
+    pass_k: dict[str, dict[str, float]] = {"reward": {}, "strict": {}}
+    for k in ks:
+        for judge, ok in (("reward", lambda r: r["reward_acc"] >= 1.0), ("strict", lambda r: r["strict_correct"])):
+            vals = [pass_at_k(n, sum(1 for r in rs if ok(r)), k) for rs in complete.values()]
+            pass_k[judge][str(k)] = _mean(vals)
+    return {
+        "problems": len(by_problem),
+        "samples": len(records),
+        "samples_per_problem": n,
+        "accuracy": _mean([r["reward_acc"] for r in records]),
+        "strict_accuracy": _mean([float(r["strict_correct"]) for r in records]),
+        "mean_reward": _mean([r["reward"] for r in records]),
+        "format_compliance": _mean([float(r["format_credit"] >= FULL_FORMAT_CREDIT - 1e-9) for r in records]),
+        "format_full_credit": FULL_FORMAT_CREDIT,
+        "mean_response_tokens": _mean([r["response_tokens"] for r in records]),
+        "truncated_rate": _mean([float(r["truncated"]) for r in records]),
+        "pass_at_k": pass_k,
+        "pass_at_k_problems": len(complete),
+        "by_level": _group(records, "level"),
+        "by_type": _group(records, "type"),
+        "hacking_gap": hacking_gap(records),
+    }
+
+
+def format_table(summary: dict) -> str:
+    """The printed report of ``summary`` (the dict from summarize plus optional 'run')."""
+    s = summary
+    lines = []
+    run = s.get("run", {})
+    if run:
+        lines.append(f"model {run.get('model')}  data {run.get('data')} ({run.get('format')})  "
+                     f"backend {run.get('backend')}")
+    gap = s["hacking_gap"]
+    rows = [
+        ("problems / samples", f"{s['problems']} / {s['samples']}"),
+        ("accuracy (reward acc)", f"{s['accuracy']:.4f}"),
+        ("accuracy (strict math-verify)", f"{s['strict_accuracy']:.4f}"),
+        ("mean reward", f"{s['mean_reward']:.4f}"),
+        (f"format compliance (credit {s['format_full_credit']:g})", f"{s['format_compliance']:.4f}"),
+        ("mean response length (tokens)", f"{s['mean_response_tokens']:.1f}"),
+        ("truncated (no EOS)", f"{s['truncated_rate']:.4f}"),
+    ]
+    for k in s["pass_at_k"]["reward"]:
+        rows.append((f"pass@{k} reward / strict",
+                     f"{s['pass_at_k']['reward'][k]:.4f} / {s['pass_at_k']['strict'][k]:.4f}"))
+    rows.append(("rewarded, strictly wrong", f"{gap['reward_only']['count']} ({gap['reward_only']['rate']:.2%})"))
+    rows.append(("strictly right, not rewarded", f"{gap['strict_only']['count']} ({gap['strict_only']['rate']:.2%})"))
+    width = max(len(a) for a, _ in rows)
+    lines += [f"{a:<{width}}  {b}" for a, b in rows]
+    for title, key in (("level", "by_level"), ("type", "by_type")):
+        groups = s[key]
+        if not groups:
+            continue
+        w = max(len(title), *(len(g) for g in groups))
+        lines.append(f"{title:<{w}}  samples  acc     strict")
+        for g, v in groups.items():
+            lines.append(f"{g:<{w}}  {v['samples']:>7}  {v['accuracy']:.4f}  {v['strict_accuracy']:.4f}")
+    for name, label in (("reward_only", "rewarded but strictly wrong"), ("strict_only", "strictly right but not rewarded")):
+        for ex in gap[name]["examples"]:
+            lines.append(f"[{label}] {ex['id']}#{ex['sample_index']}: gt={_one_line(ex['ground_truth'], 40)!s} "
+                         f"pred={_one_line(ex['extracted_answer'], 40)!s} box={_one_line(ex['boxed_answer'], 40)!s}")
+    return "\n".join(lines)
+
+
+# ==========================================================================================
+# Output files
+# ==========================================================================================
+def write_json_atomic(path: Path, obj: object) -> None:
+    """Write ``obj`` as JSON to a temp file beside ``path`` and rename it into place."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(obj, fh, indent=2, ensure_ascii=False)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def read_samples(path: Path) -> list[dict]:
+    """Records of samples.jsonl. A last line without its newline that is not valid JSON (an
+    interrupted write) is cut off the file; any other bad line raises DataError."""
+    if not path.exists():
+        return []
+    data = path.read_bytes()
+    records, offset = [], 0
+    lines = data.split(b"\n")
+    for lineno, raw in enumerate(lines, 1):
+        is_last = lineno == len(lines)
+        if raw.strip():
+            try:
+                rec = json.loads(raw)
+                if not isinstance(rec, dict) or "id" not in rec or "sample_index" not in rec:
+                    raise ValueError("not a sample record")
+            except ValueError as exc:
+                if is_last:  # partially written tail: drop it
+                    with open(path, "r+b") as fh:
+                        fh.truncate(offset)
+                    break
+                raise DataError(f"{path}: line {lineno}: not a sample record ({_one_line(exc, 60)}); "
+                                "expected one JSON object per line with id and sample_index") from None
+            records.append(rec)
+        offset += len(raw) + 1
+    else:
+        if data and not data.endswith(b"\n"):  # complete last record without newline
+            with open(path, "ab") as fh:
+                fh.write(b"\n")
+    return records
+
+
+# ==========================================================================================
+# Generation
+# ==========================================================================================
+def _accelerator() -> Optional[str]:
+    """'cuda' or 'npu' when such a device is usable, else None (imports torch)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    if importlib.util.find_spec("torch_npu") is not None:
+        import torch_npu  # noqa: F401
+
+        if torch.npu.is_available():  # type: ignore[attr-defined]
+            return "npu"
+    return None
+
+
+def choose_backend(requested: str) -> str:
+    """'vllm' or 'hf' for ``requested`` in auto/vllm/hf. Raises DataError when vllm is asked for
+    but not importable."""
+    has_vllm = importlib.util.find_spec("vllm") is not None
+    if requested == "vllm":
+        if not has_vllm:
+            raise DataError("--backend vllm: the vllm package is not importable; expected vllm installed "
+                            "(NPU: vllm-ascend) or --backend hf")
+        return "vllm"
+    if requested == "hf":
+        return "hf"
+    return "vllm" if has_vllm and _accelerator() is not None else "hf"
+
+
+class HFGenerator:
+    """transformers generation: batched, left padded, explicit sampling parameters."""
+
+    def __init__(self, model_dir: Path, tokenizer, dtype: str, seed: int, cpu_threads: int = 0):
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        self.torch = torch
+        if cpu_threads:
+            torch.set_num_threads(cpu_threads)
+        self.device = _accelerator() or "cpu"
+        if dtype == "auto":
+            dtype = "float32" if self.device == "cpu" else "bfloat16"
+        self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, dtype))
+        self.model.to(self.device).eval()
+        self.tokenizer = tokenizer
+        eos = self.model.generation_config.eos_token_id
+        eos = eos if isinstance(eos, list) else ([] if eos is None else [eos])
+        self.eos_ids = sorted(set(eos) | ({tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()))
+        pad = tokenizer.pad_token_id
+        self.pad_id = pad if pad is not None else (self.eos_ids[0] if self.eos_ids else 0)
+        torch.manual_seed(seed)
+
+    def generate(self, prompts: list[list[int]], n: int, temperature: float, top_p: float,
+                 max_new_tokens: int) -> list[list[tuple[str, int, bool]]]:
+        """For each prompt (token ids), ``n`` results ``(text, response tokens, truncated)``."""
+        from transformers import GenerationConfig
+
+        torch = self.torch
+        width = max(len(p) for p in prompts)
+        ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(prompts), width), dtype=torch.long)
+        for i, p in enumerate(prompts):
+            ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long)
+            mask[i, width - len(p):] = 1
+        sample = temperature > 0
+        knobs = dict(temperature=temperature, top_p=top_p, top_k=0) if sample else {}
+        cfg = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=sample, num_return_sequences=n,
+                               repetition_penalty=1.0, eos_token_id=self.eos_ids, pad_token_id=self.pad_id,
+                               **knobs)
+        with torch.no_grad():
+            out = self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                                      generation_config=cfg)
+        gen = out[:, width:].cpu()
+        results: list[list[tuple[str, int, bool]]] = [[] for _ in prompts]
+        eos = torch.tensor(self.eos_ids, dtype=torch.long)
+        for row in range(gen.shape[0]):
+            toks = gen[row]
+            hits = torch.nonzero(torch.isin(toks, eos)).flatten()
+            length = int(hits[0]) + 1 if len(hits) else int(toks.shape[0])
+            text = self.tokenizer.decode(toks[:length].tolist(), skip_special_tokens=True)
+            results[row // n].append((text, length, not len(hits)))
+        return results
+
+
+class VLLMGenerator:
+    """vLLM offline generation (CUDA, or Ascend NPU through vllm-ascend)."""
+
+    def __init__(self, model_dir: Path, dtype: str, seed: int, tp: int, gpu_mem: float):
+        from vllm import LLM
+
+        self.seed = seed
+        self.llm = LLM(model=str(model_dir), tensor_parallel_size=tp, gpu_memory_utilization=gpu_mem,
+                       dtype=dtype, seed=seed)
+
+    def generate(self, prompts: list[list[int]], n: int, temperature: float, top_p: float,
+                 max_new_tokens: int) -> list[list[tuple[str, int, bool]]]:
+        """As HFGenerator.generate."""
+        from vllm import SamplingParams
+
+        params = SamplingParams(n=n, temperature=temperature, top_p=top_p if temperature > 0 else 1.0,
+                                top_k=-1, repetition_penalty=1.0, max_tokens=max_new_tokens,
+                                seed=self.seed if temperature > 0 else None, skip_special_tokens=True)
+        outs = self.llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
+        return [[(o.text, len(o.token_ids), o.finish_reason == "length") for o in req.outputs] for req in outs]
+
+
+def load_tokenizer(model_dir: Path):
+    """The model's tokenizer (left padding). Raises DataError without config.json or chat template."""
+    if not (model_dir / "config.json").is_file():
+        raise DataError(f"{model_dir}: no config.json; expected a Hugging Face model directory "
+                        "(merge a verl checkpoint with merge_checkpoint.sh first)")
+    from transformers import AutoTokenizer
+
+    try:
+        tok = AutoTokenizer.from_pretrained(model_dir)
+    except Exception as exc:  # noqa: BLE001 - one line for any tokenizer failure
+        raise DataError(f"{model_dir}: tokenizer does not load ({_one_line(exc)})") from None
+    if not tok.chat_template:
+        raise DataError(f"{model_dir}: field 'chat_template': missing in tokenizer_config.json / "
+                        "chat_template.jinja; expected the chat template training used")
+    tok.padding_side = "left"
+    return tok
+
+
+# ==========================================================================================
+# CLI
+# ==========================================================================================
+def _positive_int(text: str) -> int:
+    v = int(text)
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text}")
+    return v
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    """Parse and cross-check the command line (exit 2 with a message on bad values)."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", type=Path, required=True, help="Hugging Face model directory")
+    p.add_argument("--data", type=Path, required=True, help="MATH-lighteval parquet, MATH-500 jsonl or verl parquet")
+    p.add_argument("--output-dir", type=Path, default=None, help="default outputs/eval/<model>-<data>")
+    p.add_argument("--limit", type=_positive_int, default=None, help="first N problems only")
+    p.add_argument("--batch-size", type=_positive_int, default=None, help="prompts per generate call")
+    p.add_argument("--max-new-tokens", type=_positive_int, default=DEFAULT_MAX_NEW_TOKENS, help="tokens")
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--n", type=_positive_int, default=1, help="samples per problem")
+    p.add_argument("--k", type=str, default=None, help="comma-separated pass@k values, each <= n")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--backend", choices=("auto", "vllm", "hf"), default="auto")
+    p.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"), default="auto")
+    p.add_argument("--tensor-parallel-size", type=_positive_int, default=1)
+    p.add_argument("--gpu-memory-utilization", type=float, default=0.8)
+    p.add_argument("--cpu-threads", type=int, default=0, help="torch CPU threads (transformers); 0 = torch default")
+    p.add_argument("--overwrite", action="store_true", help="discard this output dir's samples")
+    args = p.parse_args(argv)
+    if args.cpu_threads < 0:
+        p.error(f"--cpu-threads {args.cpu_threads}: expected >= 0")
+    if args.temperature < 0:
+        p.error(f"--temperature {args.temperature}: expected >= 0")
+    if not 0 < args.top_p <= 1:
+        p.error(f"--top-p {args.top_p}: expected 0 < p <= 1")
+    if args.n > 1 and args.temperature == 0:
+        p.error(f"--n {args.n} needs --temperature > 0 (greedy decoding gives {args.n} identical samples)")
+    try:
+        ks = sorted({int(x) for x in args.k.split(",") if x.strip()}) if args.k else sorted({1, args.n})
+    except ValueError:
+        p.error(f"--k {args.k}: expected comma-separated integers")
+    if not ks or any(k < 1 or k > args.n for k in ks):
+        p.error(f"--k {args.k}: each k must satisfy 1 <= k <= n = {args.n}")
+    args.ks = ks
+    if args.output_dir is None:
+        args.output_dir = HERE / "outputs" / "eval" / f"{args.model.resolve().name}-{args.data.stem}"
+    return args
+
+
+def _prepare_output(args: argparse.Namespace, fmt: str) -> tuple[Path, list[dict]]:
+    """Create the output dir, check/record run_config.json, return (samples path, old records)."""
+    out = args.output_dir
+    out.mkdir(parents=True, exist_ok=True)
+    samples_path = out / SAMPLES_FILE
+    config = {"model": str(args.model.resolve()), "data": str(args.data.resolve()), "format": fmt,
+              "n": args.n, "temperature": args.temperature, "top_p": args.top_p,
+              "max_new_tokens": args.max_new_tokens, "seed": args.seed}
+    cfg_path = out / RUN_CONFIG_FILE
+    if args.overwrite:
+        for name in (SAMPLES_FILE, SUMMARY_FILE):
+            if (out / name).exists():
+                (out / name).unlink()
+    elif samples_path.exists() and cfg_path.exists():
+        try:
+            old = json.loads(cfg_path.read_text(encoding="utf-8"))
+        except ValueError:
+            raise DataError(f"{cfg_path}: not valid JSON; expected the run_config.json this script "
+                            "writes (use --overwrite or a new --output-dir)") from None
+        for key in RESUME_KEYS:
+            if old.get(key) != config[key]:
+                raise DataError(f"{cfg_path}: field '{key}': the samples here were made with "
+                                f"{old.get(key)!r}, this run asks for {config[key]!r}; expected the same "
+                                "settings to resume (use --overwrite or a new --output-dir)")
+    write_json_atomic(cfg_path, config)
+    return samples_path, read_samples(samples_path)
+
+
+def run(args: argparse.Namespace) -> dict:
+    """Evaluate as described in the module docstring; return the summary dict."""
+    fmt, problems, dropped = load_problems(args.data)
+    if args.limit:
+        problems = problems[: args.limit]
+    model_dir = args.model
+    tokenizer = load_tokenizer(model_dir)
+    samples_path, old = _prepare_output(args, fmt)
+    wanted = {p["id"] for p in problems}
+    have: dict[str, set[int]] = defaultdict(set)
+    for r in old:
+        have[r["id"]].add(int(r["sample_index"]))
+    todo = [p for p in problems if not set(range(args.n)) <= have[p["id"]]]
+    print(f"evaluate.py: {args.data} ({fmt} layout): {len(problems)} problems"
+          f"{f', {len(dropped)} dropped (empty boxed answer)' if dropped else ''}; "
+          f"{len(problems) - len(todo)} already in {samples_path}", file=sys.stderr)
+
+    backend = choose_backend(args.backend)
+    timing = {"generate_s": 0.0, "samples_generated": 0}
+    if todo:
+        prompt_ids = {}
+        for p in todo:
+            text = tokenizer.apply_chat_template(p["messages"], add_generation_prompt=True, tokenize=False)
+            prompt_ids[p["id"]] = tokenizer(text, add_special_tokens=False)["input_ids"]
+        if backend == "vllm":
+            gen = VLLMGenerator(model_dir, args.dtype, args.seed, args.tensor_parallel_size,
+                                args.gpu_memory_utilization)
+        else:
+            gen = HFGenerator(model_dir, tokenizer, args.dtype, args.seed, args.cpu_threads)
+        batch = args.batch_size or DEFAULT_BATCH_SIZE[backend]
+        order = sorted(todo, key=lambda p: len(prompt_ids[p["id"]]))  # less padding per batch
+        bar = tqdm_bar(total=len(order) * args.n)
+        with open(samples_path, "a", encoding="utf-8") as fh:
+            for start in range(0, len(order), batch):
+                chunk = order[start:start + batch]
+                t0 = time.perf_counter()
+                outs = gen.generate([prompt_ids[p["id"]] for p in chunk], args.n, args.temperature,
+                                    args.top_p, args.max_new_tokens)
+                timing["generate_s"] += time.perf_counter() - t0
+                for p, samples in zip(chunk, outs):
+                    for j, (text, ntok, truncated) in enumerate(samples):
+                        if j in have[p["id"]]:
+                            continue
+                        rec = score_sample(p, j, text, ntok, len(prompt_ids[p["id"]]), truncated)
+                        fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+                        old.append(rec)
+                        timing["samples_generated"] += 1
+                    fh.flush()
+                    bar.update(len(samples))
+        bar.close()
+    timing["s_per_sample"] = (timing["generate_s"] / timing["samples_generated"]
+                              if timing["samples_generated"] else None)
+    seen_keys: set[tuple[str, int]] = set()
+    records = []
+    for r in old:  # the first record of each (id, sample) counts
+        key = (r["id"], int(r["sample_index"]))
+        if r["id"] in wanted and key[1] < args.n and key not in seen_keys:
+            seen_keys.add(key)
+            records.append(r)
+    summary = summarize(records, args.ks, args.n)
+    summary["run"] = {"model": str(model_dir), "data": str(args.data), "format": fmt, "backend": backend,
+                      "limit": args.limit, "dropped_rows": dropped, "temperature": args.temperature,
+                      "top_p": args.top_p, "max_new_tokens": args.max_new_tokens, "seed": args.seed,
+                      "timing": timing}
+    write_json_atomic(args.output_dir / SUMMARY_FILE, summary)
+    print(format_table(summary))
+    return summary
+
+
+def tqdm_bar(total: int):
+    """A tqdm progress bar over samples (to stderr)."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc="samples", unit="sample", dynamic_ncols=True)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """CLI entry point: 0 on success, 1 on bad input (one line on stderr), 2 on bad arguments."""
+    args = parse_args(argv)
+    try:
+        run(args)
+    except DataError as exc:
+        print(f"evaluate.py: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

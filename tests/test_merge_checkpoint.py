@@ -1,0 +1,256 @@
+"""Tests for merge_checkpoint.sh: one-line errors for bad checkpoints (fast, no merge runs), the
+temporary-folder swap, the Qwen2 tokenizer-config policy on a tiny synthetic FSDP checkpoint,
+and (slow) a real checkpoint of the CPU GRPO run that must load and generate after merging.
+
+The slow test reads the checkpoint root (trainer.default_local_dir, holding global_step_N/) from
+RECIPE_CPU_CKPT_DIR and is skipped when it is unset; it never modifies that folder (it merges a
+copy whose large shard is a symlink).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "merge_checkpoint.sh"
+TOKENIZER = REPO.parent / "shared" / "data" / "qwen2_5_tokenizer"
+PYTHON = sys.executable
+
+
+def run_merge(*args: str, **env: str) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, "PYTHON": PYTHON, **env}
+    return subprocess.run(["bash", str(SCRIPT), *args], env=full_env, capture_output=True, text=True, timeout=600)
+
+
+def fake_checkpoint(root: Path, step: int = 2, world_size: int = 1, shards: int | None = None,
+                    hf_config: dict | None = None, fsdp_config: bool = True, tracker: bool = True) -> Path:
+    """A checkpoint root with the files the script checks (shards are dummy bytes)."""
+    actor = root / f"global_step_{step}" / "actor"
+    actor.mkdir(parents=True)
+    if fsdp_config:
+        (actor / "fsdp_config.json").write_text(json.dumps({"FSDP_version": 2, "world_size": world_size}))
+    for rank in range(world_size if shards is None else shards):
+        (actor / f"model_world_size_{world_size}_rank_{rank}.pt").write_bytes(b"shard")
+    if hf_config is not None:
+        (actor / "huggingface").mkdir()
+        (actor / "huggingface" / "config.json").write_text(json.dumps(hf_config))
+    if tracker:
+        (root / "latest_checkpointed_iteration.txt").write_text(str(step))
+    return actor
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess, needle: str, rc: int = 1):
+    err = proc.stderr.strip()
+    assert proc.returncode == rc, (proc.returncode, proc.stdout, proc.stderr)
+    assert len(err.splitlines()) == 1 and err.startswith("merge_checkpoint.sh: "), err
+    assert needle in err, err
+
+
+def leftovers(root: Path) -> list[Path]:
+    return [p for p in root.rglob(".*") if ".merging." in p.name or ".old." in p.name]
+
+
+# ------------------------------------------------------------------------------------------
+# error paths (no merge runs)
+# ------------------------------------------------------------------------------------------
+def test_shellcheck_clean():
+    shellcheck = shutil.which("shellcheck") or str(REPO / ".venv" / "bin" / "shellcheck")
+    if not Path(shellcheck).exists():
+        pytest.skip("shellcheck not installed")
+    proc = subprocess.run([shellcheck, str(SCRIPT)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout
+
+
+def test_missing_root(tmp_path):
+    assert_one_line_error(run_merge(str(tmp_path / "nope")), "checkpoint root not found")
+    assert_one_line_error(run_merge(CKPT_DIR=str(tmp_path / "nope2")), "nope2: checkpoint root not found")
+
+
+def test_no_step_folder(tmp_path):
+    assert_one_line_error(run_merge(str(tmp_path)), "no global_step_N/ folder")
+
+
+def test_missing_step(tmp_path):
+    fake_checkpoint(tmp_path, step=2, hf_config={"model_type": "llama"})
+    assert_one_line_error(run_merge(str(tmp_path), "5"), "global_step_5: step 5 not found; expected one of: global_step_2")
+    (tmp_path / "latest_checkpointed_iteration.txt").write_text("3\n")
+    assert_one_line_error(run_merge(str(tmp_path)), "step 3 not found")
+    (tmp_path / "latest_checkpointed_iteration.txt").write_text("x")
+    assert_one_line_error(run_merge(str(tmp_path)), "expected a step number")
+
+
+def test_highest_step_without_tracker(tmp_path):
+    fake_checkpoint(tmp_path, step=2, tracker=False, hf_config={"model_type": "llama"})
+    actor = fake_checkpoint(tmp_path, step=10, tracker=False, shards=0, hf_config={"model_type": "llama"})
+    # step 10 is the highest (numeric, not lexical order) and is partial: the error names it
+    assert_one_line_error(run_merge(str(tmp_path)), f"{actor}: no model_world_size_*_rank_*.pt shard")
+
+
+@pytest.mark.parametrize("kwargs,needle", [
+    (dict(fsdp_config=False, hf_config={"model_type": "llama"}), "fsdp_config.json: missing"),
+    (dict(shards=0, hf_config={"model_type": "llama"}), "no model_world_size_*_rank_*.pt shard"),
+    (dict(world_size=2, shards=1, hf_config={"model_type": "llama"}), "model_world_size_2_rank_1.pt: missing"),
+    (dict(hf_config=None), "huggingface/config.json: missing"),
+])
+def test_partial_checkpoint(tmp_path, kwargs, needle):
+    fake_checkpoint(tmp_path, **kwargs)
+    assert_one_line_error(run_merge(str(tmp_path)), needle)
+    assert leftovers(tmp_path) == []
+
+
+def test_qwen2_needs_the_recipe_tokenizer_config(tmp_path):
+    fake_checkpoint(tmp_path, hf_config={"model_type": "qwen2"})
+    proc = run_merge(str(tmp_path), RECIPE_TOKENIZER_CONFIG=str(tmp_path / "absent.json"))
+    assert_one_line_error(proc, "absent.json: missing; expected the recipe's tokenizer_config.json")
+
+
+@pytest.mark.parametrize("args,env,needle", [
+    (["x", "abc"], {}, "STEP=abc"),
+    (["x", "1", "extra"], {}, "too many arguments"),
+    (["x"], {"TOKENIZER_POLICY": "maybe"}, "TOKENIZER_POLICY=maybe"),
+    (["x"], {"FORCE": "yes"}, "FORCE=yes"),
+])
+def test_bad_arguments_exit_2(args, env, needle):
+    assert_one_line_error(run_merge(*args, **env), needle, rc=2)
+
+
+def test_already_merged_is_left_alone(tmp_path):
+    actor = fake_checkpoint(tmp_path, hf_config={"model_type": "llama"})
+    (actor / "huggingface" / "model.safetensors").write_bytes(b"weights")
+    proc = run_merge(str(tmp_path))
+    assert proc.returncode == 0 and "already holds merged weights" in proc.stdout
+    assert (actor / "huggingface" / "model.safetensors").read_bytes() == b"weights"
+
+
+def test_failed_merge_leaves_the_target_untouched(tmp_path):
+    """A merger that dies after writing part of its output: no half-written folder remains."""
+    actor = fake_checkpoint(tmp_path, hf_config={"model_type": "llama"})
+    before = sorted(p.name for p in (actor / "huggingface").iterdir())
+    fake = tmp_path / "fakepython"
+    fake.write_text(
+        "#!/usr/bin/env bash\n"
+        'if [[ $1 == -m ]]; then\n'
+        '  while [[ $# -gt 0 ]]; do [[ $1 == --target_dir ]] && t=$2; shift; done\n'
+        '  echo partial > "$t/model-00001-of-00002.safetensors"; exit 1\n'
+        "fi\n"
+        f'exec "{PYTHON}" "$@"\n')
+    fake.chmod(0o755)
+    proc = run_merge(str(tmp_path), PYTHON=str(fake))
+    assert_one_line_error(proc, "verl.model_merger merge failed")
+    assert sorted(p.name for p in (actor / "huggingface").iterdir()) == before
+    assert leftovers(tmp_path) == []
+
+
+# ------------------------------------------------------------------------------------------
+# a real merge of a tiny synthetic Qwen2 FSDP checkpoint (tokenizer policy "recipe")
+# ------------------------------------------------------------------------------------------
+def test_qwen2_merge_carries_the_recipe_tokenizer_config(tmp_path):
+    if not (TOKENIZER / "tokenizer.json").exists():
+        pytest.skip("shared Qwen2.5 tokenizer not present")
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
+
+    root = tmp_path / "checkpoints"
+    actor = root / "global_step_3" / "actor"
+    hf = actor / "huggingface"
+    hf.mkdir(parents=True)
+    (root / "latest_checkpointed_iteration.txt").write_text("3")
+    tok = AutoTokenizer.from_pretrained(TOKENIZER)
+    tok.save_pretrained(hf)  # as verl's checkpoint manager does: writes chat_template.jinja too
+    assert (hf / "chat_template.jinja").exists()
+    torch.manual_seed(0)
+    cfg = Qwen2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=True,
+                      bos_token_id=151643, eos_token_id=151645)
+    cfg.architectures = ["Qwen2ForCausalLM"]  # verl's merger picks the model class from it
+    model = Qwen2ForCausalLM(cfg)
+    cfg.save_pretrained(hf)
+    torch.save(model.state_dict(), actor / "model_world_size_1_rank_0.pt")
+    (actor / "fsdp_config.json").write_text(json.dumps({"FSDP_version": 2, "world_size": 1}))
+    # a recipe tokenizer config whose default system prompt is recognisable
+    recipe = json.loads((TOKENIZER / "tokenizer_config.json").read_text())
+    recipe["chat_template"] = recipe["chat_template"].replace(
+        "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.", "RECIPE MARKER PROMPT")
+    recipe_path = tmp_path / "recipe_tokenizer_config.json"
+    recipe_path.write_text(json.dumps(recipe))
+
+    proc = run_merge(str(root), RECIPE_TOKENIZER_CONFIG=str(recipe_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "model_type qwen2" in proc.stdout and "tokenizer config: recipe" in proc.stdout
+    assert list(hf.glob("*.safetensors")) and not (hf / "chat_template.jinja").exists()
+    assert (hf / "tokenizer_config.json").read_bytes() == recipe_path.read_bytes()
+    assert leftovers(root) == []
+    merged_tok = AutoTokenizer.from_pretrained(hf)
+    text = merged_tok.apply_chat_template([{"role": "user", "content": "1+1?"}], add_generation_prompt=True,
+                                          tokenize=False)
+    assert "RECIPE MARKER PROMPT" in text
+    merged = AutoModelForCausalLM.from_pretrained(hf, dtype=torch.float32)
+    for key, value in model.state_dict().items():  # the merger stores bfloat16
+        assert torch.equal(merged.state_dict()[key], value.to(torch.bfloat16).float()), key
+
+
+# ------------------------------------------------------------------------------------------
+# slow: the CPU GRPO run's real checkpoint
+# ------------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_real_cpu_checkpoint_merges_loads_and_generates(cpu_run, tmp_path):
+    """The chain prepare -> train (CPU) -> merge -> evaluate: the shared CPU run's checkpoint
+    (tests/conftest.py ``cpu_run``) merged by merge_checkpoint.sh, then evaluate.py on 10
+    MATH-500 problems; the summary holds every field."""
+    assert cpu_run.returncode == 0, cpu_run.log[-3000:]
+    src = cpu_run.ckpt_dir
+    step = (src / "latest_checkpointed_iteration.txt").read_text().strip()
+    src_actor = src / f"global_step_{step}" / "actor"
+    root = tmp_path / "checkpoints"
+    actor = root / f"global_step_{step}" / "actor"
+    actor.mkdir(parents=True)
+    shutil.copy(src / "latest_checkpointed_iteration.txt", root)
+    shutil.copy(src_actor / "fsdp_config.json", actor)
+    shutil.copytree(src_actor / "huggingface", actor / "huggingface")
+    for shard in src_actor.glob("model_world_size_*_rank_*.pt"):
+        (actor / shard.name).symlink_to(shard)
+    proc = run_merge(str(root))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    hf = actor / "huggingface"
+    assert list(hf.glob("*.safetensors")) and leftovers(root) == []
+    model_type = json.loads((hf / "config.json").read_text())["model_type"]
+    if model_type != "qwen2":  # tokenizer files kept as verl saved them
+        for name in ("tokenizer_config.json", "chat_template.jinja"):
+            if (src_actor / "huggingface" / name).exists():
+                assert (hf / name).read_bytes() == (src_actor / "huggingface" / name).read_bytes(), name
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(hf)
+    model = AutoModelForCausalLM.from_pretrained(hf, dtype=torch.float32).eval()
+    prompt = tok.apply_chat_template([{"role": "user", "content": "What is 1+1?"}], add_generation_prompt=True,
+                                     tokenize=False)
+    ids = tok(prompt, return_tensors="pt", add_special_tokens=False)
+    with torch.no_grad():
+        out = model.generate(**ids, max_new_tokens=5, do_sample=False)
+    assert out.shape[1] > ids["input_ids"].shape[1]
+    assert isinstance(tok.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True), str)
+
+    # evaluate the merged model on 10 MATH-500 problems (short responses keep CI fast)
+    out = tmp_path / "eval"
+    math500 = REPO.parent / "shared" / "data" / "math500" / "test.jsonl"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "evaluate.py"), "--model", str(hf), "--data", str(math500),
+         "--limit", "10", "--max-new-tokens", "48", "--batch-size", "10", "--output-dir", str(out)],
+        capture_output=True, text=True,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["problems"] == 10 and summary["samples"] == 10
+    for field in ("accuracy", "strict_accuracy", "mean_reward", "format_compliance", "mean_response_tokens",
+                  "pass_at_k", "by_level", "by_type", "hacking_gap"):
+        assert field in summary, field
+    assert len((out / "samples.jsonl").read_text().splitlines()) == 10

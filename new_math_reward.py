@@ -1,0 +1,1507 @@
+"""Rule-based MATH reward for verl GRPO (``custom_reward_function.path`` = this file).
+
+``compute_score(data_source, solution_str, ground_truth, extra_info=None)`` returns a dict
+with the same keys and types on every call (verl's naive reward manager logs every key but
+``score`` into ``reward_extra_info``; validation averages the numeric ones, majority-votes on
+``pred``):
+
+    score   float  SCORE_CORRECT + format credit + reasoning credit if correct, else 0.0
+    acc     float  1.0 if the final answer is correct, else 0.0
+    format  float  format credit granted (0.0 unless correct)
+    cot     float  reasoning credit granted (0.0 unless correct)
+    pred    str    the extracted final answer ("" when there is none), at most PRED_MAX_CHARS
+
+Design, in the order the checks run:
+
+1. **Routing.** ``data_source`` must be one of SUPPORTED_DATA_SOURCES; anything else raises
+   ``ValueError`` at once. That is a configuration bug (a dataset this reward was not written
+   for), never model text, so failing loudly on the first batch is the right outcome.
+   Everything that depends on model text is caught: an internal failure scores 0 and is
+   counted in ``STATS["internal_errors"]`` (see ``reward_stats()``); nothing else raises.
+2. **Extraction** (issue 3 section 4). The final answer is the last ``\\boxed{}`` /
+   ``\\fbox{}`` inside ``<answer>`` when that tag is present, else in the response (after
+   ``</think>`` when that has a box). Hedging (several different boxed answers in one
+   statement, or joined by "or"/"maybe"), a box copied from the prompt (empty or ``...``), a
+   truncated final box and a hallucinated follow-up problem are handled by small rules below.
+3. **Equivalence** (issue 3 section 5). Exact normalised string comparison first, then exact
+   rational arithmetic for plain numbers (fractions, decimals, mixed numbers, repeating
+   decimals, scientific notation, integer powers and power towers), then structure (lists
+   and sets unordered; tuples, intervals and matrices ordered; equations up to a constant
+   factor), and only then a CAS: latex2sympy2_extended (math-verify's parser) plus
+   high-precision evaluation at sample points, with math-verify's ``verify`` deciding the
+   rare cases the evaluation cannot (relations, sets). Decimals are exact values: ``0.24999``
+   is not ``1/4``, ``3.14`` is not ``pi`` (MATH's convention, "exact values, not
+   approximations").
+4. **Bounded.** Hostile inputs are rejected by cheap syntactic and tree checks before any
+   sympy evaluation (nesting depth, lengths, integer sizes, magnitude bound of powers,
+   factorials and binomials), the CAS work has a soft deadline checked between steps, and
+   in the main thread (verl's naive manager) a SIGALRM guard interrupts any Python-level
+   overrun. math-verify's own signal timeouts are disabled (they raise off the main thread).
+   Model text never reaches ``eval``/``exec``/``sympify(str)``.
+
+Rule sources are cited next to each constant: "reference" is the reference recipe's reward
+(issue 3 section 2), "MATH" the answer conventions of Hendrycks et al. 2021, "issue" the
+issue text. Where this file departs from the reference rule, the docstring says why.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import signal
+import threading
+import time
+from fractions import Fraction
+from functools import lru_cache
+from typing import List, Optional, Tuple
+
+import sympy as _sympy
+from latex2sympy2_extended import latex2sympy as _latex2sympy
+from latex2sympy2_extended.math_normalization import NormalizationConfig as _NormalizationConfig
+from latex2sympy2_extended.math_normalization import normalize_latex as _normalize_latex
+from math_verify import verify as _mv_verify
+from math_verify.grader import should_treat_as_complex as _complex_re
+
+# --------------------------------------------------------------------------------------
+# The answer contract, defined once. The system prompt in tokenizer_config.json, the
+# instruction appended to every training/eval problem (prepare_math.py) and the format
+# rules below all follow it.
+# --------------------------------------------------------------------------------------
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
+
+#: Qwen2.5-Instruct's stock default system prompt (its tokenizer_config.json chat template).
+QWEN_STOCK_SYSTEM_PROMPT = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+
+#: The recipe's default system prompt: Qwen's stock prompt plus the answer contract, with a
+#: layout example whose line breaks are real newlines (the reference recipe escaped them
+#: twice, showing the model a literal backslash-n).
+SYSTEM_PROMPT = (
+    QWEN_STOCK_SYSTEM_PROMPT
+    + " First think through the problem step by step inside <think> </think> tags,"
+    " then give the final answer inside <answer> </answer> tags, written as \\boxed{}."
+    " Use exactly this layout:\n"
+    "<think>\nStep 1: ...\nStep 2: ...\n</think>\n<answer>\n\\boxed{...}\n</answer>"
+)
+
+#: Appended (after one space) to every MATH problem by prepare_math.py; replaces verl's
+#: MATH example instruction "Let's think step by step and output the final answer within
+#: \\boxed{}." so that the user turn states the same contract as the system prompt.
+INSTRUCTION = (
+    "Let's think step by step inside <think> </think> tags, then give the final answer"
+    " within \\boxed{} inside <answer> </answer> tags."
+)
+
+# --------------------------------------------------------------------------------------
+# Weights and rules: every number the reward pays, in one place, with its source.
+# --------------------------------------------------------------------------------------
+#: Reward for a correct final answer (reference run). Wrong answers get 0 whatever the format.
+SCORE_CORRECT = 0.7
+#: Format credit per layout marker present exactly once (reference: 4 x 0.05 = 0.2).
+FORMAT_TAG_CREDIT = 0.05
+#: The four layout markers the reference rewards; they spell SYSTEM_PROMPT's layout.
+FORMAT_MARKERS = (THINK_OPEN + "\n", "\n" + THINK_CLOSE + "\n", "\n" + ANSWER_OPEN + "\n", "\n" + ANSWER_CLOSE)
+#: Cost per character of text before <think> / after </answer> (reference), each side capped.
+FORMAT_STRAY_COST_PER_CHAR = 0.001
+FORMAT_STRAY_COST_MAX = 0.1
+#: Reasoning credit (reference): >= 3 sequential steps with >= 2 keyword steps -> 0.1;
+#: >= 2 steps with >= 1 keyword step -> 0.05.
+COT_FULL_CREDIT = 0.1
+COT_FULL_MIN_STEPS = 3
+COT_FULL_MIN_KEYWORD_STEPS = 2
+COT_PARTIAL_CREDIT = 0.05
+COT_PARTIAL_MIN_STEPS = 2
+COT_PARTIAL_MIN_KEYWORD_STEPS = 1
+#: A step line needs more than 3 characters after its number (reference).
+COT_MIN_STEP_CHARS = 4
+#: Reference keyword list; matched at word starts, inflections allowed (see _STEP_KEYWORD_RE).
+COT_KEYWORDS = ("solve", "equation", "calculate", "substitute", "therefore", "because", "thus",
+                "sum", "product", "derivative", "integral")
+
+#: data_source values this reward judges (MATH and its common hub copies / subsets). Any
+#: other value raises ValueError: route other datasets to their own reward explicitly.
+SUPPORTED_DATA_SOURCES = frozenset({
+    "DigitalLearningGmbH/MATH-lighteval",  # the recipe's training data (verl's MATH example)
+    "lighteval/MATH",                      # verl's default routing name for MATH
+    "HuggingFaceH4/MATH-500",              # the recipe's validation subset
+    "hendrycks/competition_math",          # the original hub name of the same data
+    "EleutherAI/hendrycks_math",           # per-subject copy of the same data
+})
+
+# --------------------------------------------------------------------------------------
+# Limits that keep every call bounded (issue 3 section 6). Inputs over a limit are judged
+# by exact string comparison only, or rejected (not correct).
+# --------------------------------------------------------------------------------------
+MAX_RESPONSE_CHARS = 400_000   # longer responses: only the tail is searched for the answer
+MAX_ANSWER_CHARS = 2_000       # longer final answers: exact normalised string match only
+MAX_CAS_CHARS = 400            # longest item handed to the CAS
+MAX_NESTING = 40               # deepest {[( nesting handed to the CAS (deep nesting: recursion)
+MAX_LIST_ITEMS = 16            # longer answer lists: exact item strings only (no CAS)
+MAX_FINAL_BOXES = 16           # more distinct boxes in the final statement: an enumeration hack
+MAX_INT_DIGITS = 4_000         # integer literals longer than this: string compare only
+MAX_POWER_DEPTH = 2           # a^{b^{c}} is parsed; deeper symbolic towers are refused
+MAX_FACTORIAL_ARG = 10_000     # n! and binomial(n, k) evaluated only for integers up to this
+MAX_POWER_BITS = 200_000       # integer powers up to this size are evaluated exactly
+MAX_LOG10_MAGNITUDE = 20_000   # CAS input whose value may exceed 10**this is rejected
+CAS_BUDGET_S = 0.5             # soft deadline for CAS work in one call
+HARD_TIMEOUT_S = 0.8           # SIGALRM guard (main thread only) for the whole comparison
+NUMERIC_DIGITS = 50            # precision of the sample-point evaluation
+NUMERIC_SLACK_DIGITS = 20      # values must agree to all evaluated digits but these (exactness)
+MAX_EVAL_EXTRA_DIGITS = 2_000  # extra digits for large magnitudes (2^{200}+1 vs 2^{200})
+PRED_MAX_CHARS = 300           # longest ``pred`` string returned
+
+#: Counters for failures and guards; read them with reward_stats().
+STATS = {"calls": 0, "internal_errors": 0, "guard_rejections": 0, "cas_deadline": 0,
+         "hard_timeouts": 0}
+
+
+def reward_stats() -> dict:
+    """Return a copy of the module counters (calls, internal errors, guard hits)."""
+    return dict(STATS)
+
+
+class _Rejected(Exception):
+    """An answer (or a step) refused by a size/time guard: judged not correct."""
+
+
+class _HardTimeout(BaseException):
+    """Raised by the SIGALRM guard (a BaseException, so that no library's ``except
+    Exception`` swallows it)."""
+
+
+# ======================================================================================
+# Answer extraction
+# ======================================================================================
+# One token regex drives a single linear pass: box commands (with or without a brace),
+# escaped braces (ignored: LaTeX literals, not groups) and plain braces.
+_BOX_TOKEN_RE = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])[ \t]*(\{)?|\\[{}]|[{}]")
+_BARE_BOX_ARG_RE = re.compile(r"[^\s$]+")
+_BARE_BOX_STOP_RE = re.compile(r"\\[\]\)]")
+_PLACEHOLDER_BOXES = frozenset({"", "...", "\\ldots", "\\cdots", "\\dots", "answer", "\\text{answer}", "?"})
+
+
+def _scan_boxes(text: str) -> Tuple[List[Tuple[int, int, int, int]], int]:
+    """All complete boxes as (start, end, content start, content end), ordered by start,
+    and the start of the last box left unclosed (-1 if none). One linear pass whatever the
+    nesting; contents are sliced later by _box_content, only for the boxes that matter.
+    A brace-less box (``\\boxed 5``) has content start -1 and its token span as end."""
+    boxes: List[Tuple[int, int, int, int]] = []
+    open_boxes: List[Tuple[int, int, int]] = []  # (depth, content start, box start)
+    depth = 0
+    for m in _BOX_TOKEN_RE.finditer(text):
+        tok = m.group(0)
+        if tok[0] == "\\" and len(tok) > 2:  # \boxed / \fbox
+            if m.group(1):
+                depth += 1
+                open_boxes.append((depth, m.end(), m.start()))
+            else:  # brace-less form: "\boxed 5"
+                arg = _BARE_BOX_ARG_RE.match(text, m.end())
+                if arg:
+                    boxes.append((m.start(), arg.end(), -1, arg.start()))
+        elif tok == "{":
+            depth += 1
+        elif tok == "}":
+            if open_boxes and open_boxes[-1][0] == depth:
+                _, cstart, bstart = open_boxes.pop()
+                boxes.append((bstart, m.end(), cstart, m.start()))
+            depth = max(depth - 1, 0)
+            while open_boxes and open_boxes[-1][0] > depth:  # stray closers: drop orphans
+                open_boxes.pop()
+    boxes.sort()
+    unclosed = open_boxes[-1][2] if open_boxes else -1
+    return boxes, unclosed
+
+
+def _box_content(text: str, box: Tuple[int, int, int, int]) -> str:
+    """The content of a box found by _scan_boxes (brace-less: the token, no trailing
+    punctuation, e.g. ``\\boxed 5.`` -> ``5``)."""
+    start, end, cstart, cend = box
+    if cstart >= 0:
+        return text[cstart:cend]
+    return _BARE_BOX_STOP_RE.split(text[cend:end], 1)[0].rstrip(".,;:")
+
+
+def extract_last_boxed(text: str) -> Optional[str]:
+    """Return the content of the last ``\\boxed{...}`` / ``\\fbox{...}`` in ``text``.
+
+    Nested braces are kept intact (``\\boxed{\\frac{1}{2}}`` -> ``\\frac{1}{2}``); the
+    brace-less form ``\\boxed 5.`` yields the token after the space without trailing
+    punctuation (``5``). Returns None when there is no complete box, or when the last box
+    is left unclosed (a truncated answer). Linear in ``len(text)``.
+    """
+    boxes, unclosed = _scan_boxes(text)
+    boxes = [b for b in boxes if b[2] >= 0 or _box_content(text, b)]
+    if not boxes:
+        return None
+    last = boxes[-1]
+    if unclosed > last[0]:
+        return None
+    return _box_content(text, last)
+
+
+# Gap between two boxes: what decides whether they belong to one statement.
+_MATH_DELIMS_RE = re.compile(r"\\[()\[\]]|\$+|\*\*")
+#: Words that announce a retraction: the later box supersedes the earlier (self-correction).
+_CORRECTION_RE = re.compile(
+    r"\b(?:wait|wrong|mistake|incorrect|actually|correct(?:ed|ing|ion)?|instead|re-?check|oops|"
+    r"sorry|error|redo|scratch|revis\w*|reconsider\w*)\b", re.I)
+#: Words that offer alternatives: boxes joined by them are hedging, never a final answer.
+_HEDGE_RE = re.compile(r"\b(?:or|either|maybe|perhaps|possibly|might|could|alternatively|also|otherwise)\b", re.I)
+#: A hallucinated follow-up turn/problem (base-model continuation) ends the response.
+_CONTINUATION_RE = re.compile(
+    r"(?m)^[ \t#*]*(?:Problem|Question|Human|User)\s*\d*\s*[:.]|<\|im_start\|>|<\|endoftext\|>|<\|im_end\|>")
+_GAP_LONG = 150
+
+
+def _gap_kind(gap: str) -> str:
+    """Classify the text between two boxes: 'separate' (different statements: the later box
+    supersedes), 'hedge' (alternatives offered) or 'join' (one statement listing several
+    boxes, e.g. "$\\boxed{3}$, $\\boxed{5}$ and $\\boxed{7}$")."""
+    g = _MATH_DELIMS_RE.sub(" ", gap)
+    if _CORRECTION_RE.search(g):
+        return "separate"
+    if _HEDGE_RE.search(g):
+        return "hedge"
+    stripped = g.strip()
+    if len(stripped) > _GAP_LONG:
+        return "separate"
+    if "\n" in g and re.search(r"[A-Za-z]{2,}", stripped):
+        return "separate"
+    return "join"
+
+
+def _final_statement(region: str, cut_continuation: bool) -> Tuple[Optional[List[str]], bool]:
+    """Boxed answers of the region's final statement and whether it hedges.
+
+    Returns (None, False) when there is no usable final box (none, only placeholders copied
+    from the prompt, or a truncated last box). With ``cut_continuation`` the region ends at
+    a hallucinated next problem/turn that starts after the first complete box (a base model
+    continuing with "Problem: ..."): boxes after it are not the model's answer."""
+    boxes, unclosed = _scan_boxes(region)
+    if cut_continuation and boxes:
+        m = _CONTINUATION_RE.search(region, min(b[1] for b in boxes))
+        if m:
+            boxes = [b for b in boxes if b[1] <= m.start()]
+            unclosed = unclosed if unclosed < m.start() else -1
+    # keep outermost boxes only, drop placeholders (echoed "\boxed{}" / "\boxed{...}")
+    outer: List[Tuple[int, int, int, int]] = []
+    for b in boxes:
+        if outer and b[0] < outer[-1][1]:
+            continue
+        outer.append(b)
+    if unclosed >= 0 and (not outer or unclosed > outer[-1][0]):
+        return None, False  # the last box is truncated: no final answer
+    outer = [b for b in outer if b[3] - b[2] > MAX_ANSWER_CHARS or
+             _box_content(region, b).strip() not in _PLACEHOLDER_BOXES]
+    if not outer:
+        return None, False
+    group = [outer[-1]]
+    hedged = False
+    for prev in reversed(outer[:-1]):
+        kind = _gap_kind(region[prev[1]:group[0][0]])
+        if kind == "separate":
+            break
+        hedged = hedged or kind == "hedge"
+        group.insert(0, prev)
+        if len(group) > MAX_FINAL_BOXES:
+            break
+    return [_box_content(region, b)[:MAX_ANSWER_CHARS + 1] for b in group], hedged
+
+
+def extract_final_answer(text: str) -> Tuple[Optional[List[str]], bool]:
+    """The response's final boxed answer(s) and whether they hedge (issue 3 section 4).
+
+    Inside ``<answer>`` blocks when present after the reasoning (several blocks must agree,
+    else it is a hedge); otherwise after ``</think>`` when that part has a box, else the
+    whole response, cut at a hallucinated continuation."""
+    if len(text) > MAX_RESPONSE_CHARS:
+        text = text[-MAX_RESPONSE_CHARS:]
+    region = text
+    if THINK_CLOSE in text:
+        tail = text.rsplit(THINK_CLOSE, 1)[1]
+        if ANSWER_OPEN in tail or "\\boxed" in tail or "\\fbox" in tail:
+            region = tail
+    if ANSWER_OPEN in region:
+        finals: List[List[str]] = []
+        hedged = False
+        for block in region.split(ANSWER_OPEN)[1:]:
+            ans, h = _final_statement(block.split(ANSWER_CLOSE, 1)[0], cut_continuation=False)
+            if ans is not None:
+                finals.append(ans)
+                hedged = hedged or h
+        if not finals:
+            return None, False
+        if len({tuple(_norm_key(a) for a in f) for f in finals}) > 1:
+            return [a for f in finals for a in f], True  # blocks disagree: a hedge
+        return finals[-1], hedged
+    return _final_statement(region, cut_continuation=True)
+
+
+# ======================================================================================
+# Format and reasoning credit (reference rules, issue 3 section 2)
+# ======================================================================================
+_TAGS = (THINK_OPEN, THINK_CLOSE, ANSWER_OPEN, ANSWER_CLOSE)
+
+
+def format_credit(text: str) -> float:
+    """Pay for the contract's layout (reference rule, at most 4 x FORMAT_TAG_CREDIT = 0.2).
+
+    +FORMAT_TAG_CREDIT for each of ``<think>\\n``, ``\\n</think>\\n``, ``\\n<answer>\\n``,
+    ``\\n</answer>`` present exactly once; text before ``<think>`` and after ``</answer>``
+    each cost FORMAT_STRAY_COST_PER_CHAR per character, capped at FORMAT_STRAY_COST_MAX;
+    floored at 0; tags out of order (first occurrences) -> 0.
+    Departure from the reference: surrounding whitespace is not counted as stray text (the
+    decoded response often ends with a newline; it is not content the model added).
+    """
+    firsts = [text.find(t) for t in _TAGS]
+    present = [p for p in firsts if p >= 0]
+    if present != sorted(present) or len(set(present)) != len(present):
+        return 0.0
+    credit = sum(FORMAT_TAG_CREDIT for mk in FORMAT_MARKERS if text.count(mk) == 1)
+    if firsts[0] >= 0:
+        before = len(text[:firsts[0]].strip())
+        credit -= min(FORMAT_STRAY_COST_PER_CHAR * before, FORMAT_STRAY_COST_MAX)
+    if firsts[3] >= 0:
+        after = len(text[text.rfind(ANSWER_CLOSE) + len(ANSWER_CLOSE):].strip())
+        credit -= min(FORMAT_STRAY_COST_PER_CHAR * after, FORMAT_STRAY_COST_MAX)
+    return round(max(credit, 0.0), 6)
+
+
+_STEP_RE = re.compile(
+    r"^[ \t>*#-]*(?:step[ \t]*(\d{1,3})[ \t]*[:.)]|(\d{1,3})\.(?!\d)|\((\d{1,3})\))\**[ \t]*(.*)$",
+    re.I | re.M)
+#: COT_KEYWORDS matched at word starts, inflected ("solving", "calculated", "sums").
+_STEP_KEYWORD_RE = re.compile(
+    r"\b(?:" + "|".join(k[:-1] if k.endswith("e") else k for k in COT_KEYWORDS) + r")\w*", re.I)
+
+
+def reasoning_credit(text: str) -> float:
+    """Pay for numbered reasoning steps inside ``<think>`` (reference rule, at most 0.1).
+
+    Step lines: "Step 1: ...", "1. ...", "(1) ..." with more than 3 characters after the
+    number. Over the longest run of sequentially numbered steps: >= 3 steps of which >= 2
+    contain a keyword -> COT_FULL_CREDIT; >= 2 steps with >= 1 keyword -> COT_PARTIAL_CREDIT.
+    Departures from the reference: keywords match at word starts ("sum" no longer matches
+    "assume"; "solving" counts as "solve"), and a step repeated verbatim counts once (a
+    copy-pasted step is not reasoning).
+    """
+    start = text.find(THINK_OPEN)
+    end = text.find(THINK_CLOSE, start + 1)
+    if start < 0 or end < 0:
+        return 0.0
+    steps = []
+    seen = set()
+    for m in _STEP_RE.finditer(text, start + len(THINK_OPEN), end):
+        body = m.group(4).strip()
+        if len(body) < COT_MIN_STEP_CHARS or body.lower() in seen:
+            continue
+        seen.add(body.lower())
+        num = int(m.group(1) or m.group(2) or m.group(3))
+        steps.append((num, bool(_STEP_KEYWORD_RE.search(body))))
+    best_len, best_kw, run_len, run_kw, prev = 0, 0, 0, 0, None
+    for num, kw in steps:
+        if prev is not None and num == prev + 1:
+            run_len, run_kw = run_len + 1, run_kw + kw
+        else:
+            run_len, run_kw = 1, int(kw)
+        prev = num
+        if (run_len, run_kw) > (best_len, best_kw):
+            best_len, best_kw = run_len, run_kw
+    if best_len >= COT_FULL_MIN_STEPS and best_kw >= COT_FULL_MIN_KEYWORD_STEPS:
+        return COT_FULL_CREDIT
+    if best_len >= COT_PARTIAL_MIN_STEPS and best_kw >= COT_PARTIAL_MIN_KEYWORD_STEPS:
+        return COT_PARTIAL_CREDIT
+    return 0.0
+
+
+# ======================================================================================
+# Normalisation of one answer string (MATH conventions)
+# ======================================================================================
+class _Norm:
+    """A normalised answer: ``s`` the canonical string; ``pct`` it carried a percent sign;
+    ``unit`` a trailing unit word (lower-case) or None; ``text`` it was a \\text{...} word."""
+
+    __slots__ = ("s", "pct", "unit", "text", "base")
+
+    def __init__(self, s: str, pct: bool, unit: Optional[str], text: bool, base: Optional[str] = None):
+        self.s, self.pct, self.unit, self.text, self.base = s, pct, unit, text, base
+
+    def same(self, other: "_Norm") -> bool:
+        """Identical canonical strings with compatible decorations."""
+        return self.s == other.s and self.pct == other.pct and _decorations_compatible(self, other)
+
+
+def _decorations_compatible(p: "_Norm", g: "_Norm") -> bool:
+    """Units and base subscripts are optional (MATH graders accept "5" for "5 cm" and
+    "1011" for "1011_2"), but two different ones are a different answer."""
+    if p.unit and g.unit and p.unit != g.unit and not ({p.unit, g.unit} & _GENERIC_UNITS):
+        return False
+    return not (p.base and g.base and p.base != g.base)
+
+
+_SUBS = (
+    ("\\!", ""), ("{,}", ","), ("\\dfrac", "\\frac"), ("\\tfrac", "\\frac"), ("\\cfrac", "\\frac"),
+    ("\\dbinom", "\\binom"), ("\\tbinom", "\\binom"), ("\\le ", "\\leq "), ("\\ge ", "\\geq "),
+    ("\\leqslant", "\\leq"), ("\\geqslant", "\\geq"), ("≤", "\\leq "), ("≥", "\\geq "),
+    ("\\lt", "<"), ("\\gt", ">"), ("−", "-"), ("\\cdotp", "\\cdot"), ("\\dots", "\\ldots"),
+    ("\\cdots", "\\ldots"), ("…", "\\ldots"), ("...", "\\ldots"), ("\\neq", "\\ne"), ("\\infin", "\\infty"),
+)
+_BRACELESS_FRAC_RE = re.compile(r"\\frac\s*(\d)\s*(\d)")
+_BRACELESS_FRAC2_RE = re.compile(r"\\frac\s*\{([^{}]*)\}\s*(\d)")
+_BRACELESS_SQRT_RE = re.compile(r"\\sqrt\s*(\d|[A-Za-z](?![A-Za-z]))")
+_STYLE_RE = re.compile(
+    r"\\(?:displaystyle|textstyle|scriptstyle|left|right|bigl|bigr|Bigl|Bigr|big|Big|bigg|Bigg)(?![A-Za-z])\s*")
+_SPACE_CMD_RE = re.compile(r"(?<!\\)\\[,;: ]|\\q?quad(?![A-Za-z])|~")
+_LE_GE_RE = re.compile(r"\\(le|ge)(?![A-Za-z])")
+_PCT_RE = re.compile(r"\\?%")
+_DEG_RE = re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|°|\\degree(?![A-Za-z])|\^\s*\{\s*o\s*\}")
+_DOLLAR_RE = re.compile(r"\\\$|\$")
+_WRAP_RE = re.compile(r"\\(text|textbf|textit|textrm|textnormal|mathrm|mathbf|mathit|mathsf|mathnormal|"
+                      r"mbox|boxed|fbox|bm|boldsymbol|emph)\s*\{")
+_TEXTISH = frozenset({"text", "textbf", "textit", "textrm", "textnormal", "mbox", "mathrm", "emph"})
+_TRAIL_TEXT_UNIT_RE = re.compile(
+    r"^(?P<v>.*?[^\s{(\[])\s*\\(?:text|mbox|mathrm|textrm)\s*\{\s*(?P<u>[A-Za-z][A-Za-z .]*?)\s*\.?\s*\}"
+    r"(?:\s*\^\s*\{?\s*[23]\s*\}?)?\s*\.?$")
+_TRAIL_WORD_UNIT_RE = re.compile(r"^(?P<v>[-+]?[\d.,]*\d)\s+(?P<u>[A-Za-z]{2,}(?: [A-Za-z]+)*)(?:\^[23])?$")
+_REALS_RE = re.compile(r"^(?:\\mathbb\{R\}|\\mathbb R|\\R|\\text\{all real numbers\}|all real numbers|\\reals)$")
+_IN_PREFIX_RE = re.compile(r"^[A-Za-z]\s*\\in\s*")
+_BASE_SUB_RE = re.compile(r"^([0-9A-Z]+)_\{?(\d{1,2})\}?$")
+_THOUSANDS_RE = re.compile(r"^[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
+_GROUP_THOUSANDS_RE = re.compile(r"\{(\d{1,3}(?:,\d{3})+(?:\.\d+)?)\}")
+_WS_RE = re.compile(r"\s+")
+_SPACE_DROP_RE = re.compile(r"(?<![A-Za-z]) | (?![A-Za-z])")
+_GENERIC_UNITS = frozenset({"unit", "units", "square unit", "square units", "sq unit", "sq units",
+                            "cubic unit", "cubic units"})
+
+
+def _match_brace(s: str, i: int) -> int:
+    """Index of the brace closing the group opened at s[i] == '{', or -1."""
+    depth = 0
+    j = i
+    n = len(s)
+    while j < n:
+        c = s[j]
+        if c == "\\":
+            j += 2
+            continue
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return j
+        j += 1
+    return -1
+
+
+def _unwrap(s: str) -> Tuple[str, bool]:
+    """Remove formatting wrappers (\\text{..}, \\mathbf{..}, \\boxed{..}, ...) keeping their
+    content; also report whether the whole answer was one text wrapper (a word answer)."""
+    whole_text = False
+    m0 = _WRAP_RE.match(s)
+    if m0 and m0.group(1) in _TEXTISH:
+        close = _match_brace(s, m0.end() - 1)
+        whole_text = close == len(s) - 1
+    for _ in range(32):
+        m = _WRAP_RE.search(s)
+        if not m:
+            break
+        close = _match_brace(s, m.end() - 1)
+        if close < 0:
+            break
+        s = s[:m.start()] + s[m.end():close] + s[close + 1:]
+    return s, whole_text
+
+
+_UNIT_ALIASES = {
+    "inches": "inch", "in": "inch", "feet": "foot", "ft": "foot", "yd": "yard", "mi": "mile",
+    "centimeter": "cm", "centimetre": "cm", "meter": "m", "metre": "m", "kilometer": "km",
+    "millimeter": "mm", "sq": "square", "cu": "cubic", "hr": "hour", "hrs": "hour", "h": "hour",
+    "min": "minute", "mins": "minute", "sec": "second", "secs": "second", "s": "second",
+    "dollar": "dollar", "cent": "cent", "lb": "pound", "lbs": "pound", "oz": "ounce",
+    "mph": "mile per hour", "kg": "kilogram", "g": "gram",
+}
+
+
+def _unit_key(u: str) -> str:
+    """Canonical unit words: lower case, singular, common abbreviations expanded."""
+    u = u.lower().strip().rstrip(".")
+    u = re.sub(r"\s+", " ", u)
+    words = [_UNIT_ALIASES.get(w, w) for w in u.replace(".", "").split()]
+    words = [w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w for w in words]
+    return " ".join(_UNIT_ALIASES.get(w, w) for w in words)
+
+
+@lru_cache(maxsize=16384)
+def _normalise(raw: str) -> _Norm:
+    """Canonical form of one answer under MATH's conventions (cached: golds repeat n times).
+
+    Drops presentation only: \\left/\\right, \\displaystyle, spacing commands, \\dfrac/\\tfrac,
+    dollar signs, degree signs, text/bold wrappers, thousands separators, trailing periods,
+    base subscripts (``1011_2`` -> ``1011``), ``x \\in``; records a percent sign and a
+    trailing unit so that the comparison can decide about them."""
+    s = raw.strip()
+    for a, b in _SUBS:
+        if a in s:
+            s = s.replace(a, b)
+    s = _STYLE_RE.sub("", s)
+    if "\\frac" in s:
+        s = _BRACELESS_FRAC2_RE.sub(r"\\frac{\1}{\2}", _BRACELESS_FRAC_RE.sub(r"\\frac{\1}{\2}", s))
+    if "\\sqrt" in s:
+        s = _BRACELESS_SQRT_RE.sub(r"\\sqrt{\1}", s)
+    s = _SPACE_CMD_RE.sub(" ", s)
+    s = _LE_GE_RE.sub(lambda m: "\\" + m.group(1) + "q", s)
+    pct = False
+    if "%" in s:
+        s2 = _PCT_RE.sub("", s)
+        pct = s2 != s
+        s = s2
+    s2 = _DEG_RE.sub("", s)
+    degrees = s2 != s
+    s = _DOLLAR_RE.sub("", s2).strip()
+    unit = None
+    m = _TRAIL_TEXT_UNIT_RE.match(s)
+    if m and not re.search(r"[=<>]|\\[lg]eq", m.group("v")):
+        u = m.group("u").strip()
+        if u.lower() not in ("or", "and"):
+            s, unit = m.group("v"), _unit_key(u)
+    s, is_text = _unwrap(s)
+    s = _WS_RE.sub(" ", s).strip()
+    if unit is None:
+        m = _TRAIL_WORD_UNIT_RE.match(s)
+        if m:
+            s, unit = m.group("v"), _unit_key(m.group("u"))
+    if degrees and unit is None:
+        unit = "degree"
+    if _REALS_RE.match(s):
+        s = "(-\\infty,\\infty)"
+    s = _IN_PREFIX_RE.sub("", s)
+    s = _SPACE_DROP_RE.sub("", s).rstrip(".,;: ").lstrip("+")
+    if "," in s:
+        if _THOUSANDS_RE.match(s):
+            s = s.replace(",", "")
+        elif "{" in s:  # inside a group a comma cannot separate answers: \frac{1}{29,322,216}
+            s = _GROUP_THOUSANDS_RE.sub(lambda m: "{" + m.group(1).replace(",", "") + "}", s)
+    base = None
+    m = _BASE_SUB_RE.match(s)
+    if m:
+        s, base = m.group(1), m.group(2)
+    if s.startswith("{") and _match_brace(s, 0) == len(s) - 1:
+        s = s[1:-1]
+    return _Norm(s, pct, unit, is_text, base)
+
+
+def _norm_key(raw: str) -> str:
+    n = _normalise(raw[:MAX_ANSWER_CHARS])
+    return n.s + ("%" if n.pct else "")
+
+
+# ======================================================================================
+# Exact numbers (fast path): Fraction or a big integer power
+# ======================================================================================
+class _BigPow:
+    """An integer power too large to evaluate: r**e with r not a perfect power (canonical),
+    or an unresolvable tower (``e`` None, ``key`` its literal shape)."""
+
+    __slots__ = ("r", "e", "key")
+
+    def __init__(self, r: int, e: Optional[int], key: str = ""):
+        self.r, self.e, self.key = r, e, key
+
+    def __eq__(self, other):
+        return isinstance(other, _BigPow) and (self.r, self.e, self.key) == (other.r, other.e, other.key)
+
+    def __hash__(self):
+        return hash((self.r, self.e, self.key))
+
+
+_INT_RE = re.compile(r"^[-+]?\d+$")
+_DEC_RE = re.compile(r"^([-+]?)(\d*)\.(\d*)$")
+_FRAC_RE = re.compile(r"^([-+]?)\\frac\{([-+]?)(\d+(?:\.\d+)?)\}\{(\d+(?:\.\d+)?)\}$")
+_SLASH_RE = re.compile(r"^([-+]?)(\d+(?:\.\d+)?)/(\d+(?:\.\d+)?)$")
+_MIXED_RE = re.compile(r"^([-+]?)(\d+)\\frac\{(\d+)\}\{(\d+)\}$")
+_SCI_RE = re.compile(r"^([-+]?\d*\.?\d+)(?:\\times|\\cdot|\*|x)10\^\{?([-+]?\d+)\}?$")
+_E_RE = re.compile(r"^([-+]?\d*\.?\d+)[eE]([-+]?\d+)$")
+_REPEAT_RE = re.compile(r"^([-+]?)(\d*)\.(\d*)\\(?:overline|bar|dot)\{?(\d+)\}?$")
+_ELLIPSIS_RE = re.compile(r"^([-+]?)(\d*)\.(\d+)(?:\\ldots|\.\.\.)$")
+_TOWER_RE = re.compile(r"^[-+]?\d+(?:\^\{?[-+]?\d+\}?)+$|^[-+]?\d+\^(?:\{\d+\^)+\{?\d+\}?\}+$")
+
+
+def _dec(s: str) -> Optional[Fraction]:
+    if len(s) > MAX_INT_DIGITS:
+        return None
+    return Fraction(s)
+
+
+def _perfect_root(n: int) -> Tuple[int, int]:
+    """(r, k) with n == r**k and k maximal (n small enough for float roots)."""
+    if n < 4 or n.bit_length() > 62:
+        return n, 1
+    for k in range(n.bit_length(), 1, -1):
+        r = round(n ** (1.0 / k))
+        for c in (r - 1, r, r + 1):
+            if c > 1 and c ** k == n:
+                return c, k
+    return n, 1
+
+
+def _tower(s: str):
+    """Right-associated integer power tower ``a^{b^{c}}`` / ``a^b`` -> Fraction or _BigPow.
+    Evaluates exactly while the result stays under MAX_POWER_BITS; beyond that keeps the
+    canonical (root, exponent) pair so that 2^{2^{20}} == 2^{1048576} is still decided."""
+    sign = -1 if s.startswith("-") else 1
+    nums = [int(t) for t in re.findall(r"[-+]?\d+", s.lstrip("+-"))]
+    if len(nums) > 8 or any(len(str(abs(x))) > 18 for x in nums):
+        return None
+    val: object = nums[-1]
+    for base in reversed(nums[:-1]):
+        if isinstance(val, _BigPow):
+            return _BigPow(0, None, s)
+        if val.denominator != 1 if isinstance(val, Fraction) else False:
+            return None  # fractional exponent: a radical, for the CAS
+        e = int(val)
+        if base in (0, 1):
+            val = Fraction(base) if e > 0 or base == 1 else None
+            if val is None:
+                return None
+            continue
+        if e < 0:
+            if -e * abs(base).bit_length() > MAX_POWER_BITS:
+                return _BigPow(0, None, s)
+            val = Fraction(1, base ** (-e))
+            continue
+        if e * abs(base).bit_length() <= MAX_POWER_BITS:
+            val = Fraction(base) ** e
+        elif base > 0:
+            r, k = _perfect_root(base)
+            val = _BigPow(r, k * e)
+        else:
+            return None
+    if isinstance(val, Fraction):
+        return sign * val
+    if isinstance(val, int):
+        return Fraction(sign * val)
+    return val if sign == 1 else _BigPow(-1, None, s)
+
+
+@lru_cache(maxsize=16384)
+def _exact_number(s: str):
+    """Exact value of a plain number written in a MATH style, else None.
+
+    Integers, decimals, ``\\frac{a}{b}``, ``a/b``, mixed numbers ``2\\frac{1}{2}`` (proper
+    fraction after an integer, MATH's convention), scientific notation (``3.2\\times10^5``,
+    ``3.2e5``), repeating decimals (``0.\\overline{36}``, ``0.1\\overline{6}``, ``0.333\\ldots``)
+    and integer power towers. Own code rather than the CAS because these forms are most
+    answers (speed) and math-verify misreads several (repeating decimals, towers)."""
+    if len(s) > MAX_INT_DIGITS:
+        return None
+    if _INT_RE.match(s):
+        return Fraction(int(s))
+    m = _DEC_RE.match(s)
+    if m and (m.group(2) or m.group(3)):
+        return _dec(s if m.group(3) else s + "0")
+    m = _FRAC_RE.match(s)
+    if m:
+        num, den = _dec(m.group(3)), _dec(m.group(4))
+        if den == 0:
+            return None
+        neg = (m.group(1) == "-") != (m.group(2) == "-")
+        return (-1 if neg else 1) * num / den
+    m = _SLASH_RE.match(s)
+    if m:
+        num, den = _dec(m.group(2)), _dec(m.group(3))
+        if den == 0:
+            return None
+        return (-1 if m.group(1) == "-" else 1) * num / den
+    m = _MIXED_RE.match(s)
+    if m:
+        whole, num, den = int(m.group(2)), int(m.group(3)), int(m.group(4))
+        if den == 0 or num >= den:
+            return None  # not a proper mixed number: let the CAS read it as a product
+        return (-1 if m.group(1) == "-" else 1) * (whole + Fraction(num, den))
+    m = _SCI_RE.match(s) or _E_RE.match(s)
+    if m:
+        e = int(m.group(2))
+        if abs(e) > 1000:
+            return None
+        return Fraction(m.group(1)) * Fraction(10) ** e
+    m = _REPEAT_RE.match(s)
+    if m:
+        sign, whole, pre, rep = m.groups()
+        return (-1 if sign == "-" else 1) * _repeating(whole, pre, rep)
+    m = _ELLIPSIS_RE.match(s)
+    if m:
+        sign, whole, digits = m.groups()
+        for p in range(1, len(digits) // 2 + 1):
+            block = digits[-p:]
+            if digits[-2 * p:-p] == block:
+                pre = digits[:-p]
+                while pre.endswith(block):
+                    pre = pre[:-p]
+                return (-1 if sign == "-" else 1) * _repeating(whole, pre, block)
+        return None
+    if "^" in s and _TOWER_RE.match(s):
+        return _tower(s)
+    return None
+
+
+def _repeating(whole: str, pre: str, rep: str) -> Fraction:
+    base = Fraction(int(whole or "0"))
+    if pre:
+        base += Fraction(int(pre), 10 ** len(pre))
+    return base + Fraction(int(rep), (10 ** len(rep) - 1) * 10 ** len(pre))
+
+
+# ======================================================================================
+# Structure: lists, sets, tuples, intervals, matrices, equations
+# ======================================================================================
+_OPEN = "([{"
+_CLOSE = ")]}"
+_WORD_SEP_RE = re.compile(r"(?<![A-Za-z\\])(?:and|or)(?![A-Za-z])")
+_MATRIX_RE = re.compile(r"^\\begin\{([pbBvV]?matrix|array)\}(?:\{[lcr|]*\})?(.*)\\end\{\1\}$", re.S)
+_INEQ_RE = re.compile(r"\\leq|\\geq|<|>")
+_ASSIGN_LHS_RE = re.compile(r"^(?:[A-Za-z](?:_\{?\w+\}?)?'*|\\[A-Za-z]+|[A-Za-z]{1,3}|[A-Za-z]\([A-Za-z]\))$")
+_VAR_RE = re.compile(r"^[A-Za-z](?:_\{?\w+\}?)?$|^\\[A-Za-z]+$")
+
+
+def _depth_ok(s: str) -> bool:
+    depth = 0
+    for c in s:
+        if c in _OPEN:
+            depth += 1
+            if depth > MAX_NESTING:
+                return False
+        elif c in _CLOSE:
+            depth -= 1
+    return True
+
+
+def _split_top(s: str, seps: str = ",;", words: bool = True) -> List[str]:
+    """Split at top-level separators (not inside any bracket or brace)."""
+    if words and ("and" in s or "or" in s):
+        s = _WORD_SEP_RE.sub(";", s)
+    parts, depth, last = [], 0, 0
+    i, n = 0, len(s)
+    while i < n:
+        c = s[i]
+        if c == "\\" and i + 1 < n and s[i + 1] in "{}":
+            depth += 1 if s[i + 1] == "{" else -1
+            i += 2
+            continue
+        if c in _OPEN:
+            depth += 1
+        elif c in _CLOSE:
+            depth -= 1
+        elif depth == 0 and c in seps:
+            parts.append(s[last:i])
+            last = i + 1
+        i += 1
+    parts.append(s[last:])
+    return [p for p in (q.strip() for q in parts) if p]
+
+
+def _is_set_literal(s: str) -> bool:
+    """s is ``\\{...\\}`` with the opening ``\\{`` closed by the final ``\\}``."""
+    if not (s.startswith("\\{") and s.endswith("\\}")):
+        return False
+    depth = 0
+    for m in re.finditer(r"\\[{}]", s[2:-2]):
+        depth += 1 if m.group(0) == "\\{" else -1
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def _top_level_eq(s: str) -> List[str]:
+    """Split at top-level '=' signs (not inside brackets; a string with <=, >=, != or an
+    inequality command is not split)."""
+    if "=" not in s or re.search(r"[<>!]=|=[<>]|\\[lg]eq|\\ne", s):
+        return [s]
+    return _split_top(s, seps="=", words=False)
+
+
+class _Struct:
+    """kind: 'scalar' (s), 'list' (items; unordered unless ``ordered``), 'tuple' (items,
+    ``brackets`` e.g. "(]": ordered pairs, vectors and intervals), 'union' (items: 2-tuples),
+    'matrix' (items: rows of entries)."""
+
+    __slots__ = ("kind", "s", "items", "ordered", "brackets")
+
+    def __init__(self, kind, s="", items=None, ordered=False, brackets=""):
+        self.kind, self.s, self.items, self.ordered, self.brackets = kind, s, items or [], ordered, brackets
+
+
+def _inequality_interval(s: str) -> Optional[_Struct]:
+    """``x > 1`` -> (1,\\infty); ``-2 \\leq x \\leq 7`` -> [-2,7] (one variable only)."""
+    parts = [x.strip() for x in re.split(r"(\\leq|\\geq|<|>)", s)]
+    if len(parts) not in (3, 5):
+        return None
+    terms, ops = parts[0::2], parts[1::2]
+    if not all(terms) or sum(bool(_VAR_RE.match(t)) for t in terms) != 1:
+        return None
+    if len(parts) == 3:
+        a, op, b = terms[0], ops[0], terms[1]
+        if _VAR_RE.match(b):  # "1 < x"  ->  "x > 1"
+            a, b = b, a
+            op = {"<": ">", ">": "<", "\\leq": "\\geq", "\\geq": "\\leq"}[op]
+        if not _VAR_RE.match(a):
+            return None
+        if op in (">", "\\geq"):
+            return _Struct("tuple", items=[b, "\\infty"], brackets=("[" if op == "\\geq" else "(") + ")")
+        return _Struct("tuple", items=["-\\infty", b], brackets="(" + ("]" if op == "\\leq" else ")"))
+    lo, o1, var, o2, hi = parts
+    if not _VAR_RE.match(var) or not ({o1, o2} <= {"<", "\\leq"} or {o1, o2} <= {">", "\\geq"}):
+        return None
+    if o1 in (">", "\\geq"):  # "7 >= x >= -2"  ->  "-2 <= x <= 7"
+        flip = {">": "<", "\\geq": "\\leq"}
+        lo, hi, o1, o2 = hi, lo, flip[o2], flip[o1]
+    return _Struct("tuple", items=[lo, hi], brackets=("[" if o1 == "\\leq" else "(") + ("]" if o2 == "\\leq" else ")"))
+
+
+def _expand_pm(item: str) -> List[str]:
+    """``a \\pm b`` -> [a+b, a-b]; ``\\pm b`` -> [b, -b] (one \\pm per item)."""
+    if "\\pm" not in item or item.count("\\pm") > 1:
+        return [item]
+    a, b = item.split("\\pm", 1)
+    if not b:
+        return [item]
+    return [a + "+" + b, a + "-" + b] if a else [b, "-" + b]
+
+
+def _structure(s: str) -> _Struct:
+    """Parse a normalised answer into the structure the comparison works on."""
+    m = _MATRIX_RE.match(s)
+    if m:
+        rows = [r for r in m.group(2).split("\\\\") if r.strip()]
+        return _Struct("matrix", items=[[c.strip() for c in r.split("&")] for r in rows])
+    if "\\cup" in s:
+        pieces = [p for p in s.split("\\cup")]
+        items = [_structure(p) for p in pieces]
+        if all(it.kind == "tuple" and len(it.items) == 2 for it in items):
+            return _Struct("union", items=items)
+        return _Struct("scalar", s=s)
+    if _is_set_literal(s):
+        inner = s[2:-2]
+        items = [x for it in _split_top(inner) for x in _expand_pm(it)]
+        return _Struct("list", items=items, ordered=False, brackets="{}")
+    if s[:1] in "([" and s[-1:] in ")]" and _bracket_pair_ok(s):
+        inner = s[1:-1]
+        items = _split_top(inner, words=False)
+        if len(items) >= 2:
+            return _Struct("tuple", items=items, brackets=s[0] + s[-1])
+    items = _split_top(s)
+    if len(items) >= 2 and all(_INEQ_RE.search(it) for it in items):
+        ivs = [_inequality_interval(it) for it in items]  # "x < -1 or x > 1": a union
+        if all(iv is not None for iv in ivs):
+            return _Struct("union", items=ivs)
+    if len(items) >= 2:
+        items = [x for it in items for x in _expand_pm(it)]
+        ordered = any("\\ldots" in it for it in items)
+        return _assignments(_Struct("list", items=items, ordered=ordered))
+    if "\\pm" in s:
+        ex = _expand_pm(s)
+        if len(ex) == 2:
+            return _Struct("list", items=ex, ordered=False)
+    if _INEQ_RE.search(s) and "=" not in s.replace("\\leq", "").replace("\\geq", ""):
+        iv = _inequality_interval(s)
+        if iv is not None:
+            return iv
+    return _Struct("scalar", s=s)
+
+
+def _bracket_pair_ok(s: str) -> bool:
+    """s = (...) / [...] / (...] / [...) whose first bracket closes at the end."""
+    depth = 0
+    for i, c in enumerate(s):
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+            if depth == 0 and i != len(s) - 1:
+                return False
+    return depth == 0
+
+
+def _assignments(st: _Struct) -> _Struct:
+    """``x=1, y=-2`` -> ordered tuple by variable name; ``a=1 or a=-2`` -> values;
+    ``n=1, 2, 3`` -> the values (leading name dropped)."""
+    lhs, vals = [], []
+    for it in st.items:
+        parts = _top_level_eq(it)
+        if len(parts) == 2 and _ASSIGN_LHS_RE.match(parts[0]):
+            lhs.append(parts[0])
+            vals.append(parts[1])
+        else:
+            lhs.append(None)
+            vals.append(it)
+    named = [l for l in lhs if l is not None]
+    if not named:
+        return st
+    if len(named) == len(lhs) and len(set(named)) == len(named) and len(named) > 1:
+        order = sorted(range(len(lhs)), key=lambda i: lhs[i])
+        return _Struct("tuple", items=[vals[i] for i in order], brackets="()")
+    if len(named) == len(lhs) and len(set(named)) == 1 or (lhs[0] is not None and len(named) == 1):
+        return _Struct("list", items=vals, ordered=st.ordered)
+    return st
+
+
+# ======================================================================================
+# CAS comparison (latex2sympy2_extended + sympy evaluation; math-verify as last resort)
+# ======================================================================================
+_NORM_CFG = _NormalizationConfig(basic_latex=True, units=False, malformed_operators=True, nits=False,
+                                 boxed="none")
+_CAS_BANNED_RE = re.compile(r"\\(?:sum|prod|int|iint|oint|lim|infty|begin|text|mbox|cup|cap|in|sim|approx)(?![A-Za-z])")
+_BIG_INT_RE = re.compile(r"\d{40,}")
+_BINOM_ARGS_RE = re.compile(r"\\binom\{([^{}]*)\}\{([^{}]*)\}|\\choose")
+_FACT_ARG_RE = re.compile(r"(\d+)\s*!")
+_IMAG_UNIT_RE = re.compile(r"(?<![A-Za-z\\_])(?<!_\{)i(?![A-Za-z])")  # "4i+3", "-1i" (math-verify misses "1i")
+_DECIMAL_RE = re.compile(r"(?<![\d.])(\d*)\.(\d+)(?![\d.])")
+
+
+def _power_depth(s: str) -> int:
+    """Deepest superscript nesting: ``a^b`` is 1, ``a^{b^c}`` 2, ``a^{b^{c^d}}`` 3."""
+    stack: List[bool] = []
+    level = best = 0
+    prev = ""
+    for c in s:
+        if c == "{":
+            stack.append(prev == "^")
+            level += prev == "^"
+        elif c == "}" and stack:
+            level -= stack.pop()
+        elif c == "^":
+            best = max(best, level + 1)
+        prev = c
+    return best
+
+
+def _guard_text(s: str) -> None:
+    """Cheap syntactic refusals before any parsing (magnitudes of powers, factorials and
+    binomials are decided on the parsed, unevaluated tree by _magnitude). Deep superscript
+    nesting is refused here because the LaTeX parser itself takes time exponential in it."""
+    if len(s) > MAX_CAS_CHARS or not _depth_ok(s) or _CAS_BANNED_RE.search(s) or _BIG_INT_RE.search(s):
+        raise _Rejected(s[:40])
+    if "^" in s and _power_depth(s) > MAX_POWER_DEPTH:
+        raise _Rejected("power tower")
+    if "!" in s:
+        for m in _FACT_ARG_RE.finditer(s):
+            if int(m.group(1)) > MAX_FACTORIAL_ARG:
+                raise _Rejected("factorial")
+    if "binom" in s or "choose" in s:
+        for m in _BINOM_ARGS_RE.finditer(s):  # the parser evaluates integer binomials at once
+            args = [g or "" for g in m.groups()]
+            if m.group(0) == "\\choose" or any("^" in a or "!" in a or any(
+                    int(d) > MAX_FACTORIAL_ARG for d in re.findall(r"\d+", a)) for a in args):
+                raise _Rejected("binomial")
+
+
+def _decimals_to_fractions(s: str) -> str:
+    """0.25 -> \\frac{25}{100}: decimals are exact values (MATH), never floats."""
+    return _DECIMAL_RE.sub(lambda m: "\\frac{%s}{1%s}" % ((m.group(1) or "") + m.group(2), "0" * len(m.group(2))), s)
+
+
+@lru_cache(maxsize=8192)
+def _parse(s: str):
+    """latex -> unevaluated sympy object (None when unparsable or refused). Cached."""
+    try:
+        _guard_text(s)
+        t = _normalize_latex(s, _NORM_CFG)
+        t = _decimals_to_fractions(t)
+        _guard_text(t)
+        is_complex = bool(_complex_re(t) or _IMAG_UNIT_RE.search(t))
+        e = _latex2sympy(t, is_real=not is_complex, normalization_config=None)
+        _magnitude(e)
+        if is_complex and hasattr(e, "free_symbols"):
+            isym = [x for x in e.free_symbols if x.name == "i"]
+            if isym:
+                e = e.xreplace({isym[0]: _sympy.I})
+        return e
+    except _Rejected:
+        STATS["guard_rejections"] += 1
+        return None
+    except Exception:
+        return None
+
+
+#: Functions the evaluation may meet (MATH answers use no others); anything else, e.g.
+#: gamma or zeta at 50+ digits (seconds in mpmath), is refused.
+_ALLOWED_FUNCS = frozenset({
+    "sin", "cos", "tan", "cot", "sec", "csc", "asin", "acos", "atan", "acot", "asec", "acsc",
+    "sinh", "cosh", "tanh", "coth", "asinh", "acosh", "atanh", "exp", "log", "Abs", "floor",
+    "ceiling", "sign", "re", "im", "conjugate", "arg", "Max", "Min", "factorial", "binomial"})
+
+
+def _integer_arg(a) -> int:
+    """The value of a factorial/binomial argument: a small non-negative integer, else refused."""
+    v = _rational_value(a)
+    if v is None or v.denominator != 1 or not 0 <= v <= MAX_FACTORIAL_ARG:
+        raise _Rejected("factorial argument")
+    return int(v)
+
+
+def _magnitude(e, depth: int = 0) -> float:
+    """Upper bound of log10|value| of an unevaluated sympy tree (a symbol counts as 1).
+    Raises _Rejected when it exceeds MAX_LOG10_MAGNITUDE or the tree holds what evaluation
+    cannot do quickly (unknown functions, non-integer or huge factorials), so that no
+    evaluation ever meets a power tower or a giant factorial/binomial (C-level big-int work
+    ignores signals, sympy#24187)."""
+    sp = _sympy
+    if depth > 60:
+        raise _Rejected("deep")
+    if isinstance(e, sp.Rational):
+        return max(int(e.p).bit_length(), int(e.q).bit_length()) * 0.30103
+    if isinstance(e, sp.Float):
+        return 20.0
+    args = getattr(e, "args", None)
+    if not args:
+        return 1.0
+    if isinstance(e, sp.Function) and not isinstance(e, sp.core.function.AppliedUndef):
+        name = e.func.__name__
+        if name not in _ALLOWED_FUNCS:
+            raise _Rejected("function " + name)
+        if name in ("factorial", "binomial"):
+            n = _integer_arg(args[0])
+            if name == "binomial":
+                _integer_arg(args[1])
+            out = (n * math.log10(n + 1) if name == "factorial" else n * 0.30103) + 1
+        elif name == "exp":
+            lx = _magnitude(args[0], depth + 1)
+            if lx > 7:
+                raise _Rejected("exponent")
+            out = 0.4343 * 10 ** lx
+        else:
+            out = max(_magnitude(a, depth + 1) for a in args) + 1
+    elif isinstance(e, sp.Pow):
+        lb = max(_magnitude(args[0], depth + 1), 0.5)
+        lx = _magnitude(args[1], depth + 1)
+        if lx > 7:
+            raise _Rejected("exponent")
+        out = lb * 10 ** lx
+    elif isinstance(e, (sp.Integral, sp.Sum, sp.Product, sp.Limit, sp.Derivative)):
+        raise _Rejected("unevaluated operator")
+    elif isinstance(e, sp.Add):
+        out = max(_magnitude(a, depth + 1) for a in args) + math.log10(len(args))
+    elif isinstance(e, sp.Mul):
+        out = sum(_magnitude(a, depth + 1) for a in args)
+    else:
+        out = max(_magnitude(a, depth + 1) for a in args) + 1
+    if out > MAX_LOG10_MAGNITUDE:
+        raise _Rejected("magnitude")
+    return out
+
+
+_SAMPLE_POINTS = ((Fraction(7, 5), Fraction(9, 4), Fraction(13, 7), Fraction(5, 3), Fraction(11, 6), Fraction(17, 9)),
+                  (Fraction(8, 3), Fraction(6, 5), Fraction(19, 11), Fraction(23, 10), Fraction(3, 7), Fraction(29, 13)),
+                  (Fraction(2, 9), Fraction(31, 12), Fraction(10, 7), Fraction(37, 15), Fraction(41, 16), Fraction(4, 11)))
+
+
+def _points(syms):
+    order = sorted(syms, key=lambda x: x.name)
+    for pt in _SAMPLE_POINTS:
+        yield {x: _sympy.Rational(pt[i % len(pt)].numerator, pt[i % len(pt)].denominator) + i // len(pt)
+               for i, x in enumerate(order)}
+
+
+def _num(e, subs, digits: int):
+    """(re, im) of e at the sample point as ``digits``-digit Floats, or None."""
+    v = e.evalf(digits, subs=subs) if subs else e.evalf(digits)
+    if not v.is_number or v.has(_sympy.nan, _sympy.zoo, _sympy.oo, -_sympy.oo):
+        return None
+    re_, im_ = v.as_real_imag()
+    if not (re_.is_Number and im_.is_Number):
+        return None
+    return re_, im_
+
+
+def _close(a, b, digits: int) -> bool:
+    """Relative agreement to all but NUMERIC_SLACK_DIGITS of the evaluated digits."""
+    (ar, ai), (br, bi) = a, b
+    d = abs(ar - br) + abs(ai - bi)
+    m = max(abs(ar) + abs(ai), abs(br) + abs(bi))
+    if m == 0:
+        return True
+    return bool(d <= _sympy.Float(10, digits) ** (NUMERIC_SLACK_DIGITS - digits) * m)
+
+
+def _rational_value(e) -> Optional[Fraction]:
+    """Exact value of a symbol-free rational expression (+, x, integer powers), else None.
+    Evaluation at finite precision cannot tell 2^{200}+1 from 2^{200}; this can."""
+    sp = _sympy
+    if isinstance(e, sp.Rational):
+        return Fraction(int(e.p), int(e.q))
+    if isinstance(e, (sp.Add, sp.Mul)):
+        vals = [_rational_value(x) for x in e.args]
+        if any(v is None for v in vals):
+            return None
+        out = Fraction(0) if isinstance(e, sp.Add) else Fraction(1)
+        for v in vals:
+            out = out + v if isinstance(e, sp.Add) else out * v
+        return out
+    if isinstance(e, (sp.factorial, sp.binomial)):  # arguments checked by _magnitude
+        vals = [_rational_value(x) for x in e.args]
+        if any(v is None or v.denominator != 1 or not 0 <= v <= MAX_FACTORIAL_ARG for v in vals):
+            return None
+        return Fraction(math.factorial(int(vals[0])) if len(vals) == 1 else math.comb(int(vals[0]), int(vals[1])))
+    if isinstance(e, sp.Pow) and isinstance(e.args[1], sp.Integer):
+        base = _rational_value(e.args[0])
+        if base is None or (base == 0 and e.args[1] < 0):
+            return None
+        return base ** int(e.args[1])
+    return None
+
+
+def _numeric_equal(a, b, deadline: float) -> Optional[bool]:
+    """Exact-by-evaluation: rational expressions compare exactly; otherwise equal iff the
+    values agree relatively to all but NUMERIC_SLACK_DIGITS digits, evaluated with
+    NUMERIC_DIGITS digits plus the magnitude's, at every sample point. No absolute
+    tolerance, so 1/2^99 != 1/2^98 (math-verify's chop accepts it). None when evaluation
+    cannot decide."""
+    sp = _sympy
+    if not (isinstance(a, sp.Expr) and isinstance(b, sp.Expr)):
+        return None
+    if a.free_symbols != b.free_symbols:
+        return False
+    if not a.free_symbols:
+        ra, rb = _rational_value(a), _rational_value(b)
+        if ra is not None and rb is not None:
+            return ra == rb
+        if (ra is not None and b.is_rational is False) or (rb is not None and a.is_rational is False):
+            return False  # an exact rational (e.g. a decimal) never equals an irrational
+    extra = min(max(_magnitude(a), _magnitude(b)), MAX_EVAL_EXTRA_DIGITS)
+    digits = NUMERIC_DIGITS * (2 + int(extra) // NUMERIC_DIGITS)  # tiers: mpmath caches per precision
+    decided = 0
+    for pt in _points(a.free_symbols):
+        if time.monotonic() > deadline:
+            STATS["cas_deadline"] += 1
+            raise _Rejected("deadline")
+        va, vb = _num(a, pt, digits), _num(b, pt, digits)
+        if va is None or vb is None:
+            continue
+        if not _close(va, vb, digits):
+            return False
+        decided += 1
+        if not a.free_symbols:
+            break
+    if decided == 0:
+        return None
+    return True
+
+
+def _cas_equal(p: str, g: str, deadline: float) -> bool:
+    a, b = _parse(p), _parse(g)
+    if a is None or b is None:
+        return False
+    sp = _sympy
+    if isinstance(a, sp.Equality) or isinstance(b, sp.Equality):
+        return False  # equations are compared by _equations_equal
+    r = _numeric_equal(a, b, deadline)
+    if r is not None:
+        return r
+    if time.monotonic() > deadline:
+        return False
+    try:  # relations, sets, matrices the evaluation could not decide: math-verify decides
+        return bool(_mv_verify(b, a, timeout_seconds=None, strict=True))
+    except Exception:
+        return False
+
+
+def _equations_equal(p: str, g: str, deadline: float) -> bool:
+    """Two equations describe the same relation: (lhs - rhs) proportional by a nonzero
+    constant at every sample point (``2x+4y-3=0`` == ``y = -x/2 + 3/4``)."""
+    pp, gp = _top_level_eq(p), _top_level_eq(g)
+    if len(pp) != 2 or len(gp) != 2:
+        return False
+    parts = [_parse(x) for x in (pp[0], pp[1], gp[0], gp[1])]
+    if any(x is None or not isinstance(x, _sympy.Expr) for x in parts):
+        return False
+    e1, e2 = parts[0] - parts[1], parts[2] - parts[3]
+    if e1.free_symbols != e2.free_symbols or not e1.free_symbols:
+        return False
+    ratio = None
+    n = 0
+    for pt in _points(e1.free_symbols):
+        if time.monotonic() > deadline:
+            raise _Rejected("deadline")
+        v1, v2 = _num(e1, pt, NUMERIC_DIGITS), _num(e2, pt, NUMERIC_DIGITS)
+        if v1 is None or v2 is None:
+            continue
+        (r1, i1), (r2, i2) = v1, v2
+        if r2 == 0 and i2 == 0:
+            if r1 == 0 and i1 == 0:
+                continue
+            return False
+        q = complex(r1, i1) / complex(r2, i2)
+        if q == 0:
+            return False
+        if ratio is None:
+            ratio = q
+        elif abs(q - ratio) > 1e-12 * abs(ratio):
+            return False
+        n += 1
+    return n >= 2
+
+
+# ======================================================================================
+# The comparison
+# ======================================================================================
+_LETTER_RE = re.compile(r"^\(?([A-E])\)?$")
+_LETTER_PRED_RE = re.compile(r"^\(?([A-E])\)(?:\S.*)?$|^([A-E])$")
+_WORD_RE = re.compile(r"^[A-Za-z][A-Za-z' -]*[A-Za-z]$")
+
+
+def _values_equal(p: _Norm, g: _Norm, ctx) -> bool:
+    """One scalar item against one scalar item."""
+    ps, gs = p.s, g.s
+    if not _decorations_compatible(p, g):
+        return False
+    if ps == gs and p.pct == g.pct:
+        return True
+    # multiple-choice letters: "(B)", "\text{(B)}", "B" (MATH's AMC-style answers)
+    mg = _LETTER_RE.match(gs)
+    if mg and (g.text or gs.startswith("(") or len(gs) == 1):
+        mp = _LETTER_PRED_RE.match(ps)
+        return bool(mp) and (mp.group(1) or mp.group(2)) == mg.group(1)
+    # word answers compare as words (never as products of symbols)
+    if (g.text or p.text) and (_WORD_RE.match(gs) or _WORD_RE.match(ps)):
+        return gs.replace(" ", "").lower() == ps.replace(" ", "").lower()
+    if _WORD_RE.match(gs) and len(gs) > 3 and " " not in gs and _WORD_RE.match(ps):
+        return gs.lower() == ps.lower()
+    # equations: "x = 5" vs "5" strips a name; two equations compare as relations
+    pe, ge = _top_level_eq(ps), _top_level_eq(gs)
+    if len(pe) > 1 or len(ge) > 1:
+        if len(pe) > 1 and len(ge) > 1:
+            if len(pe) == 2 and len(ge) == 2 and pe[0] == ge[0] and _ASSIGN_LHS_RE.match(pe[0]):
+                return _values_equal(_Norm(pe[1], p.pct, None, False), _Norm(ge[1], g.pct, None, False), ctx)
+            return _equations_equal(ps, gs, ctx["deadline"])
+        if len(pe) > 1:
+            return _eq_side_value(pe, p, g, ctx, pred_side=True)
+        return _eq_side_value(ge, g, p, ctx, pred_side=False)
+    return _plain_equal(ps, gs, p.pct, g.pct, ctx)
+
+
+def _eq_side_value(parts: List[str], eq: _Norm, other: _Norm, ctx, pred_side: bool) -> bool:
+    """``name = value`` against a bare value. A chain of numbers must be a true statement
+    (``5 = 7`` is not 7: the issue's hack), and ``x = x`` states no value."""
+    if len(parts) == 2 and _ASSIGN_LHS_RE.match(parts[0]) and parts[1] != parts[0]:
+        val = _Norm(parts[1], eq.pct, None, False)
+        return _values_equal(val, other, ctx) if pred_side else _values_equal(other, val, ctx)
+    if not pred_side:
+        return False
+    # numeric chain "2+3 = 5": every side must be equal, then the last side is the value
+    last = parts[-1]
+    for side in parts[:-1]:
+        if not _plain_equal(side, last, False, False, ctx):
+            return False
+    return _plain_equal(last, other.s, eq.pct, other.pct, ctx)
+
+
+_COMMAND_RE = re.compile(r"\\[A-Za-z]+")
+_VARIABLE_RE = re.compile(r"[A-DF-HJ-Za-df-hj-z]")  # letters other than e and i (constants)
+
+
+def _has_variables(s: str) -> bool:
+    """Cheap syntactic test: does s name a variable (a letter outside LaTeX commands)?"""
+    return bool(_VARIABLE_RE.search(_COMMAND_RE.sub("", s)))
+
+
+def _plain_equal(ps: str, gs: str, ppct: bool, gpct: bool, ctx) -> bool:
+    if ps == gs and ppct == gpct:
+        return True
+    pv, gv = _exact_number(ps), _exact_number(gs)
+    if pv is not None and gv is not None:
+        if isinstance(pv, _BigPow) or isinstance(gv, _BigPow):
+            return pv == gv and pv.e is not None
+        if ppct == gpct:
+            return pv == gv
+        # a percent sign on one side only: "10\%" == "10" (MATH) and == "0.1"
+        if gpct:
+            return pv == gv or pv * 100 == gv
+        return pv == gv or pv == gv * 100
+    if isinstance(pv, _BigPow) or isinstance(gv, _BigPow):
+        return False
+    if ps == gs:
+        return True
+    if _has_variables(ps) != _has_variables(gs):
+        return False  # a number never equals an expression in variables: skip the parser
+    if time.monotonic() > ctx["deadline"]:
+        STATS["cas_deadline"] += 1
+        raise _Rejected("deadline")
+    ok = _cas_equal(ps, gs, ctx["deadline"])
+    if not ok and ppct != gpct:
+        ok = _cas_equal(ps + "/100" if ppct else ps, gs + "/100" if gpct else gs, ctx["deadline"])
+    return ok
+
+
+def _items_equal(p_items: List[str], g_items: List[str], ordered: bool, ctx) -> bool:
+    if len(p_items) != len(g_items):
+        return False
+    pn = [_normalise(x) for x in p_items]
+    gn = [_normalise(x) for x in g_items]
+    if ordered:
+        if len(p_items) > MAX_LIST_ITEMS:
+            return [x.s for x in pn] == [x.s for x in gn]
+        return all(_match(pi, gi, ctx) for pi, gi in zip(pn, gn))
+    pk, gk = sorted(x.s for x in pn), sorted(x.s for x in gn)
+    if pk == gk:
+        return True
+    if len(p_items) > MAX_LIST_ITEMS:
+        return False
+    used = [False] * len(pn)
+    for gi in gn:
+        for j, pj in enumerate(pn):
+            if not used[j] and _match(pj, gi, ctx):
+                used[j] = True
+                break
+        else:
+            return False
+    return True
+
+
+def _match(p: _Norm, g: _Norm, ctx) -> bool:
+    """Structured comparison of two normalised answers."""
+    if p.same(g):
+        return True
+    ps, gs = _structure(p.s), _structure(g.s)
+    if gs.kind == "scalar" and ps.kind == "scalar":
+        return _values_equal(p, g, ctx)
+    if gs.kind == "matrix" or ps.kind == "matrix":
+        if gs.kind != ps.kind or len(gs.items) != len(ps.items):
+            return False
+        if any(len(r1) != len(r2) for r1, r2 in zip(gs.items, ps.items)):
+            return False
+        return all(_match(_normalise(a), _normalise(b), ctx)
+                   for r1, r2 in zip(ps.items, gs.items) for a, b in zip(r1, r2))
+    if gs.kind == "union" or ps.kind == "union":
+        if gs.kind != ps.kind or len(gs.items) != len(ps.items):
+            return False
+        used = [False] * len(ps.items)
+        for gi in gs.items:
+            for j, pj in enumerate(ps.items):
+                if not used[j] and _tuple_equal(pj, gi, ctx):
+                    used[j] = True
+                    break
+            else:
+                return False
+        return True
+    if gs.kind == "tuple":
+        if ps.kind == "tuple":
+            return _tuple_equal(ps, gs, ctx)
+        if ps.kind == "list" and len(gs.items) > 2:
+            return _items_equal(ps.items, gs.items, True, ctx)  # "1, 2, 3" for "(1, 2, 3)"
+        return False
+    if gs.kind == "list":
+        if ps.kind == "list":
+            return _items_equal(ps.items, gs.items, gs.ordered or ps.ordered, ctx)
+        if ps.kind == "tuple" and not gs.ordered and ps.brackets == "()" and len(ps.items) > 2:
+            return _items_equal(ps.items, gs.items, True, ctx)
+        return False
+    # gold scalar, prediction a list/tuple: several answers for one (hedging) unless equal
+    if ps.kind == "list" and len({_normalise(x).s for x in ps.items}) == 1:
+        return _match(_normalise(ps.items[0]), g, ctx)
+    return False
+
+
+def _tuple_equal(p: _Struct, g: _Struct, ctx) -> bool:
+    if p.brackets != g.brackets or len(p.items) != len(g.items):
+        return False
+    return _items_equal(p.items, g.items, True, ctx)
+
+
+def answers_match(pred: str, gold: str, deadline: Optional[float] = None) -> bool:
+    """True when the extracted answer ``pred`` states the same value as ``gold`` (both
+    LaTeX fragments without ``\\boxed``)."""
+    if len(pred) > MAX_ANSWER_CHARS or len(gold) > MAX_ANSWER_CHARS:
+        return pred.strip() == gold.strip()  # too long to normalise or compare: verbatim only
+    if deadline is None:
+        deadline = time.monotonic() + CAS_BUDGET_S
+    pn, gn = _normalise(pred), _normalise(gold)
+    if pn.same(gn):
+        return True
+    if not pn.s or not gn.s:
+        return False
+    return _match(pn, gn, {"deadline": deadline})
+
+
+# ======================================================================================
+# Hard guard (main thread only)
+# ======================================================================================
+def _alarm_handler(signum, frame):
+    raise _HardTimeout()
+
+
+def _run_guarded(fn, *args):
+    """Run fn(*args) under a SIGALRM wall-clock limit when that is possible (main thread,
+    no timer already armed by the host); elsewhere the input guards and the soft deadline
+    bound the work. math-verify's own alarm-based timeouts are never used."""
+    use_alarm = (threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
+                 and signal.getitimer(signal.ITIMER_REAL)[0] == 0)
+    if not use_alarm:
+        return fn(*args)
+    old = signal.signal(signal.SIGALRM, _alarm_handler)
+    signal.setitimer(signal.ITIMER_REAL, HARD_TIMEOUT_S)
+    try:
+        return fn(*args)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+# ======================================================================================
+# Entry point
+# ======================================================================================
+def _judge(text: str, gold: str) -> Tuple[bool, str]:
+    answers, hedged = extract_final_answer(text)
+    if answers is None:
+        return False, ""
+    distinct = []
+    seen = set()
+    for a in answers:
+        k = _norm_key(a)
+        if k not in seen:
+            seen.add(k)
+            distinct.append(a)
+    pred = ", ".join(a.strip() for a in distinct)
+    if hedged and len(distinct) > 1:
+        return False, pred
+    if len(distinct) > MAX_FINAL_BOXES:
+        return False, pred
+    deadline = time.monotonic() + CAS_BUDGET_S
+    try:
+        ok = answers_match(pred if len(distinct) > 1 else distinct[0], gold, deadline)
+    except _Rejected:
+        ok = False
+    return ok, pred
+
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None) -> dict:
+    """verl reward: see the module docstring for the returned keys and the rules.
+
+    Raises ValueError for a data_source outside SUPPORTED_DATA_SOURCES (a configuration
+    error); never raises for anything in the model's text."""
+    if data_source not in SUPPORTED_DATA_SOURCES:
+        raise ValueError(
+            f"new_math_reward: unsupported data_source {data_source!r}; expected one of "
+            f"{sorted(SUPPORTED_DATA_SOURCES)}. Route other datasets to their own reward.")
+    STATS["calls"] += 1
+    acc, fmt, cot, pred = False, 0.0, 0.0, ""
+    try:
+        text = solution_str if isinstance(solution_str, str) else ("" if solution_str is None else str(solution_str))
+        gold = ground_truth if isinstance(ground_truth, str) else str(ground_truth)
+        try:
+            acc, pred = _run_guarded(_judge, text, gold)
+        except _HardTimeout:
+            STATS["hard_timeouts"] += 1
+            acc = False
+        if acc:
+            fmt = format_credit(text)
+            cot = reasoning_credit(text)
+    except Exception:  # noqa: BLE001 - model text must never crash training
+        STATS["internal_errors"] += 1
+        acc, fmt, cot = False, 0.0, 0.0
+    score = SCORE_CORRECT + fmt + cot if acc else 0.0
+    return {"score": float(min(score, 1.0)), "acc": 1.0 if acc else 0.0, "format": float(fmt),
+            "cot": float(cot), "pred": pred[:PRED_MAX_CHARS]}
+
+
+for _warm in ("x^{2}+\\frac{1}{2}", "\\frac{\\sqrt{3}}{2}+\\pi", "3+4i"):
+    _parse(_warm)  # warm the LaTeX parser and sympy at import (first calls cost ~0.2 s)

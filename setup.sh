@@ -81,13 +81,24 @@ if [[ $SKIP_DATA == 0 ]]; then
 fi
 
 # ---- 3. model
+download_model() {  # the hub's own CLI (hf, or huggingface-cli before huggingface_hub 0.34); honours HF_ENDPOINT
+  local cli
+  for cli in "$(dirname "$PY")/hf" hf "$(dirname "$PY")/huggingface-cli" huggingface-cli; do
+    if command -v "$cli" >/dev/null 2>&1; then
+      "$cli" download "$QWEN_MODEL_ID" --local-dir "$QWEN_MODEL_DIR"
+      return
+    fi
+  done
+  echo "setup.sh: no hf / huggingface-cli found (pip install huggingface_hub)" >&2
+  return 1
+}
 if [[ $SKIP_MODEL == 0 ]]; then
   if [[ $DEVICE == cpu ]]; then
     "$PY" -m cpu_support.prepare_smollm2 --output-dir "$CPU_MODEL_DIR"
   elif [[ -f $QWEN_MODEL_DIR/config.json ]]; then
     echo "setup.sh: $QWEN_MODEL_DIR present"
     cp tokenizer_config.json "$QWEN_MODEL_DIR/tokenizer_config.json"
-  elif "$PY" -m huggingface_hub.commands.huggingface_cli download "$QWEN_MODEL_ID" --local-dir "$QWEN_MODEL_DIR"; then
+  elif download_model; then
     cp tokenizer_config.json "$QWEN_MODEL_DIR/tokenizer_config.json"
     echo "setup.sh: $QWEN_MODEL_ID -> $QWEN_MODEL_DIR (with the recipe's tokenizer_config.json)"
   else

@@ -2,7 +2,9 @@
 # GRPO on MATH (MATH-lighteval) with verl's main_ppo: Qwen2.5-1.5B-Instruct, the reference
 # recipe's hyperparameters (4 Ascend NPUs, vLLM rollout with tensor parallel 2).
 #
-# Usage: bash run_qwen2_5_1_5b.sh [extra Hydra overrides ...]
+# Usage: bash run_qwen2_5_1_5b.sh [--preflight-only] [extra Hydra overrides ...]
+#   --preflight-only: run preflight.py's checks (model, data, batch sizes, devices, versions,
+#   disk) and exit; they also run before every training start unless PREFLIGHT=0.
 #   Every knob below is an environment variable, e.g.
 #     DEVICE=cuda N_DEVICES=8 bash run_qwen2_5_1_5b.sh trainer.total_epochs=1
 #   DEVICE=auto picks npu (torch_npu or /dev/davinci*), cuda (nvidia-smi) or cpu. A profile
@@ -17,7 +19,7 @@ REPO_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 # ---- device and profile (resolved first: a profile supplies defaults for the knobs below)
 DEVICE=${DEVICE:-auto}        # npu | cuda | cpu | auto (detect)
-PROFILE=${PROFILE:-auto}      # profiles/<PROFILE>.sh; auto = npu_4 | cuda_4 | cpu by DEVICE
+PROFILE=${PROFILE:-auto}      # profiles/<PROFILE>.sh; auto = <DEVICE>_1|_4|_8 by visible device count, or cpu
 if [[ $DEVICE == auto ]]; then
   if python3 -c 'import torch_npu' >/dev/null 2>&1 || compgen -G '/dev/davinci[0-9]*' >/dev/null; then
     DEVICE=npu
@@ -28,8 +30,33 @@ if [[ $DEVICE == auto ]]; then
   fi
 fi
 case $DEVICE in npu | cuda | cpu) ;; *) echo "run_qwen2_5_1_5b.sh: DEVICE=$DEVICE; expected npu, cuda, cpu or auto" >&2; exit 2 ;; esac
-if [[ $PROFILE == auto ]]; then
-  case $DEVICE in npu) PROFILE=npu_4 ;; cuda) PROFILE=cuda_4 ;; cpu) PROFILE=cpu ;; esac
+if [[ $PROFILE == auto && $DEVICE == cpu ]]; then
+  PROFILE=cpu
+elif [[ $PROFILE == auto ]]; then
+  # Visible accelerators: the *_VISIBLE_DEVICES list when set, else the devices this container
+  # can open (/dev/davinciN nodes, else npu-smi "Total Count"; nvidia-smi -L). 8+ -> _8, 4-7 -> _4,
+  # 1-3 -> _1, none found -> _4 (the reference). Two nodes are never guessed: PROFILE=<dev>_2x8.
+  n_visible=0
+  if [[ $DEVICE == npu ]]; then
+    if [[ -n ${ASCEND_RT_VISIBLE_DEVICES:-} ]]; then
+      IFS=, read -ra visible_ids <<<"$ASCEND_RT_VISIBLE_DEVICES"; n_visible=${#visible_ids[@]}
+    elif compgen -G '/dev/davinci[0-9]*' >/dev/null; then
+      n_visible=$(compgen -G '/dev/davinci[0-9]*' | wc -l)
+    elif command -v npu-smi >/dev/null 2>&1; then
+      n_visible=$(npu-smi info -l 2>/dev/null | awk -F: '/Total Count/ {gsub(/[^0-9]/, "", $2); print $2; exit}' || true)
+    fi
+  elif [[ -n ${CUDA_VISIBLE_DEVICES:-} ]]; then
+    IFS=, read -ra visible_ids <<<"$CUDA_VISIBLE_DEVICES"; n_visible=${#visible_ids[@]}
+  elif command -v nvidia-smi >/dev/null 2>&1; then
+    n_visible=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+  fi
+  n_visible=${n_visible:-0}
+  if ((n_visible >= 8)); then PROFILE=${DEVICE}_8
+  elif ((n_visible >= 4 || n_visible == 0)); then PROFILE=${DEVICE}_4
+  else PROFILE=${DEVICE}_1
+  fi
+  kind=${DEVICE^^}; kind=${kind/CUDA/GPU}
+  echo "run_qwen2_5_1_5b.sh: PROFILE=auto -> $PROFILE ($n_visible ${kind}s counted)" >&2
 fi
 PROFILE_FILE="$REPO_DIR/profiles/$PROFILE.sh"
 [[ -f $PROFILE_FILE ]] || { echo "run_qwen2_5_1_5b.sh: no profile $PROFILE_FILE (PROFILE=$PROFILE)" >&2; exit 2; }
@@ -85,6 +112,7 @@ ACTOR_STRATEGY=${ACTOR_STRATEGY:-fsdp}        # actor and ref strategy: fsdp | f
 GRADIENT_CHECKPOINTING=${GRADIENT_CHECKPOINTING:-True}  # model.enable_gradient_checkpointing
 LOGGER=${LOGGER:-tensorboard}                 # tensorboard | swanlab | console
 DRY_RUN=${DRY_RUN:-0}                         # 1: print the main_ppo command, one argument a line, and exit
+PREFLIGHT=${PREFLIGHT:-1}                     # 1: run preflight.py (model, data, batch, devices, versions, disk) before Ray; 0: skip
 ASCEND_RT_VISIBLE_DEVICES=${ASCEND_RT_VISIBLE_DEVICES:-0,1,2,3}  # NPUs to use (npu only)
 CANN_HOME=${CANN_HOME:-/usr/local/Ascend}     # where the CANN set_env.sh scripts live (npu only)
 
@@ -93,6 +121,10 @@ case $LOGGER in
   console) TRAINER_LOGGER="[console]" ;;
   *) echo "run_qwen2_5_1_5b.sh: LOGGER=$LOGGER; expected tensorboard, swanlab or console" >&2; exit 2 ;;
 esac
+
+if [[ $LOGGER == swanlab && $DRY_RUN != 1 ]] && ! "$PYTHON" -c 'import swanlab' >/dev/null 2>&1; then
+  echo "run_qwen2_5_1_5b.sh: LOGGER=swanlab needs the swanlab package: $PYTHON -m pip install swanlab" >&2; exit 2
+fi
 
 # ---- device environment, in one place
 export HYDRA_FULL_ERROR=1
@@ -106,6 +138,19 @@ if [[ $DEVICE == npu ]]; then
   export HCCL_EXEC_TIMEOUT=${HCCL_EXEC_TIMEOUT:-360}
 fi
 export PYTHONPATH="$REPO_DIR${PYTHONPATH:+:$PYTHONPATH}"  # the cpu profile's patch module
+
+# ---- preflight: catch a wrong path, batch size, device count or version before Ray starts.
+# 'bash run_qwen2_5_1_5b.sh --preflight-only' runs only this (any PREFLIGHT); DRY_RUN never does.
+PREFLIGHT_ONLY=0
+if [[ ${1:-} == --preflight-only ]]; then PREFLIGHT_ONLY=1; shift; fi
+if [[ $DRY_RUN != 1 ]] && [[ $PREFLIGHT == 1 || $PREFLIGHT_ONLY == 1 ]]; then
+  "$PYTHON" "$REPO_DIR/preflight.py" --device "$DEVICE" --profile "$PROFILE" --model-path "$MODEL_PATH" \
+    --train-file "$TRAIN_FILE" --val-file "$VAL_FILE" --max-prompt-length "$MAX_PROMPT_LENGTH" \
+    --train-batch-size "$TRAIN_BATCH_SIZE" --ppo-mini-batch-size "$PPO_MINI_BATCH_SIZE" \
+    --micro-batch "$MICRO_BATCH_PER_DEVICE" --n-samples "$N_SAMPLES" --n-devices "$N_DEVICES" \
+    --n-nodes "$N_NODES" --rollout-tp "$ROLLOUT_TP" --rollout-name "$ROLLOUT_NAME" --ckpt-dir "$CKPT_DIR" || exit $?
+  if [[ $PREFLIGHT_ONLY == 1 ]]; then exit 0; fi
+fi
 
 MAIN_PPO=(
   "$PYTHON" -m verl.trainer.main_ppo

@@ -1,0 +1,693 @@
+#!/usr/bin/env python3
+"""Preflight: catch the common set-up mistakes of a verl GRPO run before Ray starts.
+
+``run_qwen2_5_1_5b.sh`` runs this with the knobs it resolved (``PREFLIGHT=0`` skips it,
+``bash run_qwen2_5_1_5b.sh --preflight-only`` runs only it). It takes a few seconds and needs
+no accelerator: it imports neither torch nor verl, and transformers only for a model folder
+without tokenizer.json. It sees the launcher's knobs, not Hydra overrides appended to its
+command line: change batch sizes and paths through the knobs.
+
+Usage
+-----
+    python preflight.py --device npu --model-path models/Qwen2.5-1.5B-Instruct \\
+        --train-file data/verl/math/train.parquet --val-file data/verl/math/test.parquet \\
+        --train-batch-size 256 --ppo-mini-batch-size 256 --micro-batch 8 --n-samples 8 \\
+        --n-devices 4 --n-nodes 1 --rollout-tp 2 --max-prompt-length 512 --ckpt-dir outputs/x/checkpoints
+
+Arguments (launcher knob in brackets; counts are int >= 1)
+---------------------------------------------------------
+--device npu|cuda|cpu        [DEVICE] cpu skips the device-count and vLLM checks.
+--profile NAME               [PROFILE] only quoted in messages.
+--model-path DIR             [MODEL_PATH] Hugging Face model folder.
+--train-file / --val-file F  [TRAIN_FILE / VAL_FILE] verl parquet files (prepare_math.py).
+--max-prompt-length TOKENS   [MAX_PROMPT_LENGTH] data.max_prompt_length.
+--train-batch-size PROMPTS   [TRAIN_BATCH_SIZE] data.train_batch_size.
+--ppo-mini-batch-size PROMPTS [PPO_MINI_BATCH_SIZE] actor.ppo_mini_batch_size.
+--micro-batch RESPONSES      [MICRO_BATCH_PER_DEVICE] actor.ppo_micro_batch_size_per_gpu.
+--n-samples RESPONSES        [N_SAMPLES] rollout.n, responses per prompt.
+--n-devices N / --n-nodes N  [N_DEVICES / N_NODES] trainer.n_gpus_per_node / trainer.nnodes.
+--rollout-tp N               [ROLLOUT_TP] rollout.tensor_model_parallel_size.
+--rollout-name NAME          [ROLLOUT_NAME] vllm (default) or hf; vllm adds the vLLM checks.
+--ckpt-dir DIR               [CKPT_DIR] trainer.default_local_dir (need not exist yet).
+--sample-rows N              rows per data file tokenized for the length check (default 200).
+--dev-root DIR               where NPU device nodes are looked for (default /dev; for tests).
+
+Output and exit status
+----------------------
+One line per problem on stderr, ``preflight: FAIL <what>: <how to fix>`` or
+``preflight: WARN ...``, then one summary line. Exit 0 when nothing failed (warnings allowed),
+1 when any check failed, 2 for bad arguments (argparse).
+
+Checks (each a function returning a list of :class:`Problem`)
+-------------------------------------------------------------
+check_model_dir, check_chat_template, check_data_file, check_prompt_lengths,
+check_batch_sizes, check_devices, check_ray_cluster, check_versions, check_disk.
+The source of every rule is named where it is applied.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import math
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Mapping, Optional
+
+REPO = Path(__file__).resolve().parent
+REQUIREMENTS = REPO / "requirements.txt"
+
+#: Columns verl reads from every row: ``prompt`` (data.prompt_key, RLHFDataset), ``data_source``
+#: and ``reward_model.ground_truth`` (the reward manager, verl/workers/reward_manager/naive.py).
+REQUIRED_COLUMNS = ("data_source", "prompt", "reward_model")
+#: Fail when more than this share of sampled prompts exceeds max_prompt_length; warn above WARN.
+LENGTH_FAIL_SHARE = 0.5
+LENGTH_WARN_SHARE = 0.1
+#: Bytes a checkpoint takes per model parameter: verl's FSDP checkpoint holds the fp32 model
+#: state dict (4 B) and Adam's exp_avg + exp_avg_sq (4 B + 4 B) -- model_world_size_*.pt and
+#: optim_world_size_*.pt. Measured on the CPU run: SmolLM2-135M (134.5e6 params) wrote
+#: 538 MB + 1076 MB = 1.61 GB = 12.0 B/param.
+CKPT_BYTES_PER_PARAM = 12
+#: Warn when the free disk holds fewer checkpoints than this.
+CKPT_WARN_COUNT = 3
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One finding: ``level`` is "FAIL" (the run cannot work) or "WARN" (it can, but check)."""
+
+    level: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"preflight: {self.level} {self.message}"
+
+
+def fail(message: str) -> Problem:
+    return Problem("FAIL", message)
+
+
+def warn(message: str) -> Problem:
+    return Problem("WARN", message)
+
+
+def _one_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
+
+
+# --------------------------------------------------------------------------------------
+# model folder
+# --------------------------------------------------------------------------------------
+def check_model_dir(model_path: Path) -> list[Problem]:
+    """The folder holds config.json, weights and a tokenizer, as verl's HF loader needs."""
+    where = f"MODEL_PATH={model_path}"
+    if not model_path.is_dir():
+        return [fail(f"{where}: no such directory: run 'bash setup.sh' or set MODEL_PATH to a Hugging Face model folder")]
+    problems = []
+    config = model_path / "config.json"
+    if not config.is_file():
+        problems.append(fail(f"{where}: no config.json: expected a Hugging Face model folder (config.json, weights, tokenizer)"))
+    else:
+        try:
+            json.loads(config.read_text())
+        except ValueError as err:
+            problems.append(fail(f"{where}: config.json is not valid JSON ({_one_line(err)}): download the model again"))
+    weights = sorted(model_path.glob("*.safetensors"))
+    if not (weights or list(model_path.glob("pytorch_model*.bin"))):
+        problems.append(fail(f"{where}: no weights (*.safetensors or pytorch_model*.bin): copy the model's weight files there"))
+    for file in weights:
+        try:
+            safetensors_parameters(file)
+        except (OSError, ValueError, KeyError, TypeError, struct.error) as err:
+            problems.append(fail(f"{where}: {file.name} is not a valid safetensors file ({_one_line(err)}): "
+                                 "download it again"))
+            break
+    has_tokenizer = (model_path / "tokenizer.json").is_file() or (model_path / "tokenizer.model").is_file() or (
+        (model_path / "vocab.json").is_file() and (model_path / "merges.txt").is_file()
+    )
+    if not has_tokenizer:
+        problems.append(fail(
+            f"{where}: no tokenizer (tokenizer.json, or vocab.json + merges.txt, or tokenizer.model): "
+            "copy the model's tokenizer files there"
+        ))
+    if not (model_path / "tokenizer_config.json").is_file():
+        problems.append(fail(f"{where}: no tokenizer_config.json: copy the recipe's tokenizer_config.json there (setup.sh does)"))
+    return problems
+
+
+# --------------------------------------------------------------------------------------
+# chat template: rendered as transformers 4.56 renders it, tokenized with the tokenizers library
+# --------------------------------------------------------------------------------------
+class ChatTokenizer:
+    """The model's chat template and tokenizer, without importing transformers (~6 s).
+
+    Mirrors ``PreTrainedTokenizerBase.apply_chat_template`` of transformers 4.56
+    (utils/chat_template_utils.py ``_compile_jinja_template``: a sandboxed Jinja environment
+    with trim_blocks, lstrip_blocks, loopcontrols, ``raise_exception``, ``strftime_now`` and
+    a non-escaping ``tojson``; ``chat_template.jinja`` takes priority over the
+    tokenizer_config.json entry; special tokens are passed as template variables; the
+    tokenized form is the rendered text encoded without added special tokens). verl's
+    RLHFDataset counts a prompt as ``len(tokenizer.apply_chat_template(messages,
+    add_generation_prompt=True))`` (verl/utils/dataset/rl_dataset.py,
+    ``maybe_filter_out_long_prompts``). tests/test_preflight.py checks that both agree.
+    Without tokenizer.json it falls back to transformers.AutoTokenizer.
+
+    Raises ValueError when there is no chat template.
+    """
+
+    def __init__(self, model_path: Path):
+        self.model_path = model_path
+        config = json.loads((model_path / "tokenizer_config.json").read_text())
+        jinja_file = model_path / "chat_template.jinja"
+        self.template_source = "chat_template.jinja" if jinja_file.is_file() else "tokenizer_config.json"
+        if jinja_file.is_file():
+            template = jinja_file.read_text()
+        else:
+            template = config.get("chat_template")
+            if isinstance(template, list):  # [{"name": ..., "template": ...}]
+                template = {t.get("name"): t.get("template") for t in template}.get("default")
+        if not template:
+            raise ValueError("no chat template")
+        self.template_kwargs = {}
+        for key in ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"):
+            value = config.get(key)
+            if isinstance(value, dict):
+                value = value.get("content")
+            if isinstance(value, str):
+                self.template_kwargs[key] = value
+        self._template = self._compile(template)
+        self._fast = None
+        self._slow = None
+        if (model_path / "tokenizer.json").is_file():
+            from tokenizers import Tokenizer
+
+            self._fast = Tokenizer.from_file(str(model_path / "tokenizer.json"))
+
+    @staticmethod
+    def _compile(template: str):
+        from datetime import datetime
+
+        import jinja2
+        import jinja2.ext
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+        def raise_exception(message):
+            raise jinja2.exceptions.TemplateError(message)
+
+        def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+            return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
+        env.filters["tojson"] = tojson
+        env.globals["raise_exception"] = raise_exception
+        env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
+        return env.from_string(template)
+
+    def render(self, messages: list[dict]) -> str:
+        """The prompt text verl gives the model (add_generation_prompt=True)."""
+        return self._template.render(messages=messages, tools=None, documents=None, add_generation_prompt=True,
+                                     **self.template_kwargs)
+
+    def count(self, texts: list[str]) -> list[int]:
+        """Token count of each rendered text (no added special tokens, as apply_chat_template)."""
+        if self._fast is not None:
+            return [len(e.ids) for e in self._fast.encode_batch(texts, add_special_tokens=False)]
+        if self._slow is None:
+            from transformers import AutoTokenizer
+
+            self._slow = AutoTokenizer.from_pretrained(str(self.model_path))
+        return [len(self._slow(t, add_special_tokens=False)["input_ids"]) for t in texts]
+
+
+def recipe_prompts() -> tuple[str, str]:
+    """(recipe system prompt, Qwen's stock one) from new_math_reward.py (raises ImportError)."""
+    sys.path.insert(0, str(REPO))
+    from new_math_reward import QWEN_STOCK_SYSTEM_PROMPT, SYSTEM_PROMPT
+
+    return SYSTEM_PROMPT, QWEN_STOCK_SYSTEM_PROMPT
+
+
+def check_chat_template(model_path: Path, device: str, system_prompt: str, stock_prompt: str) -> list[Problem]:
+    """The chat template renders and its default system prompt is the recipe's.
+
+    The recipe's prompt lives in its tokenizer_config.json (setup.sh copies it into the
+    model folder). Accepted: the whole prompt, or its answer contract (the text after Qwen's
+    identity sentence) behind another identity, as the CPU stand-in model carries it
+    (cpu_support/prepare_smollm2.py). Qwen's stock prompt means the copy was forgotten (WARN:
+    training works, without the answer format). Any other prompt is a FAIL on npu/cuda and a
+    WARN on cpu.
+    """
+    where = f"MODEL_PATH={model_path}"
+    fix = f"copy {REPO / 'tokenizer_config.json'} over {model_path / 'tokenizer_config.json'}"
+    try:
+        tok = ChatTokenizer(model_path)
+    except ValueError:
+        return [fail(f"{where}: tokenizer_config.json has no chat_template (nor chat_template.jinja): {fix}")]
+    except Exception as err:  # noqa: BLE001 - unreadable json, bad template syntax: one line either way
+        return [fail(f"{where}: cannot load the chat template ({_one_line(err)}): {fix}")]
+    if tok.template_source == "chat_template.jinja":
+        fix = f"delete {model_path / 'chat_template.jinja'} (it overrides tokenizer_config.json) and {fix}"
+    try:
+        text = tok.render([{"role": "user", "content": "What is 1 + 1?"}])
+    except Exception as err:  # noqa: BLE001
+        return [fail(f"{where}: the chat template does not render ({_one_line(err)}): {fix}")]
+    contract = system_prompt[len(stock_prompt):].strip() if system_prompt.startswith(stock_prompt) else ""
+    if system_prompt in text or (contract and contract in text):
+        return []
+    if stock_prompt in text:
+        return [warn(f"{where}: the chat template's default system prompt is Qwen's stock one, "
+                     f"not the recipe's (new_math_reward.SYSTEM_PROMPT): {fix}")]
+    message = f"{where}: the chat template's default system prompt is not the recipe's (new_math_reward.SYSTEM_PROMPT): {fix}"
+    if device == "cpu":
+        return [warn(f"{where}: the chat template's default system prompt is not the recipe's "
+                     "(new_math_reward.SYSTEM_PROMPT): expected for the cpu profile's stand-in model, "
+                     "wrong for the recipe's Qwen model")]
+    return [fail(message)]
+
+
+# --------------------------------------------------------------------------------------
+# data files
+# --------------------------------------------------------------------------------------
+def check_data_file(path: Path, knob: str) -> list[Problem]:
+    """The parquet file exists, has verl's columns and a non-empty ground truth in every row."""
+    import pyarrow.parquet as pq
+
+    where = f"{knob}={path}"
+    if not path.is_file():
+        return [fail(f"{where}: no such file: run 'python prepare_math.py' (or bash setup.sh), or set {knob}")]
+    try:
+        schema = pq.read_schema(path)
+    except Exception as err:  # noqa: BLE001 - pyarrow raises several types for a bad file
+        return [fail(f"{where}: not a readable parquet file ({_one_line(err)}): regenerate it with prepare_math.py")]
+    missing = [c for c in REQUIRED_COLUMNS if c not in schema.names]
+    if missing:
+        return [fail(f"{where}: missing column(s) {', '.join(missing)}: verl reads {', '.join(REQUIRED_COLUMNS)} "
+                     "(prepare_math.py writes them)")]
+    rm_type = schema.field("reward_model").type
+    import pyarrow as pa
+
+    if not pa.types.is_struct(rm_type) or rm_type.get_field_index("ground_truth") < 0:
+        return [fail(f"{where}: column reward_model has no ground_truth field: expected struct<style, ground_truth> "
+                     "(prepare_math.py writes it)")]
+    truths = pq.read_table(path, columns=["reward_model"]).column("reward_model").combine_chunks().field("ground_truth")
+    if len(truths) == 0:
+        return [fail(f"{where}: no rows: regenerate it with prepare_math.py")]
+    empty = [i for i, t in enumerate(truths.to_pylist()) if t is None or not str(t).strip()]
+    if empty:
+        shown = ", ".join(map(str, empty[:5])) + (", ..." if len(empty) > 5 else "")
+        return [fail(f"{where}: {len(empty)} of {len(truths)} rows have an empty reward_model.ground_truth "
+                     f"(rows {shown}): drop or fix them (prepare_math.py drops such rows)")]
+    return []
+
+
+def check_prompt_lengths(path: Path, knob: str, tok: ChatTokenizer, max_prompt_length: int,
+                         sample_rows: int = 200) -> list[Problem]:
+    """Share of sampled prompts longer than max_prompt_length tokens once templated.
+
+    verl drops such rows (data.filter_overlong_prompts=True, the launcher's setting); if most
+    would go, the length, the tokenizer or the data is wrong. A seeded sample of
+    ``sample_rows`` rows (numpy default_rng(0)) keeps this fast and reproducible.
+    """
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    where = f"{knob}={path}"
+    prompts = pq.read_table(path, columns=["prompt"]).column("prompt")
+    n = len(prompts)
+    rows = sorted(np.random.default_rng(0).choice(n, size=min(n, sample_rows), replace=False).tolist())
+    texts = []
+    for i in rows:
+        messages = prompts[i].as_py()
+        if not (isinstance(messages, list) and messages and all(isinstance(m, dict) and "role" in m and "content" in m
+                                                                  for m in messages)):
+            return [fail(f"{where}: row {i} prompt is not a list of {{role, content}} messages: "
+                         "regenerate it with prepare_math.py")]
+        try:
+            texts.append(tok.render(messages))
+        except Exception as err:  # noqa: BLE001
+            return [fail(f"{where}: row {i} does not render with the chat template ({_one_line(err)})")]
+    lengths = tok.count(texts)
+    over = sum(1 for length in lengths if length > max_prompt_length)
+    share = over / len(lengths)
+    if share <= LENGTH_WARN_SHARE:
+        return []
+    text = (f"{where}: {over} of {len(lengths)} sampled prompts ({share:.0%}) are longer than "
+            f"MAX_PROMPT_LENGTH={max_prompt_length} tokens with the chat template (longest {max(lengths)}); "
+            "data.filter_overlong_prompts drops them: raise MAX_PROMPT_LENGTH or check MODEL_PATH's tokenizer")
+    return [fail(text)] if share > LENGTH_FAIL_SHARE else [warn(text)]
+
+
+# --------------------------------------------------------------------------------------
+# batch sizes: verl 0.6.0's rules for the FSDP actor without dynamic batch size
+# --------------------------------------------------------------------------------------
+def check_batch_sizes(train_batch_size: int, ppo_mini_batch_size: int, micro_batch: int, n_samples: int,
+                      n_devices: int, n_nodes: int, rollout_tp: int) -> list[Problem]:
+    """verl's own divisibility rules, replicated so that no verl import (~7 s) is needed.
+
+    tests/test_preflight.py checks them against verl's validate_config on the same values.
+    """
+    world = n_devices * n_nodes
+    devices = f"{world} devices (N_DEVICES={n_devices} x N_NODES={n_nodes})"
+    problems = []
+    # verl/utils/config.py validate_config: train_batch_size * rollout.n % n_gpus == 0
+    responses = train_batch_size * n_samples
+    if responses % world:
+        problems.append(fail(f"TRAIN_BATCH_SIZE x N_SAMPLES = {train_batch_size} x {n_samples} = {responses} responses "
+                             f"do not split evenly over {devices}: make the product a multiple of {world}"))
+    # verl/workers/config/actor.py ActorConfig.validate: train_batch_size >= ppo_mini_batch_size
+    if train_batch_size < ppo_mini_batch_size:
+        problems.append(fail(f"PPO_MINI_BATCH_SIZE={ppo_mini_batch_size} is larger than TRAIN_BATCH_SIZE={train_batch_size}: "
+                             "set PPO_MINI_BATCH_SIZE <= TRAIN_BATCH_SIZE"))
+    # verl/workers/fsdp_workers.py ActorRolloutRefWorker.__init__: the per-device mini-batch
+    # ppo_mini_batch_size * rollout.n // world must be > 0 and a multiple of the micro-batch
+    per_device = ppo_mini_batch_size * n_samples // world
+    if per_device == 0:
+        problems.append(fail(f"PPO_MINI_BATCH_SIZE x N_SAMPLES = {ppo_mini_batch_size * n_samples} responses is fewer than "
+                             f"the {devices}: raise PPO_MINI_BATCH_SIZE"))
+    elif per_device % micro_batch:
+        problems.append(fail(f"MICRO_BATCH_PER_DEVICE={micro_batch} does not divide the per-device mini-batch "
+                             f"PPO_MINI_BATCH_SIZE x N_SAMPLES / devices = {ppo_mini_batch_size} x {n_samples} / {world} "
+                             f"= {per_device} responses: pick a divisor of {per_device}"))
+    # verl/workers/fsdp_workers.py _build_rollout: world_size % tensor_model_parallel_size == 0
+    if world % rollout_tp:
+        problems.append(fail(f"ROLLOUT_TP={rollout_tp} does not divide the {devices}: "
+                             f"use a ROLLOUT_TP that divides {world}"))
+    return problems
+
+
+# --------------------------------------------------------------------------------------
+# devices and Ray
+# --------------------------------------------------------------------------------------
+def physical_devices(device: str, dev_root: Path = Path("/dev")) -> Optional[int]:
+    """Accelerators the driver shows: NPUs as /dev/davinciN nodes (else npu-smi's "Total
+    Count"), GPUs as ``nvidia-smi -L`` lines; None when no tool can tell."""
+    if device == "npu":
+        nodes = [p for p in glob.glob(str(dev_root / "davinci*")) if re.fullmatch(r"davinci\d+", Path(p).name)]
+        if nodes:
+            return len(nodes)
+        if shutil.which("npu-smi"):
+            out = subprocess.run(["npu-smi", "info", "-l"], capture_output=True, text=True, timeout=30).stdout
+            match = re.search(r"Total Count\s*:\s*(\d+)", out)
+            return int(match.group(1)) if match else None
+        return 0
+    if shutil.which("nvidia-smi"):
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
+        return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+    return None
+
+
+def check_devices(device: str, n_devices: int, env: Mapping[str, str], physical: Optional[int],
+                  profile: str = "") -> list[Problem]:
+    """The devices this node may use match N_DEVICES (per node).
+
+    Fewer visible than N_DEVICES: Ray waits forever for the missing ones (FAIL). More: the
+    extra ones stay idle (WARN). A visible id beyond the driver's count: FAIL. cpu: no check.
+    """
+    if device == "cpu":
+        return []
+    kind, var = ("NPU", "ASCEND_RT_VISIBLE_DEVICES") if device == "npu" else ("GPU", "CUDA_VISIBLE_DEVICES")
+    where = "/dev/davinci*, npu-smi" if device == "npu" else "nvidia-smi -L"
+    suffix = f" (PROFILE={profile})" if profile else ""
+    listed = env.get(var, "").strip()
+    ids = [i.strip() for i in listed.split(",") if i.strip()] if listed else []
+    if physical == 0 or (physical is None and not ids):
+        return [fail(f"no {kind} found ({where}): run inside the container with the device flags of docker/README.md, "
+                     "or set DEVICE for this machine")]
+    problems = []
+    if ids and physical:
+        beyond = [i for i in ids if i.isdigit() and int(i) >= physical]
+        if beyond:
+            problems.append(fail(f"{var}={listed} names {kind} {beyond[0]} but only {physical} exist: "
+                                 f"use ids 0-{physical - 1}"))
+    visible = len(ids) if ids else physical
+    if visible < n_devices:
+        problems.append(fail(f"N_DEVICES={n_devices}{suffix} but {visible} {kind}(s) are visible"
+                             f"{f' ({var}={listed})' if ids else ''}: set N_DEVICES={visible} or the PROFILE for "
+                             f"{visible} {kind}(s), or list {n_devices} ids in {var}"))
+    elif visible > n_devices:
+        problems.append(warn(f"{visible} {kind}s are visible but N_DEVICES={n_devices}{suffix}: "
+                             f"{visible - n_devices} stay idle; set N_DEVICES or PROFILE to use them"))
+    return problems
+
+
+def ray_command() -> Optional[str]:
+    """The ``ray`` CLI of this interpreter's environment, else the one on PATH."""
+    beside = Path(sys.executable).parent / "ray"
+    return str(beside) if beside.exists() else shutil.which("ray")
+
+
+def check_ray_cluster(device: str, n_nodes: int, n_devices: int, ray_cmd: Optional[str]) -> list[Problem]:
+    """Two or more nodes: a Ray cluster is up here and holds N_NODES x N_DEVICES accelerators.
+
+    verl asks Ray for ``NPU``/``GPU`` resources; a worker node that never joined, or joined
+    without its devices, leaves verl waiting for placement groups forever.
+    """
+    if n_nodes <= 1 or device == "cpu":
+        return []
+    kind = "NPU" if device == "npu" else "GPU"
+    need = n_nodes * n_devices
+    start = "start it: 'ray start --head' here, 'ray start --address=<head-ip>:6379' on every other node (README \"Two nodes\")"
+    if not ray_cmd:
+        return [fail(f"N_NODES={n_nodes} but the ray command is not installed: install requirements.txt")]
+    try:
+        proc = subprocess.run([ray_cmd, "status"], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        return [fail(f"N_NODES={n_nodes} but 'ray status' did not answer in 60 s: {start}")]
+    if proc.returncode != 0:
+        return [fail(f"N_NODES={n_nodes} but no Ray cluster is running here ('ray status' failed): {start}")]
+    totals = [float(m) for m in re.findall(rf"[\d.]+/([\d.]+)\s+{kind}\b", proc.stdout)]
+    have = int(totals[0]) if totals else 0
+    if have < need:
+        return [fail(f"the Ray cluster has {have} {kind}s but N_NODES x N_DEVICES = {n_nodes} x {n_devices} = {need}: "
+                     f"run 'ray start --address=<head-ip>:6379' on every node (with its devices visible) and check 'ray status'")]
+    return []
+
+
+# --------------------------------------------------------------------------------------
+# versions
+# --------------------------------------------------------------------------------------
+def pinned_version(package: str, requirements: Path = REQUIREMENTS) -> Optional[str]:
+    """The ``package==X`` pin of requirements.txt, or None."""
+    for line in requirements.read_text().splitlines():
+        match = re.match(rf"\s*{re.escape(package)}\s*==\s*([^\s;#]+)", line, re.IGNORECASE)
+        if match:
+            return match.group(1)
+    return None
+
+
+def installed_versions(*packages: str) -> dict[str, Optional[str]]:
+    """Installed distribution versions (importlib.metadata; no import of the package)."""
+    from importlib import metadata
+
+    found: dict[str, Optional[str]] = {}
+    for package in packages:
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            found[package] = None
+    return found
+
+
+def verl_vllm_spec() -> Optional[str]:
+    """The vllm range of the installed verl's ``vllm`` extra (verl 0.6.0: ``>=0.7.3,<=0.9.1``)."""
+    from importlib import metadata
+
+    try:
+        requires = metadata.requires("verl") or []
+    except metadata.PackageNotFoundError:
+        return None
+    for req in requires:
+        match = re.match(r"vllm\s*([<>=!~][^;]*);\s*extra\s*==\s*\"vllm\"", req)
+        if match:
+            return match.group(1).strip()
+    return None
+
+
+def check_versions(installed: Mapping[str, Optional[str]], verl_pin: Optional[str], device: str, rollout_name: str,
+                   vllm_spec: Optional[str]) -> list[Problem]:
+    """verl is the pinned one; with the vLLM rollout on npu/cuda, vllm is in verl's supported
+    range and, on npu, vllm-ascend is installed at vllm's release."""
+    fix = "run 'bash setup.sh' (pip install -c constraints.txt -r requirements.txt) or use the docker/ image"
+    problems = []
+    verl = installed.get("verl")
+    if verl is None:
+        problems.append(fail(f"verl is not installed for {sys.executable}: requirements.txt pins verl=={verl_pin}; {fix}, "
+                             "or set PYTHON"))
+    elif verl_pin and verl != verl_pin:
+        problems.append(fail(f"verl {verl} is installed but requirements.txt pins verl=={verl_pin}: {fix}"))
+    if device == "cpu" or rollout_name != "vllm":
+        return problems
+    vllm = installed.get("vllm")
+    if vllm is None:
+        image = "quay.io/ascend/vllm-ascend:v0.9.1 image" if device == "npu" else "docker/Dockerfile.cuda image"
+        problems.append(fail(f"ROLLOUT_NAME=vllm but vllm is not installed: use the {image} (docker/README.md)"))
+        return problems
+    if vllm_spec:
+        from packaging.specifiers import SpecifierSet
+        from packaging.version import Version
+
+        if not SpecifierSet(vllm_spec).contains(Version(vllm), prereleases=True):
+            problems.append(fail(f"vllm {vllm} is installed but verl {verl} supports vllm{vllm_spec}: "
+                                 "use the docker/ image of this recipe (vllm 0.9.1)"))
+    if device == "npu":
+        ascend = installed.get("vllm-ascend") or installed.get("vllm_ascend")
+        if ascend is None:
+            problems.append(fail("vllm-ascend is not installed: use the quay.io/ascend/vllm-ascend:v0.9.1 image "
+                                 "(docker/Dockerfile.ascend)"))
+        else:
+            from packaging.version import Version
+
+            if Version(ascend).release[:3] != Version(vllm).release[:3]:
+                problems.append(warn(f"vllm-ascend {ascend} does not match vllm {vllm}: vllm-ascend releases pair "
+                                     "with the vllm of the same number; use the quay.io/ascend/vllm-ascend image"))
+    return problems
+
+
+# --------------------------------------------------------------------------------------
+# disk
+# --------------------------------------------------------------------------------------
+def safetensors_parameters(file: Path) -> int:
+    """Parameters in one safetensors file, from its header alone (format: 8-byte little-endian
+    header length, then a JSON map of tensor name -> {dtype, shape, data_offsets}).
+    Raises struct.error / ValueError / KeyError / TypeError for a file that is not one."""
+    with open(file, "rb") as fh:
+        (size,) = struct.unpack("<Q", fh.read(8))
+        if size > 100_000_000:
+            raise ValueError(f"header length {size} bytes is implausible")
+        header = json.loads(fh.read(size))
+    return sum(math.prod(t["shape"]) for name, t in header.items() if name != "__metadata__")
+
+
+def count_parameters(model_path: Path) -> int:
+    """Parameters of the model: exact from the safetensors headers; for *.bin weights, file
+    bytes / 2 (bf16/fp16 storage). 0 when no readable weights are found."""
+    files = sorted(model_path.glob("*.safetensors"))
+    try:
+        if files:
+            return sum(safetensors_parameters(f) for f in files)
+    except (OSError, ValueError, KeyError, TypeError, struct.error):
+        return 0  # reported by check_model_dir
+    return sum(f.stat().st_size for f in model_path.glob("pytorch_model*.bin")) // 2
+
+
+def free_bytes(path: Path) -> int:
+    """Free bytes on the file system that holds ``path`` (its nearest existing ancestor)."""
+    path = path.absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return shutil.disk_usage(path).free
+
+
+def check_disk(ckpt_dir: Path, n_params: int, free: int) -> list[Problem]:
+    """Free space at CKPT_DIR holds a checkpoint: n_params x CKPT_BYTES_PER_PARAM (12) bytes.
+
+    FAIL below one checkpoint; WARN below CKPT_WARN_COUNT (3). GB here = 1e9 bytes.
+    """
+    need = n_params * CKPT_BYTES_PER_PARAM
+    if need == 0:
+        return []
+    sizes = f"{free / 1e9:.1f} GB free, one checkpoint is ~{need / 1e9:.1f} GB ({n_params / 1e9:.2f}e9 params x 12 B)"
+    if free < need:
+        return [fail(f"CKPT_DIR={ckpt_dir}: {sizes}: free space or set CKPT_DIR to a larger disk")]
+    if free < CKPT_WARN_COUNT * need:
+        return [warn(f"CKPT_DIR={ckpt_dir}: {sizes}, room for fewer than {CKPT_WARN_COUNT}: free space, or keep fewer "
+                     "with trainer.max_actor_ckpt_to_keep")]
+    return []
+
+
+# --------------------------------------------------------------------------------------
+# driver
+# --------------------------------------------------------------------------------------
+def run_checks(args: argparse.Namespace, env: Mapping[str, str] = os.environ,
+               ray_cmd: Callable[[], Optional[str]] = ray_command) -> list[Problem]:
+    """Every check for the resolved knobs, in the order a user would fix them."""
+    model = Path(args.model_path)
+    problems = check_model_dir(model)
+    model_ok = not any(p.level == "FAIL" for p in problems)
+    tok = None
+    if model_ok:
+        try:
+            system_prompt, stock_prompt = recipe_prompts()
+        except Exception as err:  # noqa: BLE001 - a broken reward module is reported, not raised
+            problems.append(fail(f"{REPO / 'new_math_reward.py'}: cannot import it ({_one_line(err)}): "
+                                 "it defines the recipe's system prompt"))
+        else:
+            found = check_chat_template(model, args.device, system_prompt, stock_prompt)
+            problems += found
+            if not any(p.level == "FAIL" for p in found):
+                tok = ChatTokenizer(model)
+    for path, knob in ((Path(args.train_file), "TRAIN_FILE"), (Path(args.val_file), "VAL_FILE")):
+        found = check_data_file(path, knob)
+        problems += found
+        if tok is not None and not found:
+            problems += check_prompt_lengths(path, knob, tok, args.max_prompt_length, args.sample_rows)
+    problems += check_batch_sizes(args.train_batch_size, args.ppo_mini_batch_size, args.micro_batch, args.n_samples,
+                                  args.n_devices, args.n_nodes, args.rollout_tp)
+    if args.device != "cpu":
+        problems += check_devices(args.device, args.n_devices, env,
+                                  physical_devices(args.device, Path(args.dev_root)), args.profile)
+        problems += check_ray_cluster(args.device, args.n_nodes, args.n_devices, ray_cmd())
+    problems += check_versions(installed_versions("verl", "vllm", "vllm-ascend"), pinned_version("verl"),
+                               args.device, args.rollout_name, verl_vllm_spec())
+    if model.is_dir():
+        problems += check_disk(Path(args.ckpt_dir), count_parameters(model), free_bytes(Path(args.ckpt_dir)))
+    return problems
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text}")
+    return value
+
+
+def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--device", required=True, choices=["npu", "cuda", "cpu"])
+    parser.add_argument("--profile", default="")
+    parser.add_argument("--model-path", required=True)
+    parser.add_argument("--train-file", required=True)
+    parser.add_argument("--val-file", required=True)
+    parser.add_argument("--max-prompt-length", required=True, type=_positive)
+    parser.add_argument("--train-batch-size", required=True, type=_positive)
+    parser.add_argument("--ppo-mini-batch-size", required=True, type=_positive)
+    parser.add_argument("--micro-batch", required=True, type=_positive)
+    parser.add_argument("--n-samples", required=True, type=_positive)
+    parser.add_argument("--n-devices", required=True, type=_positive)
+    parser.add_argument("--n-nodes", default=1, type=_positive)
+    parser.add_argument("--rollout-tp", default=1, type=_positive)
+    parser.add_argument("--rollout-name", default="vllm")
+    parser.add_argument("--ckpt-dir", required=True)
+    parser.add_argument("--sample-rows", default=200, type=_positive)
+    parser.add_argument("--dev-root", default="/dev")
+    return parser.parse_args(argv)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    start = time.monotonic()
+    args = parse_args(argv)
+    problems = run_checks(args)
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    failures = sum(p.level == "FAIL" for p in problems)
+    warnings = len(problems) - failures
+    took = f"{time.monotonic() - start:.1f} s"
+    if failures:
+        print(f"preflight: {failures} failure(s), {warnings} warning(s) ({took}): fix the FAIL lines above, "
+              "or skip with PREFLIGHT=0", file=sys.stderr)
+        return 1
+    print(f"preflight: ok, {warnings} warning(s) ({took})", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,682 @@
+"""preflight.py: every failure has a bad input here and the exact line it prints.
+
+Fixtures are tiny and made in tmp_path: a model folder with the shared Qwen2.5 tokenizer
+(shared/data/qwen2_5_tokenizer), the repo's tokenizer_config.json, a minimal config.json and
+a two-tensor safetensors file; verl parquet files written with prepare_math.to_record.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import preflight as pf  # noqa: E402
+import prepare_math  # noqa: E402
+
+TOKENIZER = REPO.parent / "shared" / "data" / "qwen2_5_tokenizer"
+MATH_TEST = REPO / "data" / "math-lighteval" / "data" / "test-00000-of-00001.parquet"
+SYSTEM_PROMPT, STOCK_PROMPT = pf.recipe_prompts()
+GOOD_BATCH = dict(train_batch_size=256, ppo_mini_batch_size=256, micro_batch=8, n_samples=8, n_devices=4,
+                  n_nodes=1, rollout_tp=2)
+
+
+# --------------------------------------------------------------------------------------
+# fixtures
+# --------------------------------------------------------------------------------------
+def write_safetensors(path: Path, shapes: dict[str, tuple[int, ...]]) -> int:
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    save_file({name: np.zeros(shape, dtype=np.float32) for name, shape in shapes.items()}, str(path))
+    return sum(int(np.prod(s)) for s in shapes.values())
+
+
+@pytest.fixture
+def model_dir(tmp_path) -> Path:
+    """A Qwen2.5-shaped model folder with the recipe's tokenizer_config.json."""
+    if not TOKENIZER.is_dir():
+        pytest.skip("shared Qwen2.5 tokenizer not present")
+    model = tmp_path / "model"
+    shutil.copytree(TOKENIZER, model)
+    shutil.copy(REPO / "tokenizer_config.json", model / "tokenizer_config.json")
+    (model / "config.json").write_text(json.dumps({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2"}))
+    write_safetensors(model / "model.safetensors", {"embed": (10, 4), "head": (3, 2)})
+    return model
+
+
+def write_rows(path: Path, rows: list[dict]) -> Path:
+    import pandas as pd
+
+    pd.DataFrame(rows).to_parquet(path)
+    return path
+
+
+def records(problems: list[str], answer: str = "2") -> list[dict]:
+    return [prepare_math.to_record(p, "Level 1", "Algebra", answer, "train", i) for i, p in enumerate(problems)]
+
+
+@pytest.fixture
+def data_file(tmp_path) -> Path:
+    return write_rows(tmp_path / "train.parquet", records([f"What is {i} + {i}?" for i in range(20)]))
+
+
+def args_for(model: Path, train: Path, val: Path, tmp_path: Path, **over) -> list[str]:
+    values = dict(device="cpu", profile="cpu", model_path=model, train_file=train, val_file=val, max_prompt_length=512,
+                  train_batch_size=4, ppo_mini_batch_size=4, micro_batch=4, n_samples=4, n_devices=1, n_nodes=1,
+                  rollout_tp=1, rollout_name="hf", ckpt_dir=tmp_path / "ckpt")
+    values.update(over)
+    return [x for k, v in values.items() for x in (f"--{k.replace('_', '-')}", str(v))]
+
+
+def lines(problems) -> list[str]:
+    return [str(p) for p in problems]
+
+
+# --------------------------------------------------------------------------------------
+# model folder
+# --------------------------------------------------------------------------------------
+def test_good_model_dir_passes(model_dir):
+    assert pf.check_model_dir(model_dir) == []
+
+
+def test_missing_model_dir(tmp_path):
+    bad = tmp_path / "nope"
+    assert lines(pf.check_model_dir(bad)) == [
+        f"preflight: FAIL MODEL_PATH={bad}: no such directory: run 'bash setup.sh' or set MODEL_PATH to a "
+        "Hugging Face model folder"]
+
+
+def test_model_dir_without_config(model_dir):
+    (model_dir / "config.json").unlink()
+    assert lines(pf.check_model_dir(model_dir)) == [
+        f"preflight: FAIL MODEL_PATH={model_dir}: no config.json: expected a Hugging Face model folder "
+        "(config.json, weights, tokenizer)"]
+
+
+def test_model_dir_with_broken_config(model_dir):
+    (model_dir / "config.json").write_text("{not json")
+    assert lines(pf.check_model_dir(model_dir)) == [
+        f"preflight: FAIL MODEL_PATH={model_dir}: config.json is not valid JSON (JSONDecodeError: Expecting property "
+        "name enclosed in double quotes: line 1 column 2 (char 1)): download the model again"]
+
+
+def test_model_dir_without_weights(model_dir):
+    (model_dir / "model.safetensors").unlink()
+    assert lines(pf.check_model_dir(model_dir)) == [
+        f"preflight: FAIL MODEL_PATH={model_dir}: no weights (*.safetensors or pytorch_model*.bin): copy the model's "
+        "weight files there"]
+
+
+def test_model_dir_with_truncated_weights(model_dir):
+    (model_dir / "model.safetensors").write_bytes(b"abc")  # e.g. a git-lfs pointer or a cut download
+    assert lines(pf.check_model_dir(model_dir)) == [
+        f"preflight: FAIL MODEL_PATH={model_dir}: model.safetensors is not a valid safetensors file "
+        "(error: unpack requires a buffer of 8 bytes): download it again"]
+
+
+def test_model_dir_without_tokenizer(model_dir):
+    for name in ("tokenizer.json", "vocab.json"):
+        (model_dir / name).unlink()
+    assert lines(pf.check_model_dir(model_dir)) == [
+        f"preflight: FAIL MODEL_PATH={model_dir}: no tokenizer (tokenizer.json, or vocab.json + merges.txt, or "
+        "tokenizer.model): copy the model's tokenizer files there"]
+
+
+def test_model_dir_without_tokenizer_config(model_dir):
+    (model_dir / "tokenizer_config.json").unlink()
+    assert lines(pf.check_model_dir(model_dir)) == [
+        f"preflight: FAIL MODEL_PATH={model_dir}: no tokenizer_config.json: copy the recipe's tokenizer_config.json "
+        "there (setup.sh does)"]
+
+
+# --------------------------------------------------------------------------------------
+# chat template and system prompt
+# --------------------------------------------------------------------------------------
+def fix_for(model_dir: Path) -> str:
+    return f"copy {REPO / 'tokenizer_config.json'} over {model_dir / 'tokenizer_config.json'}"
+
+
+def set_template(model_dir: Path, template) -> None:
+    config = json.loads((model_dir / "tokenizer_config.json").read_text())
+    if template is None:
+        config.pop("chat_template", None)
+    else:
+        config["chat_template"] = template
+    (model_dir / "tokenizer_config.json").write_text(json.dumps(config))
+
+
+def test_recipe_tokenizer_config_carries_the_recipe_prompt(model_dir):
+    assert pf.check_chat_template(model_dir, "npu", SYSTEM_PROMPT, STOCK_PROMPT) == []
+
+
+def test_answer_contract_behind_another_identity_passes(model_dir):
+    contract = SYSTEM_PROMPT[len(STOCK_PROMPT):]
+    set_template(model_dir, "{{ '<|im_start|>system\nYou are SmolLM.' + " + json.dumps(contract) + " + '<|im_end|>\n' }}"
+                            "{% for m in messages %}{{ m['content'] }}{% endfor %}")
+    assert pf.check_chat_template(model_dir, "cuda", SYSTEM_PROMPT, STOCK_PROMPT) == []
+
+
+def test_stock_qwen_prompt_warns(model_dir):
+    shutil.copy(TOKENIZER / "tokenizer_config.json", model_dir / "tokenizer_config.json")
+    assert lines(pf.check_chat_template(model_dir, "npu", SYSTEM_PROMPT, STOCK_PROMPT)) == [
+        f"preflight: WARN MODEL_PATH={model_dir}: the chat template's default system prompt is Qwen's stock one, not "
+        f"the recipe's (new_math_reward.SYSTEM_PROMPT): {fix_for(model_dir)}"]
+
+
+def test_other_prompt_fails_on_npu_and_warns_on_cpu(model_dir):
+    set_template(model_dir, "{{ '<|im_start|>system\nYou are a pirate.<|im_end|>\n' }}"
+                            "{% for m in messages %}{{ m['content'] }}{% endfor %}")
+    assert lines(pf.check_chat_template(model_dir, "npu", SYSTEM_PROMPT, STOCK_PROMPT)) == [
+        f"preflight: FAIL MODEL_PATH={model_dir}: the chat template's default system prompt is not the recipe's "
+        f"(new_math_reward.SYSTEM_PROMPT): {fix_for(model_dir)}"]
+    assert lines(pf.check_chat_template(model_dir, "cpu", SYSTEM_PROMPT, STOCK_PROMPT)) == [
+        f"preflight: WARN MODEL_PATH={model_dir}: the chat template's default system prompt is not the recipe's "
+        "(new_math_reward.SYSTEM_PROMPT): expected for the cpu profile's stand-in model, wrong for the recipe's Qwen model"]
+
+
+def test_missing_chat_template(model_dir):
+    set_template(model_dir, None)
+    assert lines(pf.check_chat_template(model_dir, "npu", SYSTEM_PROMPT, STOCK_PROMPT)) == [
+        f"preflight: FAIL MODEL_PATH={model_dir}: tokenizer_config.json has no chat_template (nor chat_template.jinja): "
+        f"{fix_for(model_dir)}"]
+
+
+def test_chat_template_that_does_not_render(model_dir):
+    set_template(model_dir, "{{ raise_exception('only system and user roles') }}")
+    assert lines(pf.check_chat_template(model_dir, "npu", SYSTEM_PROMPT, STOCK_PROMPT)) == [
+        f"preflight: FAIL MODEL_PATH={model_dir}: the chat template does not render (TemplateError: only system and "
+        f"user roles): {fix_for(model_dir)}"]
+
+
+def test_chat_template_with_bad_syntax(model_dir):
+    set_template(model_dir, "{% if %}")
+    assert lines(pf.check_chat_template(model_dir, "npu", SYSTEM_PROMPT, STOCK_PROMPT)) == [
+        f"preflight: FAIL MODEL_PATH={model_dir}: cannot load the chat template (TemplateSyntaxError: Expected an "
+        f"expression, got 'end of statement block'): {fix_for(model_dir)}"]
+
+
+def test_chat_template_jinja_file_overrides_tokenizer_config(model_dir):
+    (model_dir / "chat_template.jinja").write_text(
+        json.loads((TOKENIZER / "tokenizer_config.json").read_text())["chat_template"])
+    assert lines(pf.check_chat_template(model_dir, "npu", SYSTEM_PROMPT, STOCK_PROMPT)) == [
+        f"preflight: WARN MODEL_PATH={model_dir}: the chat template's default system prompt is Qwen's stock one, not "
+        f"the recipe's (new_math_reward.SYSTEM_PROMPT): delete {model_dir / 'chat_template.jinja'} (it overrides "
+        f"tokenizer_config.json) and {fix_for(model_dir)}"]
+
+
+@pytest.mark.parametrize("which", ["qwen", "smollm2"])
+def test_token_counts_match_transformers_apply_chat_template(which, model_dir):
+    """The fast path (jinja2 + tokenizers) counts exactly what verl's filter counts."""
+    import pyarrow.parquet as pq
+    from transformers import AutoTokenizer
+
+    model = model_dir if which == "qwen" else REPO / "models" / "SmolLM2-135M-Instruct"
+    if not (model / "tokenizer.json").is_file():
+        pytest.skip(f"{model} not present (bash setup.sh --device cpu)")
+    problems = pq.read_table(MATH_TEST, columns=["problem"]).column("problem").to_pylist()[:25]
+    messages = [r["prompt"] for r in records(problems)]
+    messages.append([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi <|im_end|> there"}])
+    fast = pf.ChatTokenizer(model)
+    slow = AutoTokenizer.from_pretrained(str(model))
+    expected = [len(slow.apply_chat_template(m, add_generation_prompt=True)) for m in messages]
+    assert fast.count([fast.render(m) for m in messages]) == expected
+    assert [fast.render(m) for m in messages[:3]] == [
+        slow.apply_chat_template(m, add_generation_prompt=True, tokenize=False) for m in messages[:3]]
+
+
+# --------------------------------------------------------------------------------------
+# data files
+# --------------------------------------------------------------------------------------
+def test_good_data_file_passes(data_file):
+    assert pf.check_data_file(data_file, "TRAIN_FILE") == []
+
+
+def test_missing_data_file(tmp_path):
+    bad = tmp_path / "train.parquet"
+    assert lines(pf.check_data_file(bad, "TRAIN_FILE")) == [
+        f"preflight: FAIL TRAIN_FILE={bad}: no such file: run 'python prepare_math.py' (or bash setup.sh), "
+        "or set TRAIN_FILE"]
+
+
+def test_data_file_that_is_not_parquet(tmp_path):
+    bad = tmp_path / "test.parquet"
+    bad.write_text('{"problem": "1+1"}\n')
+    assert lines(pf.check_data_file(bad, "VAL_FILE")) == [
+        f"preflight: FAIL VAL_FILE={bad}: not a readable parquet file (ArrowInvalid: Parquet magic bytes not found "
+        "in footer. Either the file is corrupted or this is not a parquet file.): regenerate it with prepare_math.py"]
+
+
+def test_data_file_missing_verl_columns(tmp_path):
+    bad = write_rows(tmp_path / "raw.parquet", [{"problem": "1+1", "solution": "\\boxed{2}"}])
+    assert lines(pf.check_data_file(bad, "TRAIN_FILE")) == [
+        f"preflight: FAIL TRAIN_FILE={bad}: missing column(s) data_source, prompt, reward_model: verl reads "
+        "data_source, prompt, reward_model (prepare_math.py writes them)"]
+
+
+def test_data_file_reward_model_without_ground_truth(tmp_path):
+    rows = records(["1+1"])
+    rows[0]["reward_model"] = {"style": "rule"}
+    bad = write_rows(tmp_path / "train.parquet", rows)
+    assert lines(pf.check_data_file(bad, "TRAIN_FILE")) == [
+        f"preflight: FAIL TRAIN_FILE={bad}: column reward_model has no ground_truth field: expected "
+        "struct<style, ground_truth> (prepare_math.py writes it)"]
+
+
+def test_data_file_without_rows(tmp_path, data_file):
+    import pyarrow.parquet as pq
+
+    bad = tmp_path / "empty.parquet"
+    pq.write_table(pq.read_table(data_file).slice(0, 0), bad)
+    assert lines(pf.check_data_file(bad, "TRAIN_FILE")) == [
+        f"preflight: FAIL TRAIN_FILE={bad}: no rows: regenerate it with prepare_math.py"]
+
+
+def test_data_file_with_empty_ground_truths(tmp_path):
+    rows = records([f"{i}+{i}" for i in range(8)])
+    for i in (1, 3, 4, 5, 6, 7):
+        rows[i]["reward_model"]["ground_truth"] = "  " if i == 3 else ""
+    bad = write_rows(tmp_path / "train.parquet", rows)
+    assert lines(pf.check_data_file(bad, "TRAIN_FILE")) == [
+        f"preflight: FAIL TRAIN_FILE={bad}: 6 of 8 rows have an empty reward_model.ground_truth "
+        "(rows 1, 3, 4, 5, 6, ...): drop or fix them (prepare_math.py drops such rows)"]
+
+
+# --------------------------------------------------------------------------------------
+# prompt lengths
+# --------------------------------------------------------------------------------------
+def prompt_tokens(model_dir: Path, problem: str) -> int:
+    tok = pf.ChatTokenizer(model_dir)
+    return tok.count([tok.render(records([problem])[0]["prompt"])])[0]
+
+
+def test_short_prompts_pass(model_dir, data_file):
+    assert pf.check_prompt_lengths(data_file, "TRAIN_FILE", pf.ChatTokenizer(model_dir), 512) == []
+
+
+def test_most_prompts_too_long_fails(tmp_path, model_dir):
+    long = "Compute " + " + ".join(str(i) for i in range(300)) + "."
+    bad = write_rows(tmp_path / "train.parquet", records([long] * 6 + ["1 + 1?"] * 4))
+    longest = prompt_tokens(model_dir, long)
+    assert lines(pf.check_prompt_lengths(bad, "TRAIN_FILE", pf.ChatTokenizer(model_dir), 512)) == [
+        f"preflight: FAIL TRAIN_FILE={bad}: 6 of 10 sampled prompts (60%) are longer than MAX_PROMPT_LENGTH=512 tokens "
+        f"with the chat template (longest {longest}); data.filter_overlong_prompts drops them: raise MAX_PROMPT_LENGTH "
+        "or check MODEL_PATH's tokenizer"]
+
+
+def test_some_prompts_too_long_warns(tmp_path, model_dir):
+    long = "Compute " + " + ".join(str(i) for i in range(300)) + "."
+    bad = write_rows(tmp_path / "train.parquet", records([long] * 2 + ["1 + 1?"] * 8))
+    longest = prompt_tokens(model_dir, long)
+    assert lines(pf.check_prompt_lengths(bad, "TRAIN_FILE", pf.ChatTokenizer(model_dir), 512)) == [
+        f"preflight: WARN TRAIN_FILE={bad}: 2 of 10 sampled prompts (20%) are longer than MAX_PROMPT_LENGTH=512 tokens "
+        f"with the chat template (longest {longest}); data.filter_overlong_prompts drops them: raise MAX_PROMPT_LENGTH "
+        "or check MODEL_PATH's tokenizer"]
+
+
+def test_prompt_that_is_not_messages(tmp_path, model_dir):
+    rows = records(["1+1"])
+    rows[0]["prompt"] = [{"text": "1+1"}]
+    bad = write_rows(tmp_path / "train.parquet", rows)
+    assert lines(pf.check_prompt_lengths(bad, "TRAIN_FILE", pf.ChatTokenizer(model_dir), 512)) == [
+        f"preflight: FAIL TRAIN_FILE={bad}: row 0 prompt is not a list of {{role, content}} messages: regenerate it "
+        "with prepare_math.py"]
+
+
+def test_length_sample_is_capped_and_seeded(tmp_path, model_dir):
+    long = "Compute " + " + ".join(str(i) for i in range(300)) + "."
+    bad = write_rows(tmp_path / "train.parquet", records([long] * 300))
+    found = lines(pf.check_prompt_lengths(bad, "TRAIN_FILE", pf.ChatTokenizer(model_dir), 512, sample_rows=50))
+    assert len(found) == 1 and "50 of 50 sampled prompts (100%)" in found[0]
+
+
+# --------------------------------------------------------------------------------------
+# batch sizes (verl 0.6.0 rules), and agreement with verl's own validate_config
+# --------------------------------------------------------------------------------------
+def test_reference_batch_passes():
+    assert pf.check_batch_sizes(**GOOD_BATCH) == []
+
+
+def test_responses_do_not_split_over_devices():
+    found = lines(pf.check_batch_sizes(**{**GOOD_BATCH, "n_devices": 3, "rollout_tp": 1}))
+    assert found[0] == ("preflight: FAIL TRAIN_BATCH_SIZE x N_SAMPLES = 256 x 8 = 2048 responses do not split evenly "
+                        "over 3 devices (N_DEVICES=3 x N_NODES=1): make the product a multiple of 3")
+
+
+def test_mini_batch_larger_than_train_batch():
+    assert lines(pf.check_batch_sizes(**{**GOOD_BATCH, "ppo_mini_batch_size": 512})) == [
+        "preflight: FAIL PPO_MINI_BATCH_SIZE=512 is larger than TRAIN_BATCH_SIZE=256: set PPO_MINI_BATCH_SIZE <= "
+        "TRAIN_BATCH_SIZE"]
+
+
+def test_mini_batch_smaller_than_devices():
+    assert lines(pf.check_batch_sizes(**{**GOOD_BATCH, "train_batch_size": 8, "ppo_mini_batch_size": 1, "n_samples": 2,
+                                         "n_devices": 8, "n_nodes": 2})) == [
+        "preflight: FAIL PPO_MINI_BATCH_SIZE x N_SAMPLES = 2 responses is fewer than the 16 devices "
+        "(N_DEVICES=8 x N_NODES=2): raise PPO_MINI_BATCH_SIZE"]
+
+
+def test_micro_batch_does_not_divide_mini_batch():
+    assert lines(pf.check_batch_sizes(**{**GOOD_BATCH, "micro_batch": 24})) == [
+        "preflight: FAIL MICRO_BATCH_PER_DEVICE=24 does not divide the per-device mini-batch PPO_MINI_BATCH_SIZE x "
+        "N_SAMPLES / devices = 256 x 8 / 4 = 512 responses: pick a divisor of 512"]
+
+
+def test_rollout_tp_does_not_divide_devices():
+    assert lines(pf.check_batch_sizes(**{**GOOD_BATCH, "rollout_tp": 3})) == [
+        "preflight: FAIL ROLLOUT_TP=3 does not divide the 4 devices (N_DEVICES=4 x N_NODES=1): use a ROLLOUT_TP that "
+        "divides 4"]
+
+
+@pytest.mark.parametrize("env,verl_rejects", [
+    ({}, False),
+    ({"N_DEVICES": "3", "ROLLOUT_TP": "1"}, True),          # 2048 responses over 3 devices
+    ({"PPO_MINI_BATCH_SIZE": "512"}, True),                 # mini > train batch
+    ({"N_DEVICES": "8", "TRAIN_BATCH_SIZE": "64", "PPO_MINI_BATCH_SIZE": "32"}, False),
+])
+def test_batch_rules_agree_with_verl_validate_config(env, verl_rejects):
+    """preflight's validate_config-level rules fire exactly when verl's validate_config raises."""
+    from test_launcher_config import compose, launcher_overrides, validate
+
+    cfg = compose(launcher_overrides("npu", **env))
+    try:
+        validate(cfg)
+        rejected = False
+    except (AssertionError, ValueError):
+        rejected = True
+    a, r, t = cfg.actor_rollout_ref.actor, cfg.actor_rollout_ref.rollout, cfg.trainer
+    found = pf.check_batch_sizes(cfg.data.train_batch_size, a.ppo_mini_batch_size, a.ppo_micro_batch_size_per_gpu,
+                                 r.n, t.n_gpus_per_node, t.nnodes, r.tensor_model_parallel_size)
+    assert rejected is verl_rejects
+    assert bool(found) is verl_rejects, lines(found)
+
+
+# --------------------------------------------------------------------------------------
+# devices and Ray
+# --------------------------------------------------------------------------------------
+def fake_tool(bin_dir: Path, name: str, stdout: str, rc: int = 0) -> Path:
+    bin_dir.mkdir(exist_ok=True)
+    tool = bin_dir / name
+    tool.write_text(f"#!/usr/bin/env bash\ncat <<'EOF'\n{stdout}\nEOF\nexit {rc}\n")
+    tool.chmod(0o755)
+    return tool
+
+
+def test_physical_npus_from_device_nodes(tmp_path):
+    for name in ("davinci0", "davinci1", "davinci_manager", "devmm_svm"):
+        (tmp_path / name).touch()
+    assert pf.physical_devices("npu", tmp_path) == 2
+
+
+def test_physical_gpus_from_nvidia_smi(tmp_path, monkeypatch):
+    fake_tool(tmp_path / "bin", "nvidia-smi", "GPU 0: NVIDIA H100 (UUID: GPU-a)\nGPU 1: NVIDIA H100 (UUID: GPU-b)")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    assert pf.physical_devices("cuda") == 2
+
+
+def test_devices_match():
+    assert pf.check_devices("npu", 4, {"ASCEND_RT_VISIBLE_DEVICES": "0,1,2,3"}, 8, "npu_4") == []
+    assert pf.check_devices("cuda", 8, {}, 8, "cuda_8") == []
+    assert pf.check_devices("cpu", 1, {}, None, "cpu") == []
+
+
+def test_no_npu_found():
+    assert lines(pf.check_devices("npu", 4, {"ASCEND_RT_VISIBLE_DEVICES": "0,1,2,3"}, 0, "npu_4")) == [
+        "preflight: FAIL no NPU found (/dev/davinci*, npu-smi): run inside the container with the device flags of "
+        "docker/README.md, or set DEVICE for this machine"]
+
+
+def test_no_gpu_found():
+    assert lines(pf.check_devices("cuda", 4, {}, None, "cuda_4")) == [
+        "preflight: FAIL no GPU found (nvidia-smi -L): run inside the container with the device flags of "
+        "docker/README.md, or set DEVICE for this machine"]
+
+
+def test_fewer_npus_visible_than_the_profile_needs():
+    assert lines(pf.check_devices("npu", 8, {"ASCEND_RT_VISIBLE_DEVICES": "0,1,2,3"}, 8, "npu_8")) == [
+        "preflight: FAIL N_DEVICES=8 (PROFILE=npu_8) but 4 NPU(s) are visible (ASCEND_RT_VISIBLE_DEVICES=0,1,2,3): "
+        "set N_DEVICES=4 or the PROFILE for 4 NPU(s), or list 8 ids in ASCEND_RT_VISIBLE_DEVICES"]
+
+
+def test_fewer_gpus_than_the_profile_needs():
+    assert lines(pf.check_devices("cuda", 4, {}, 1, "cuda_4")) == [
+        "preflight: FAIL N_DEVICES=4 (PROFILE=cuda_4) but 1 GPU(s) are visible: set N_DEVICES=1 or the PROFILE for "
+        "1 GPU(s), or list 4 ids in CUDA_VISIBLE_DEVICES"]
+
+
+def test_visible_id_beyond_the_cards():
+    assert lines(pf.check_devices("npu", 4, {"ASCEND_RT_VISIBLE_DEVICES": "4,5,6,7"}, 4, "npu_4")) == [
+        "preflight: FAIL ASCEND_RT_VISIBLE_DEVICES=4,5,6,7 names NPU 4 but only 4 exist: use ids 0-3"]
+
+
+def test_more_devices_visible_warns():
+    assert lines(pf.check_devices("cuda", 4, {"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"}, 8, "cuda_4")) == [
+        "preflight: WARN 8 GPUs are visible but N_DEVICES=4 (PROFILE=cuda_4): 4 stay idle; set N_DEVICES or PROFILE "
+        "to use them"]
+
+
+RAY_STATUS = """======== Autoscaler status: 2026-11-29 ========
+Node status
+---------------------------------------------------------------
+Active:
+ 1 node_5b1c
+Resources
+---------------------------------------------------------------
+Usage:
+ 0.0/192.0 CPU
+ 0.0/{n}.0 NPU
+ 0B/1.20TiB memory"""
+
+
+def test_single_node_needs_no_ray_cluster():
+    assert pf.check_ray_cluster("npu", 1, 8, None) == []
+
+
+def test_two_nodes_without_ray_command():
+    assert lines(pf.check_ray_cluster("npu", 2, 8, None)) == [
+        "preflight: FAIL N_NODES=2 but the ray command is not installed: install requirements.txt"]
+
+
+def test_two_nodes_without_a_ray_cluster(tmp_path):
+    ray = fake_tool(tmp_path / "bin", "ray", "ConnectionError: Could not find any running Ray instance.", rc=1)
+    assert lines(pf.check_ray_cluster("npu", 2, 8, str(ray))) == [
+        "preflight: FAIL N_NODES=2 but no Ray cluster is running here ('ray status' failed): start it: 'ray start "
+        "--head' here, 'ray start --address=<head-ip>:6379' on every other node (README \"Two nodes\")"]
+
+
+def test_two_nodes_with_one_node_joined(tmp_path):
+    ray = fake_tool(tmp_path / "bin", "ray", RAY_STATUS.format(n=8))
+    assert lines(pf.check_ray_cluster("npu", 2, 8, str(ray))) == [
+        "preflight: FAIL the Ray cluster has 8 NPUs but N_NODES x N_DEVICES = 2 x 8 = 16: run 'ray start "
+        "--address=<head-ip>:6379' on every node (with its devices visible) and check 'ray status'"]
+
+
+def test_two_nodes_all_joined(tmp_path):
+    ray = fake_tool(tmp_path / "bin", "ray", RAY_STATUS.format(n=16))
+    assert pf.check_ray_cluster("npu", 2, 8, str(ray)) == []
+
+
+# --------------------------------------------------------------------------------------
+# versions
+# --------------------------------------------------------------------------------------
+NPU_STACK = {"verl": "0.6.0", "vllm": "0.9.1", "vllm-ascend": "0.9.1"}
+SPEC = ">=0.7.3,<=0.9.1"
+
+
+def test_pins_are_read_from_requirements_and_verl_metadata():
+    assert pf.pinned_version("verl") == "0.6.0"
+    assert pf.installed_versions("verl")["verl"] == "0.6.0"
+    from packaging.specifiers import SpecifierSet
+
+    assert SpecifierSet(pf.verl_vllm_spec()) == SpecifierSet(SPEC)
+
+
+def test_pinned_stack_passes():
+    assert pf.check_versions(NPU_STACK, "0.6.0", "npu", "vllm", SPEC) == []
+    assert pf.check_versions({"verl": "0.6.0"}, "0.6.0", "cpu", "hf", SPEC) == []
+
+
+def test_verl_not_installed():
+    assert lines(pf.check_versions({"verl": None}, "0.6.0", "cpu", "hf", SPEC)) == [
+        f"preflight: FAIL verl is not installed for {sys.executable}: requirements.txt pins verl==0.6.0; run 'bash "
+        "setup.sh' (pip install -c constraints.txt -r requirements.txt) or use the docker/ image, or set PYTHON"]
+
+
+def test_verl_version_drift():
+    assert lines(pf.check_versions({**NPU_STACK, "verl": "0.5.0"}, "0.6.0", "npu", "vllm", SPEC)) == [
+        "preflight: FAIL verl 0.5.0 is installed but requirements.txt pins verl==0.6.0: run 'bash setup.sh' "
+        "(pip install -c constraints.txt -r requirements.txt) or use the docker/ image"]
+
+
+def test_vllm_missing():
+    assert lines(pf.check_versions({"verl": "0.6.0", "vllm": None}, "0.6.0", "cuda", "vllm", SPEC)) == [
+        "preflight: FAIL ROLLOUT_NAME=vllm but vllm is not installed: use the docker/Dockerfile.cuda image "
+        "(docker/README.md)"]
+
+
+def test_vllm_outside_verls_range():
+    assert lines(pf.check_versions({**NPU_STACK, "vllm": "0.10.1", "vllm-ascend": "0.10.1"}, "0.6.0", "npu", "vllm",
+                                   SPEC)) == [
+        "preflight: FAIL vllm 0.10.1 is installed but verl 0.6.0 supports vllm>=0.7.3,<=0.9.1: use the docker/ image "
+        "of this recipe (vllm 0.9.1)"]
+
+
+def test_vllm_ascend_missing():
+    assert lines(pf.check_versions({**NPU_STACK, "vllm-ascend": None}, "0.6.0", "npu", "vllm", SPEC)) == [
+        "preflight: FAIL vllm-ascend is not installed: use the quay.io/ascend/vllm-ascend:v0.9.1 image "
+        "(docker/Dockerfile.ascend)"]
+
+
+def test_vllm_ascend_not_paired_with_vllm_warns():
+    assert lines(pf.check_versions({**NPU_STACK, "vllm-ascend": "0.8.5rc1"}, "0.6.0", "npu", "vllm", SPEC)) == [
+        "preflight: WARN vllm-ascend 0.8.5rc1 does not match vllm 0.9.1: vllm-ascend releases pair with the vllm of "
+        "the same number; use the quay.io/ascend/vllm-ascend image"]
+
+
+# --------------------------------------------------------------------------------------
+# disk
+# --------------------------------------------------------------------------------------
+def test_parameters_from_safetensors_headers(model_dir):
+    write_safetensors(model_dir / "model-00002-of-00002.safetensors", {"x": (7, 5)})
+    assert pf.count_parameters(model_dir) == 10 * 4 + 3 * 2 + 35
+
+
+def test_parameters_of_the_cpu_model():
+    model = REPO / "models" / "SmolLM2-135M-Instruct"
+    if not model.is_dir():
+        pytest.skip("models/SmolLM2-135M-Instruct not present (bash setup.sh --device cpu)")
+    assert 130e6 < pf.count_parameters(model) < 140e6  # SmolLM2-135M: 134.5e6 parameters
+
+
+def test_enough_disk_passes(tmp_path):
+    assert pf.check_disk(tmp_path, 1_500_000_000, 100 * 10**9) == []
+
+
+def test_disk_below_one_checkpoint_fails(tmp_path):
+    assert lines(pf.check_disk(tmp_path / "ckpt", 1_500_000_000, 10 * 10**9)) == [
+        f"preflight: FAIL CKPT_DIR={tmp_path / 'ckpt'}: 10.0 GB free, one checkpoint is ~18.0 GB (1.50e9 params x 12 B): "
+        "free space or set CKPT_DIR to a larger disk"]
+
+
+def test_disk_below_three_checkpoints_warns(tmp_path):
+    assert lines(pf.check_disk(tmp_path, 1_500_000_000, 40 * 10**9)) == [
+        f"preflight: WARN CKPT_DIR={tmp_path}: 40.0 GB free, one checkpoint is ~18.0 GB (1.50e9 params x 12 B), room for "
+        "fewer than 3: free space, or keep fewer with trainer.max_actor_ckpt_to_keep"]
+
+
+def test_free_bytes_of_a_folder_not_made_yet(tmp_path):
+    assert pf.free_bytes(tmp_path / "a" / "b") == shutil.disk_usage(tmp_path).free
+
+
+# --------------------------------------------------------------------------------------
+# command line and launcher wiring
+# --------------------------------------------------------------------------------------
+def run_preflight(argv: list[str], **env) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(REPO / "preflight.py"), *argv], capture_output=True, text=True,
+                          env={**os.environ, **env})
+
+
+def test_cli_good_inputs_exit_zero(tmp_path, model_dir, data_file):
+    proc = run_preflight(args_for(model_dir, data_file, data_file, tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines()[-1].startswith("preflight: ok, 0 warning(s) (")
+
+
+def test_cli_failures_exit_one_with_one_line_each(tmp_path, data_file):
+    bad_model = tmp_path / "missing-model"
+    proc = run_preflight(args_for(bad_model, data_file, tmp_path / "nope.parquet", tmp_path, n_samples=3,
+                                  n_devices=2, micro_batch=1, train_batch_size=3, ppo_mini_batch_size=2))
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines()[:-1] == [
+        f"preflight: FAIL MODEL_PATH={bad_model}: no such directory: run 'bash setup.sh' or set MODEL_PATH to a Hugging "
+        "Face model folder",
+        f"preflight: FAIL VAL_FILE={tmp_path / 'nope.parquet'}: no such file: run 'python prepare_math.py' (or bash "
+        "setup.sh), or set VAL_FILE",
+        "preflight: FAIL TRAIN_BATCH_SIZE x N_SAMPLES = 3 x 3 = 9 responses do not split evenly over 2 devices "
+        "(N_DEVICES=2 x N_NODES=1): make the product a multiple of 2",
+    ]
+    assert proc.stderr.splitlines()[-1].startswith("preflight: 3 failure(s), 0 warning(s) (")
+
+
+def test_cli_rejects_a_bad_number(tmp_path, data_file):
+    proc = run_preflight(args_for(tmp_path, data_file, data_file, tmp_path, n_devices=0))
+    assert proc.returncode == 2 and "--n-devices: expected an integer >= 1, got 0" in proc.stderr
+
+
+def fake_python(tmp_path: Path) -> tuple[Path, Path]:
+    """A PYTHON for the launcher that records each call's arguments and succeeds."""
+    calls = tmp_path / "calls.txt"
+    python = tmp_path / "python"
+    python.write_text(f"#!/usr/bin/env bash\nprintf '%s\\n' \"$*\" >> {calls}\n")
+    python.chmod(0o755)
+    return python, calls
+
+
+def launch(tmp_path: Path, *args: str, **env) -> subprocess.CompletedProcess:
+    run_env = {**os.environ, "DEVICE": "cpu", "OUTPUT_DIR": str(tmp_path / "out"), **env}
+    return subprocess.run(["bash", str(REPO / "run_qwen2_5_1_5b.sh"), *args], env=run_env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_launcher_runs_preflight_with_its_knobs_before_main_ppo(tmp_path):
+    python, calls = fake_python(tmp_path)
+    proc = launch(tmp_path, PYTHON=str(python), MODEL_PATH="/m", TRAIN_BATCH_SIZE="16", CKPT_DIR="/c")
+    assert proc.returncode == 0, proc.stderr
+    first, second = calls.read_text().splitlines()
+    assert first.startswith(f"{REPO / 'preflight.py'} --device cpu --profile cpu --model-path /m ")
+    assert "--train-batch-size 16 " in first and "--rollout-name hf --ckpt-dir /c" in first
+    assert second.startswith("-m verl.trainer.main_ppo ")
+
+
+def test_launcher_preflight_off_and_dry_run(tmp_path):
+    python, calls = fake_python(tmp_path)
+    assert launch(tmp_path, PYTHON=str(python), PREFLIGHT="0").returncode == 0
+    assert calls.read_text().startswith("-m verl.trainer.main_ppo ")
+    calls.unlink()
+    proc = launch(tmp_path, PYTHON=str(python), DRY_RUN="1", MODEL_PATH=str(tmp_path / "missing"))
+    assert proc.returncode == 0 and not calls.exists()  # DRY_RUN never runs preflight
+
+
+def test_launcher_preflight_only_stops_on_failure(tmp_path):
+    proc = launch(tmp_path, "--preflight-only", MODEL_PATH=str(tmp_path / "missing"), PREFLIGHT="0")
+    assert proc.returncode == 1
+    assert f"preflight: FAIL MODEL_PATH={tmp_path / 'missing'}: no such directory" in proc.stderr
+    assert "main_ppo" not in proc.stderr + proc.stdout and not (tmp_path / "out").exists()
+
+
+def test_launcher_preflight_only_passes_on_the_cpu_profile(tmp_path):
+    for needed in ("models/SmolLM2-135M-Instruct/config.json", "data/verl/math_level1/train.parquet"):
+        if not (REPO / needed).exists():
+            pytest.skip(f"{needed} missing: bash setup.sh --device cpu")
+    proc = launch(tmp_path, "--preflight-only")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines()[-1].startswith("preflight: ok, ")
+    assert not (tmp_path / "out").exists()

@@ -1,0 +1,124 @@
+"""Resume (RESUME_MODE=auto -> verl's trainer.resume_mode=auto) on CPU: slow, CI runs it.
+
+The session's ``cpu_run`` trained GRPO steps 1-2 and saved ``global_step_2``. A copy of its
+checkpoint folder is given to a second launcher run with TOTAL_STEPS=3: verl must load
+global_step_2 and train only step 3, with the data loader continuing where it stopped.
+
+Evidence, most direct first:
+- the log says it loaded ``global_step_2`` and set the global step to 2;
+- the new run's TensorBoard events hold ``actor/pg_loss`` for step 3 only (not 1, 2, 3);
+- ``global_step_3`` is saved and ``latest_checkpointed_iteration.txt`` says 3;
+- data position: verl saves the StatefulDataLoader state in ``global_step_N/data.pt``; its
+  sampler counter reads 12 prompts after step 3 (2 x 4 before, + 4), not 4 (a restart);
+- the prompts rolled out at step 3 (``trainer.rollout_data_dir`` dump) are rows 8-11 of the
+  sampler's order, which verl's own ``create_rl_sampler`` (seeded, data.seed) reproduces,
+  and none of rows 0-7 that steps 1-2 trained on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+pytestmark = pytest.mark.slow
+
+BATCH = 4  # profiles/cpu.sh TRAIN_BATCH_SIZE
+MAX_PROMPT = 320  # profiles/cpu.sh MAX_PROMPT_LENGTH
+MODEL = REPO / "models" / "SmolLM2-135M-Instruct"
+TRAIN = REPO / "data" / "verl" / "math_level1" / "train.parquet"
+
+
+@pytest.fixture(scope="module")
+def resumed(cpu_run, tmp_path_factory):
+    """The launcher resumed from a copy of cpu_run's checkpoints, for one more step."""
+    assert cpu_run.returncode == 0, cpu_run.log[-3000:]
+    assert (cpu_run.ckpt_dir / "global_step_2" / "data.pt").is_file()
+    out = tmp_path_factory.mktemp("resume")
+    ckpt = out / "checkpoints"
+    shutil.copytree(cpu_run.ckpt_dir, ckpt)
+    env = {**os.environ, "DEVICE": "cpu", "OUTPUT_DIR": str(out), "CKPT_DIR": str(ckpt), "TOTAL_STEPS": "3",
+           "VAL_BEFORE_TRAIN": "False", "RESUME_MODE": "auto", "SAVE_FREQ": "3", "TEST_FREQ": "-1"}
+    proc = subprocess.run(["bash", str(REPO / "run_qwen2_5_1_5b.sh"), f"trainer.rollout_data_dir={out / 'rollouts'}"],
+                          env=env, cwd=out, capture_output=True, text=True, timeout=1800)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-4000:]
+    return out, log
+
+
+def test_loads_global_step_2(resumed):
+    out, log = resumed
+    assert f"Load from checkpoint folder: {out / 'checkpoints' / 'global_step_2'}" in log
+    assert "Setting global step to 2" in log
+    assert "Training from scratch" not in log
+
+
+def test_trains_step_3_only(resumed):
+    from test_cpu_e2e import scalars
+
+    out, _ = resumed
+    tags = scalars(out / "tensorboard")
+    assert sorted(tags["actor/pg_loss"]) == [3]
+    assert sorted(tags["critic/score/mean"]) == [3]
+
+
+def test_saves_global_step_3(resumed):
+    out, _ = resumed
+    ckpt = out / "checkpoints"
+    assert (ckpt / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
+    assert (ckpt / "global_step_3" / "actor" / "model_world_size_1_rank_0.pt").is_file()
+
+
+def test_data_loader_continues(resumed):
+    import torch
+
+    out, _ = resumed
+
+    def yielded(step: int) -> int:
+        state = torch.load(out / "checkpoints" / f"global_step_{step}" / "data.pt", weights_only=False)
+        return state["_snapshot"]["_main_snapshot"]["_sampler_iter_state"]["samples_yielded"]
+
+    assert yielded(2) == 2 * BATCH
+    assert yielded(3) == 3 * BATCH  # a restart from the first batch would read 1 * BATCH
+
+
+def test_step_3_prompts_are_the_next_rows_of_the_sampler(resumed):
+    """The prompts of step 3 are positions 8-11 of verl's seeded sampler order."""
+    import pyarrow.parquet as pq
+    from test_launcher_config import compose, launcher_overrides
+
+    import preflight
+    from verl.trainer.main_ppo import create_rl_sampler
+
+    out, log = resumed
+    # verl's RLHFDataset keeps rows whose templated prompt fits MAX_PROMPT (filter_overlong_prompts);
+    # preflight's ChatTokenizer counts exactly as verl does (tests/test_preflight.py)
+    rows = pq.read_table(TRAIN, columns=["prompt"]).column("prompt").to_pylist()
+    tok = preflight.ChatTokenizer(MODEL)
+    lengths = tok.count([tok.render(messages) for messages in rows])
+    kept = [messages[0]["content"] for messages, n in zip(rows, lengths) if n <= MAX_PROMPT]
+    assert f"filter dataset len: {len(kept)}" in log
+    cfg = compose(launcher_overrides("cpu"))  # the run's data config: shuffle, seed, sampler
+    order = list(iter(create_rl_sampler(cfg.data, range(len(kept)))))
+    dumped = [json.loads(line) for line in (out / "rollouts" / "3.jsonl").read_text().splitlines()]
+    assert {d["step"] for d in dumped} == {3}
+
+    def norm(text: str) -> str:
+        return re.sub(r"\s+", "", text)  # decoding may drop a space (clean_up_tokenization_spaces)
+
+    inputs = {norm(d["input"]) for d in dumped}
+    position = {}
+    for i, idx in enumerate(order[: 3 * BATCH]):
+        position[norm(kept[idx])] = i
+    trained = sorted(i for problem, i in position.items() if any(problem in text for text in inputs))
+    assert trained == list(range(2 * BATCH, 3 * BATCH))

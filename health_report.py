@@ -371,6 +371,12 @@ def load_scalars(path: Path) -> Dict[str, Series]:
     return out
 
 
+def scalars_by_step(path: Path) -> Dict[str, Dict[int, float]]:
+    """``{tag: {global step: value}}`` of one run (see :func:`load_scalars`), for scripts and
+    tests that want plain dicts. Raises InputError like load_scalars."""
+    return {tag: dict(zip(s.steps.tolist(), s.values.tolist())) for tag, s in load_scalars(path).items()}
+
+
 def discover_runs(logdir: Path, select: Optional[str] = None) -> List[Run]:
     """Find and load the runs under ``logdir``.
 

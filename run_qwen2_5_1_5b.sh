@@ -20,37 +20,16 @@ REPO_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # ---- device and profile (resolved first: a profile supplies defaults for the knobs below)
 DEVICE=${DEVICE:-auto}        # npu | cuda | cpu | auto (detect)
 PROFILE=${PROFILE:-auto}      # profiles/<PROFILE>.sh; auto = <DEVICE>_1|_4|_8 by visible device count, or cpu
-if [[ $DEVICE == auto ]]; then
-  if python3 -c 'import torch_npu' >/dev/null 2>&1 || compgen -G '/dev/davinci[0-9]*' >/dev/null; then
-    DEVICE=npu
-  elif command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
-    DEVICE=cuda
-  else
-    DEVICE=cpu
-  fi
-fi
+# shellcheck source=tools/devices.sh
+source "$REPO_DIR/tools/devices.sh"
+[[ $DEVICE == auto ]] && DEVICE=$(detect_device python3)
 case $DEVICE in npu | cuda | cpu) ;; *) echo "run_qwen2_5_1_5b.sh: DEVICE=$DEVICE; expected npu, cuda, cpu or auto" >&2; exit 2 ;; esac
 if [[ $PROFILE == auto && $DEVICE == cpu ]]; then
   PROFILE=cpu
 elif [[ $PROFILE == auto ]]; then
-  # Visible accelerators: the *_VISIBLE_DEVICES list when set, else the devices this container
-  # can open (/dev/davinciN nodes, else npu-smi "Total Count"; nvidia-smi -L). 8+ -> _8, 4-7 -> _4,
-  # 1-3 -> _1, none found -> _4 (the reference). Two nodes are never guessed: PROFILE=<dev>_2x8.
-  n_visible=0
-  if [[ $DEVICE == npu ]]; then
-    if [[ -n ${ASCEND_RT_VISIBLE_DEVICES:-} ]]; then
-      IFS=, read -ra visible_ids <<<"$ASCEND_RT_VISIBLE_DEVICES"; n_visible=${#visible_ids[@]}
-    elif compgen -G '/dev/davinci[0-9]*' >/dev/null; then
-      n_visible=$(compgen -G '/dev/davinci[0-9]*' | wc -l)
-    elif command -v npu-smi >/dev/null 2>&1; then
-      n_visible=$(npu-smi info -l 2>/dev/null | awk -F: '/Total Count/ {gsub(/[^0-9]/, "", $2); print $2; exit}' || true)
-    fi
-  elif [[ -n ${CUDA_VISIBLE_DEVICES:-} ]]; then
-    IFS=, read -ra visible_ids <<<"$CUDA_VISIBLE_DEVICES"; n_visible=${#visible_ids[@]}
-  elif command -v nvidia-smi >/dev/null 2>&1; then
-    n_visible=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
-  fi
-  n_visible=${n_visible:-0}
+  # 8+ visible devices -> _8, 4-7 -> _4, 1-3 -> _1, none found -> _4 (the reference).
+  # Two nodes are never guessed: PROFILE=<device>_2x8.
+  n_visible=$(count_visible_devices "$DEVICE")
   if ((n_visible >= 8)); then PROFILE=${DEVICE}_8
   elif ((n_visible >= 4 || n_visible == 0)); then PROFILE=${DEVICE}_4
   else PROFILE=${DEVICE}_1

@@ -39,15 +39,9 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 
-if [[ $DEVICE == auto ]]; then
-  if "$BASE_PYTHON" -c 'import torch_npu' >/dev/null 2>&1 || compgen -G '/dev/davinci[0-9]*' >/dev/null; then
-    DEVICE=npu
-  elif command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
-    DEVICE=cuda
-  else
-    DEVICE=cpu
-  fi
-fi
+# shellcheck source=tools/devices.sh
+source "$REPO_DIR/tools/devices.sh"
+[[ $DEVICE == auto ]] && DEVICE=$(detect_device "$BASE_PYTHON")
 case $DEVICE in npu | cuda | cpu) ;; *) echo "setup.sh: --device $DEVICE; expected npu, cuda or cpu" >&2; exit 2 ;; esac
 echo "setup.sh: device=$DEVICE"
 cd "$REPO_DIR"

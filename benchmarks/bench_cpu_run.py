@@ -34,6 +34,8 @@ from pathlib import Path
 import psutil
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from health_report import scalars_by_step  # noqa: E402  (TensorBoard's reader, one place)
 PHASES = ("gen", "reward", "old_log_prob", "ref", "adv", "update_actor", "testing", "save_checkpoint", "step")
 RUN_FACTS = ("critic/score/mean", "response_length/mean", "response_length/clip_ratio", "perf/throughput")
 
@@ -77,19 +79,6 @@ def run_launcher(output_dir: Path, extra: list[str]) -> tuple[int, float, int]:
     return rc, time.monotonic() - start, peak
 
 
-def read_scalars(logdir: Path) -> dict[str, dict[int, float]]:
-    """{tag: {global step: value}} from the TensorBoard event files under ``logdir``."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    found: dict[str, dict[int, float]] = {}
-    for events in sorted(logdir.rglob("events.out.tfevents.*")):
-        acc = EventAccumulator(str(events), size_guidance={"scalars": 0})
-        acc.Reload()
-        for tag in acc.Tags()["scalars"]:
-            found.setdefault(tag, {}).update({e.step: e.value for e in acc.Scalars(tag)})
-    return found
-
-
 def tables(scalars: dict[str, dict[int, float]], wall_s: float | None, peak_bytes: int | None) -> str:
     """Markdown: per-phase seconds by global step, then run-level facts."""
     steps = sorted(scalars.get("timing_s/step", {}))
@@ -131,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         run_dir = args.output_dir or Path(tempfile.mkdtemp(prefix="bench_cpu_run-"))
         rc, wall_s, peak = run_launcher(run_dir, args.extra)
-    scalars = read_scalars(run_dir / "tensorboard")
+    events = run_dir / "tensorboard"
+    scalars = scalars_by_step(events) if events.is_dir() else {}
     if not scalars:
         print(f"bench_cpu_run: {run_dir / 'tensorboard'}: no TensorBoard scalars (exit status {rc})", file=sys.stderr)
         return rc or 1

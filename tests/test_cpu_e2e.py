@@ -23,16 +23,10 @@ pytestmark = pytest.mark.slow
 
 
 def scalars(logdir: Path) -> dict[str, dict[int, float]]:
-    """{tag: {global step: value}} from every event file under ``logdir``."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    """{tag: {global step: value}} of the run's TensorBoard events."""
+    from health_report import scalars_by_step
 
-    found: dict[str, dict[int, float]] = {}
-    for events in sorted(logdir.rglob("events.out.tfevents.*")):
-        acc = EventAccumulator(str(events), size_guidance={"scalars": 0})
-        acc.Reload()
-        for tag in acc.Tags()["scalars"]:
-            found.setdefault(tag, {}).update({e.step: e.value for e in acc.Scalars(tag)})
-    return found
+    return scalars_by_step(logdir)
 
 
 def test_run_exits_zero(cpu_run):

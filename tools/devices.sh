@@ -1,0 +1,36 @@
+# shellcheck shell=bash
+# Device detection shared by setup.sh and run_qwen2_5_1_5b.sh (sourced; defines functions only).
+
+# detect_device PYTHON -> prints npu | cuda | cpu.
+# npu: torch_npu importable by PYTHON or /dev/davinciN present (Ascend driver device nodes);
+# cuda: nvidia-smi lists a GPU; else cpu.
+detect_device() {
+  if "$1" -c 'import torch_npu' >/dev/null 2>&1 || compgen -G '/dev/davinci[0-9]*' >/dev/null; then
+    echo npu
+  elif command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+    echo cuda
+  else
+    echo cpu
+  fi
+}
+
+# count_visible_devices npu|cuda -> prints how many accelerators this process may use:
+# the *_VISIBLE_DEVICES list when set, else the devices this container can open
+# (/dev/davinciN nodes, else npu-smi "Total Count"; nvidia-smi -L). 0 when none is found.
+count_visible_devices() {
+  local n=0 ids
+  if [[ $1 == npu ]]; then
+    if [[ -n ${ASCEND_RT_VISIBLE_DEVICES:-} ]]; then
+      IFS=, read -ra ids <<<"$ASCEND_RT_VISIBLE_DEVICES"; n=${#ids[@]}
+    elif compgen -G '/dev/davinci[0-9]*' >/dev/null; then
+      n=$(compgen -G '/dev/davinci[0-9]*' | wc -l)
+    elif command -v npu-smi >/dev/null 2>&1; then
+      n=$(npu-smi info -l 2>/dev/null | awk -F: '/Total Count/ {gsub(/[^0-9]/, "", $2); print $2; exit}' || true)
+    fi
+  elif [[ -n ${CUDA_VISIBLE_DEVICES:-} ]]; then
+    IFS=, read -ra ids <<<"$CUDA_VISIBLE_DEVICES"; n=${#ids[@]}
+  elif command -v nvidia-smi >/dev/null 2>&1; then
+    n=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+  fi
+  echo "${n:-0}"
+}

@@ -1255,7 +1255,7 @@ def render_figures(run: Run, findings: Sequence[Finding], th: Thresholds, ctx: C
         _draw(ax, run, *spec, findings)
     for ax in list(axes.flat)[len(specs):]:
         ax.set_visible(False)
-    fig.suptitle(f"GRPO health: {run.name}", fontsize=11)
+    fig.suptitle(f"GRPO health: {run.name if run.name != '.' else run.path.name}", fontsize=11)
     height = 3.2 * nrows  # fixed margins in inches (tight_layout costs a second draw)
     fig.subplots_adjust(left=0.06, right=0.98, bottom=0.5 / height, top=1 - 0.75 / height, wspace=0.25,
                         hspace=0.5)

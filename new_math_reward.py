@@ -26,9 +26,11 @@ Design, in the order the checks run:
 3. **Equivalence** (issue 3 section 5). Exact normalised string comparison first, then exact
    rational arithmetic for plain numbers (fractions, decimals, mixed numbers, repeating
    decimals, scientific notation, integer powers and power towers), then structure (lists
-   and sets unordered; tuples, intervals and matrices ordered; equations up to a constant
-   factor), and only then a CAS: latex2sympy2_extended (math-verify's parser) plus
-   high-precision evaluation at sample points, with math-verify's ``verify`` deciding the
+   and sets unordered; tuples, intervals and matrices ordered; unions of intervals and
+   finite sets unordered; a scalar times a matrix elementwise; the reals minus finitely many
+   points as open intervals; equations up to a constant factor; braces around the whole
+   answer are grouping only), and only then a CAS: latex2sympy2_extended (math-verify's
+   parser) plus high-precision evaluation at sample points, with math-verify's ``verify`` deciding the
    rare cases the evaluation cannot (relations, sets). Decimals are exact values: ``0.24999``
    is not ``1/4``, ``3.14`` is not ``pi`` (MATH's convention, "exact values, not
    approximations").
@@ -36,7 +38,9 @@ Design, in the order the checks run:
    sympy evaluation (nesting depth, lengths, integer sizes, magnitude bound of powers,
    factorials and binomials), the CAS work has a soft deadline checked between steps, and
    in the main thread (verl's naive manager) a SIGALRM guard interrupts any Python-level
-   overrun. math-verify's own signal timeouts are disabled (they raise off the main thread).
+   overrun, unless the host owns SIGALRM (its own handler or timer: see _alarm_usable); it is
+   always cancelled and the previous handler restored before compute_score returns.
+   math-verify's own signal timeouts are disabled (they raise off the main thread).
    Model text never reaches ``eval``/``exec``/``sympify(str)``.
 
 Rule sources are cited next to each constant: "reference" is the reference recipe's reward
@@ -51,8 +55,10 @@ import re
 import signal
 import threading
 import time
+from array import array
 from fractions import Fraction
 from functools import lru_cache
+from itertools import accumulate
 from typing import List, Optional, Tuple
 
 import sympy as _sympy
@@ -305,7 +311,8 @@ def _final_statement(region: str, cut_continuation: bool) -> Tuple[Optional[List
         group.insert(0, prev)
         if len(group) > MAX_FINAL_BOXES:
             break
-    return [_box_content(region, b)[:MAX_ANSWER_CHARS + 1] for b in group], hedged
+    # whole-answer brace groups go before the length cut ({{...{4}...}} is the answer 4)
+    return [strip_grouping_braces(_box_content(region, b))[:MAX_ANSWER_CHARS + 1] for b in group], hedged
 
 
 def extract_final_answer(text: str) -> Tuple[Optional[List[str]], bool]:
@@ -494,6 +501,53 @@ def _match_brace(s: str, i: int) -> int:
     return -1
 
 
+_ESCAPED_RE = re.compile(r"\\.", re.S)
+_NOT_BRACE_RE = re.compile(r"[^{}]+")
+_BRACE_STEP = bytes.maketrans(b"{}", b"\x01\xff")  # +1 / -1 as signed bytes
+_WS_CHARS = " \t\n\r\f\v"
+
+
+def strip_grouping_braces(s: str) -> str:
+    """Remove braces that wrap the whole answer, any number of layers: ``{{{4}}}`` -> ``4``
+    (MATH convention: a brace group is grouping only, never a set; sets are ``\\{...\\}``).
+
+    With ``k`` opening braces in front, ``k'`` closing braces at the end and the depth walk
+    of the core between them (lowest prefix depth ``m`` <= 0, final depth ``f``), the core
+    plus both runs is one balanced unit iff ``k + f == k'``, and then exactly the outer
+    ``k + m`` layers enclose the whole answer. The walk is C-level (regex, bytes.translate,
+    itertools.accumulate), so 200,000 nested braces cost milliseconds, with no recursion.
+    Escaped braces ``\\{ \\}`` are not groups; whitespace between layers is dropped; an
+    unbalanced string comes back stripped of surrounding whitespace only. Source: issue
+    (held-out review, timeout_bomb-h004: braces around an answer do not change its value)."""
+    t = s.strip()
+    if not (t.startswith("{") and t.endswith("}")):
+        return t
+    body = t.lstrip("{" + _WS_CHARS)
+    lead = len(t) - len(body)
+    core_end = len(body.rstrip("}" + _WS_CHARS))
+    backslashes = core_end - len(body[:core_end].rstrip("\\"))
+    if backslashes % 2:  # the first closing char is escaped ("\\}"): it belongs to the core
+        core_end += 1
+    core = body[:core_end]
+    k_open, k_close = t.count("{", 0, lead), body.count("}", core_end)
+    if not core:  # nothing but braces: balanced runs of "{" then "}"
+        if k_open != k_close:
+            return t
+        return ""
+    braces = _NOT_BRACE_RE.sub("", _ESCAPED_RE.sub("", core)).encode("ascii").translate(_BRACE_STEP)
+    depth = list(accumulate(array("b", braces))) if braces else []
+    if k_open + (depth[-1] if depth else 0) != k_close:
+        return t
+    layers = k_open + min(min(depth, default=0), 0)
+    if layers <= 0:
+        return t
+    if lead == k_open and len(body) - core_end == k_close:  # no spaces between layers
+        return t[layers:len(t) - layers].strip()
+    lo = re.match(r"(?:\s*\{){%d}" % layers, t).end()
+    hi = len(t) - re.match(r"(?:\s*\}){%d}" % layers, t[::-1]).end()
+    return t[lo:hi].strip()
+
+
 def _unwrap(s: str) -> Tuple[str, bool]:
     """Remove formatting wrappers (\\text{..}, \\mathbf{..}, \\boxed{..}, ...) keeping their
     content; also report whether the whole answer was one text wrapper (a word answer)."""
@@ -541,6 +595,8 @@ def _normalise(raw: str) -> _Norm:
     base subscripts (``1011_2`` -> ``1011``), ``x \\in``; records a percent sign and a
     trailing unit so that the comparison can decide about them."""
     s = raw.strip()
+    if s.startswith("{"):
+        s = strip_grouping_braces(s)
     for a, b in _SUBS:
         if a in s:
             s = s.replace(a, b)
@@ -586,8 +642,8 @@ def _normalise(raw: str) -> _Norm:
     m = _BASE_SUB_RE.match(s)
     if m:
         s, base = m.group(1), m.group(2)
-    if s.startswith("{") and _match_brace(s, 0) == len(s) - 1:
-        s = s[1:-1]
+    if s.startswith("{") and s.endswith("}"):  # braces exposed by the steps above
+        s = strip_grouping_braces(s)
     return _Norm(s, pct, unit, is_text, base)
 
 
@@ -868,18 +924,113 @@ def _expand_pm(item: str) -> List[str]:
     return [a + "+" + b, a + "-" + b] if a else [b, "-" + b]
 
 
+def _matrix_rows(body: str) -> List[List[str]]:
+    rows = [r for r in body.split("\\\\") if r.strip()]
+    return [[c.strip() for c in r.split("&")] for r in rows]
+
+
+_SCALED_MATRIX_RE = re.compile(
+    r"^(?P<c>.*?)(?:\\cdot|\\times|\*)?(?P<m>\\begin\{(?P<env>[bB]?matrix|pmatrix)\}.*\\end\{(?P=env)\})$", re.S)
+#: A factor in front of a matrix that is not one scalar (a relation, a list, another matrix).
+_NOT_SCALAR_RE = re.compile(r"[=<>,;&]|\\\\|\\begin|\\end|\\[lg]eq|\\ne(?![A-Za-z])")
+
+
+def _scaled_matrix(s: str) -> Optional[_Struct]:
+    """``c\\begin{pmatrix}...\\end{pmatrix}`` (a scalar times a matrix or vector) -> the matrix
+    of products, evaluated elementwise: ``\\frac{1}{50}\\begin{pmatrix}1 & 7\\end{pmatrix}`` is
+    ``\\begin{pmatrix}1/50 & 7/50\\end{pmatrix}``. Exact numbers multiply exactly (fast path);
+    any other scalar must parse as an expression and is kept as ``(c)\\cdot(entry)`` for the
+    CAS. Only p/b/B-matrix and plain ``matrix`` environments: a scalar before a determinant
+    (vmatrix) is not elementwise. Source: issue (held-out review, matrix-h004); MATH writes
+    both forms (e.g. projection matrices as a fraction times an integer matrix)."""
+    m = _SCALED_MATRIX_RE.match(s)
+    if not m or m.group("m").count("\\begin{") != 1:
+        return None
+    c = m.group("c").strip()
+    if not c or c == "+" or _NOT_SCALAR_RE.search(c):
+        return None
+    cv = Fraction(-1) if c == "-" else _exact_number(c)
+    if not isinstance(cv, Fraction):
+        cv = None
+        if not isinstance(_parse(c), _sympy.Expr):
+            return None  # not a scalar (e.g. \\det): no elementwise reading
+    inner = _MATRIX_RE.match(m.group("m"))
+    if not inner:
+        return None
+    rows = []
+    for row in _matrix_rows(inner.group(2)):
+        out = []
+        for e in row:
+            ev = _exact_number(_normalise(e).s) if cv is not None else None
+            out.append(str(cv * ev) if isinstance(ev, Fraction) else "(%s)\\cdot(%s)" % (c, e))
+        rows.append(out)
+    return _Struct("matrix", items=rows)
+
+
+_SETMINUS_RE = re.compile(r"^(?P<a>.+?)(?:\\setminus|\\backslash)(?P<b>\\\{.*\\\})$", re.S)
+
+
+def _reals_minus_points(s: str) -> Optional[_Struct]:
+    """``\\mathbb{R} \\setminus \\{a, b\\}`` (the reals without finitely many exact numbers)
+    -> the union of open intervals ``(-\\infty,a) \\cup (a,b) \\cup (b,\\infty)``, so that it
+    compares with the interval form MATH uses. Points must be exact numbers (they are
+    sorted exactly); anything else is left to the plain comparison. Source: issue
+    (held-out review, interval-h008)."""
+    m = _SETMINUS_RE.match(s)
+    if not m or not (_REALS_RE.match(m.group("a")) or m.group("a") == "(-\\infty,\\infty)"):
+        return None
+    if not _is_set_literal(m.group("b")):
+        return None
+    pts = {}
+    for x in _structure(m.group("b")).items:
+        xs = _normalise(x).s
+        v = _exact_number(xs)
+        if not isinstance(v, Fraction):
+            return None
+        pts.setdefault(v, xs)
+    bounds = ["-\\infty"] + [pts[v] for v in sorted(pts)] + ["\\infty"]
+    ivs = [_Struct("tuple", items=[bounds[i], bounds[i + 1]], brackets="()") for i in range(len(bounds) - 1)]
+    return ivs[0] if len(ivs) == 1 else _Struct("union", items=ivs)
+
+
+def _union(s: str) -> _Struct:
+    """``A \\cup B \\cup ...`` of intervals and finite sets -> 'union' whose items are the
+    intervals plus one set holding every listed point (unions are unordered, and
+    ``\\{-1\\} \\cup \\{3\\}`` is ``\\{-1, 3\\}``); a union of finite sets only is that set. Any
+    other piece: a scalar (no structure). Source: MATH (answers like ``\\{-1\\} \\cup [0,7)``)."""
+    intervals, points = [], []
+    has_set = False
+    for piece in s.split("\\cup"):
+        st = _structure(piece)
+        if st.kind == "tuple" and len(st.items) == 2:
+            intervals.append(st)
+        elif st.kind == "list" and st.brackets == "{}":
+            has_set = True
+            points.extend(st.items)
+        else:
+            return _Struct("scalar", s=s)
+    if not intervals:
+        return _Struct("list", items=points, ordered=False, brackets="{}")
+    if has_set and points:
+        intervals.append(_Struct("list", items=points, ordered=False, brackets="{}"))
+    return _Struct("union", items=intervals)
+
+
 def _structure(s: str) -> _Struct:
     """Parse a normalised answer into the structure the comparison works on."""
     m = _MATRIX_RE.match(s)
     if m:
-        rows = [r for r in m.group(2).split("\\\\") if r.strip()]
-        return _Struct("matrix", items=[[c.strip() for c in r.split("&")] for r in rows])
+        return _Struct("matrix", items=_matrix_rows(m.group(2)))
+    if "\\begin" in s:
+        st = _scaled_matrix(s)
+        if st is not None:
+            return st
+    if "\\setminus" in s or "\\backslash" in s:
+        st = _reals_minus_points(s)
+        if st is not None:
+            return st
     if "\\cup" in s:
-        pieces = [p for p in s.split("\\cup")]
-        items = [_structure(p) for p in pieces]
-        if all(it.kind == "tuple" and len(it.items) == 2 for it in items):
-            return _Struct("union", items=items)
-        return _Struct("scalar", s=s)
+        return _union(s)
     if _is_set_literal(s):
         inner = s[2:-2]
         items = [x for it in _split_top(inner) for x in _expand_pm(it)]
@@ -1377,7 +1528,7 @@ def _match(p: _Norm, g: _Norm, ctx) -> bool:
         used = [False] * len(ps.items)
         for gi in gs.items:
             for j, pj in enumerate(ps.items):
-                if not used[j] and _tuple_equal(pj, gi, ctx):
+                if not used[j] and _piece_equal(pj, gi, ctx):
                     used[j] = True
                     break
             else:
@@ -1399,6 +1550,15 @@ def _match(p: _Norm, g: _Norm, ctx) -> bool:
     if ps.kind == "list" and len({_normalise(x).s for x in ps.items}) == 1:
         return _match(_normalise(ps.items[0]), g, ctx)
     return False
+
+
+def _piece_equal(p: _Struct, g: _Struct, ctx) -> bool:
+    """One piece of a union: an interval (ordered, brackets count) or a finite set."""
+    if p.kind != g.kind:
+        return False
+    if p.kind == "list":
+        return _items_equal(p.items, g.items, False, ctx)
+    return _tuple_equal(p, g, ctx)
 
 
 def _tuple_equal(p: _Struct, g: _Struct, ctx) -> bool:
@@ -1425,25 +1585,58 @@ def answers_match(pred: str, gold: str, deadline: Optional[float] = None) -> boo
 # ======================================================================================
 # Hard guard (main thread only)
 # ======================================================================================
-def _alarm_handler(signum, frame):
-    raise _HardTimeout()
+def _alarm_usable() -> bool:
+    """Whether the SIGALRM guard may be armed for this call.
+
+    Only in the main thread (signals are delivered there; elsewhere signal.signal raises),
+    only where setitimer exists (not on Windows), only while no ITIMER_REAL timer is armed
+    (the host's own deadline, e.g. verl's ``timeout_limit``, must neither be cancelled nor
+    pre-empted) and only while SIGALRM has its default or ignore disposition. Decision: a
+    host that installed its own SIGALRM handler owns the signal, even with no timer armed
+    right now (it may arm one from another handler, or rely on a pending alarm); swapping
+    it out could call it with our alarm or lose its own, so the guard stands down and the
+    input guards plus the CAS soft deadline (CAS_BUDGET_S) bound the work, as off the main
+    thread. A handler set from C code (getsignal() is None) cannot be restored: stand down.
+    verl 0.6.0's naive reward manager installs no SIGALRM handler, so in a Ray TaskRunner
+    the guard is active."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        return False
+    if signal.getsignal(signal.SIGALRM) not in (signal.SIG_DFL, signal.SIG_IGN):
+        return False
+    return signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
 
 
 def _run_guarded(fn, *args):
-    """Run fn(*args) under a SIGALRM wall-clock limit when that is possible (main thread,
-    no timer already armed by the host); elsewhere the input guards and the soft deadline
-    bound the work. math-verify's own alarm-based timeouts are never used."""
-    use_alarm = (threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
-                 and signal.getitimer(signal.ITIMER_REAL)[0] == 0)
-    if not use_alarm:
+    """Run fn(*args) under a SIGALRM wall-clock limit (HARD_TIMEOUT_S) when _alarm_usable();
+    elsewhere the input guards and the soft deadline bound the work. math-verify's own
+    alarm-based timeouts are never used.
+
+    Guarantees: the timer is cancelled and the previous disposition restored on every exit
+    (return, exception, KeyboardInterrupt, or the alarm itself, including an alarm that lands
+    inside the clean-up: the restore runs in an inner ``finally``); the handler raises at most
+    once and only while fn runs (it is disarmed before the clean-up starts, so an alarm that
+    was already pending when the timer was cancelled is consumed by our no-op handler, which
+    is still installed: signal.signal() runs pending handlers before it swaps); nothing fires
+    after this function returns (one-shot timer, cancelled; no interval)."""
+    if not _alarm_usable():
         return fn(*args)
-    old = signal.signal(signal.SIGALRM, _alarm_handler)
-    signal.setitimer(signal.ITIMER_REAL, HARD_TIMEOUT_S)
+    armed = [True]
+
+    def on_alarm(signum, frame):
+        if armed[0]:
+            armed[0] = False
+            raise _HardTimeout()
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
     try:
+        signal.setitimer(signal.ITIMER_REAL, HARD_TIMEOUT_S)
         return fn(*args)
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
+        armed[0] = False  # a plain store: no signal check between here and the line above
+        try:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        finally:
+            signal.signal(signal.SIGALRM, previous)
 
 
 # ======================================================================================

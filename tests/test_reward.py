@@ -5,6 +5,8 @@ against, time bounds in any thread, and property tests (arbitrary text never rai
 
 from __future__ import annotations
 
+import os
+import re
 import signal
 import sys
 import threading
@@ -545,6 +547,192 @@ def test_typical_call_is_fast():
     for _ in range(200):
         score(resp, "0.75")
     assert (time.perf_counter() - t) / 200 < 0.002
+
+
+# ======================================================================================
+# Held-out review fixes (our own cases): unions with points, grouping braces, a scalar
+# times a matrix, the reals minus finitely many points. Each: earning, near miss, edge.
+# ======================================================================================
+HOLDOUT_FIXES = [
+    # unions are unordered, also when a piece is a finite set of points
+    ("union", "\\{2\\} \\cup (-\\infty, -3]", "(-\\infty,-3] \\cup \\{2\\}", EQ),
+    ("union", "[1,4) \\cup \\{-5\\} \\cup (6,8]", "(6,8] \\cup [1,4) \\cup \\{-5\\}", EQ),
+    ("union", "\\{3\\} \\cup (-\\infty,-3]", "(-\\infty,-3] \\cup \\{2\\}", NE),        # another point
+    ("union", "(-\\infty,-3) \\cup \\{2\\}", "(-\\infty,-3] \\cup \\{2\\}", NE),       # open vs closed
+    ("union", "(-\\infty,-3]", "(-\\infty,-3] \\cup \\{2\\}", NE),                    # point missing
+    ("union", "\\{2, 9\\} \\cup (-\\infty,-3]", "(-\\infty,-3] \\cup \\{2\\}", NE),     # extra point
+    ("union", "\\{0\\} \\cup (1,4] \\cup \\{9\\}", "(1,4] \\cup \\{9, 0\\}", EQ),        # points merge
+    ("union", "\\{1\\} \\cup \\{5\\}", "\\{5, 1\\}", EQ),                             # sets only
+    ("union", "\\{1\\} \\cup \\{5\\}", "\\{5, 2\\}", NE),
+    # braces around the whole answer are grouping only
+    ("braces", "{{{\\frac{2}{3}}}}", "\\frac23", EQ),
+    ("braces", "{ { 7 } }", "7", EQ),
+    ("braces", "{{{8}}}", "7", NE),
+    ("braces", "{{{-12}}}", "12", NE),
+    ("braces", "{{3}}{{4}}", "34", NE),                                            # two groups: not stripped
+    ("braces", "{{\\{2, 5\\}}}", "\\{5,2\\}", EQ),                                   # a set inside stays a set
+    # a scalar times a matrix or vector is elementwise
+    ("scaled matrix", "3\\begin{pmatrix} 2 \\\\ -1 \\end{pmatrix}", "\\begin{pmatrix} 6 \\\\ -3 \\end{pmatrix}", EQ),
+    ("scaled matrix", "\\frac{1}{4}\\begin{bmatrix} 2 & 1 \\\\ 0 & 4 \\end{bmatrix}",
+     "\\begin{pmatrix} \\frac12 & 0.25 \\\\ 0 & 1 \\end{pmatrix}", EQ),
+    ("scaled matrix", "\\begin{pmatrix} 6 \\\\ -3 \\end{pmatrix}", "3 \\cdot \\begin{pmatrix} 2 \\\\ -1 \\end{pmatrix}", EQ),
+    ("scaled matrix", "-\\begin{pmatrix} 4 \\\\ 0 \\end{pmatrix}", "\\begin{pmatrix} -4 \\\\ 0 \\end{pmatrix}", EQ),
+    ("scaled matrix", "\\frac{1}{\\sqrt{3}}\\begin{pmatrix} 1 \\\\ 1 \\end{pmatrix}",
+     "\\begin{pmatrix} \\frac{\\sqrt3}{3} \\\\ \\frac{\\sqrt{3}}{3} \\end{pmatrix}", EQ),
+    ("scaled matrix", "\\frac{1}{3}\\begin{pmatrix} 2 \\\\ -1 \\end{pmatrix}", "\\begin{pmatrix} 6 \\\\ -3 \\end{pmatrix}", NE),
+    ("scaled matrix", "3\\begin{pmatrix} 2 \\\\ 1 \\end{pmatrix}", "\\begin{pmatrix} 6 \\\\ -3 \\end{pmatrix}", NE),
+    ("scaled matrix", "3\\begin{pmatrix} 2 & -1 \\end{pmatrix}", "\\begin{pmatrix} 6 \\\\ -3 \\end{pmatrix}", NE),
+    ("scaled matrix", "2\\begin{vmatrix} 1 & 0 \\\\ 0 & 1 \\end{vmatrix}", "\\begin{vmatrix} 2 & 0 \\\\ 0 & 2 \\end{vmatrix}", NE),
+    ("scaled matrix", "x = 3\\begin{pmatrix} 2 \\\\ -1 \\end{pmatrix}", "\\begin{pmatrix} 6 \\\\ -3 \\end{pmatrix}", NE),
+    # the reals minus finitely many points
+    ("reals minus", "\\mathbb{R} \\setminus \\{-2\\}", "(-\\infty,-2) \\cup (-2,\\infty)", EQ),
+    ("reals minus", "(-\\infty,-\\frac12)\\cup(-\\frac12,3)\\cup(3,\\infty)", "\\mathbb{R}\\setminus\\{3, -\\frac{1}{2}\\}", EQ),
+    ("reals minus", "\\R \\backslash \\{0\\}", "(-\\infty,0)\\cup(0,\\infty)", EQ),
+    ("reals minus", "\\mathbb{R} \\setminus \\{2\\}", "(-\\infty,-2) \\cup (-2,\\infty)", NE),
+    ("reals minus", "\\mathbb{R} \\setminus \\{-2\\}", "(-\\infty,-2] \\cup (-2,\\infty)", NE),
+    ("reals minus", "\\mathbb{R} \\setminus \\{-2, 2\\}", "(-\\infty,-2) \\cup (-2,\\infty)", NE),
+    ("reals minus", "\\mathbb{R} \\setminus \\{1, 1\\}", "(-\\infty,1)\\cup(1,\\infty)", EQ),     # repeated point
+    ("reals minus", "\\mathbb{R} \\setminus \\{\\}", "(-\\infty,\\infty)", EQ),                  # nothing removed
+]
+
+
+@pytest.mark.parametrize("rule,pred,gold,expected", HOLDOUT_FIXES,
+                         ids=[f"{r}:{p[:30]}|{g[:20]}" for r, p, g, _ in HOLDOUT_FIXES])
+def test_holdout_fix_rules(rule, pred, gold, expected):
+    assert acc(pred, gold) is expected
+    assert acc(gold, pred) is expected  # the rules are symmetric: either side may use a form
+
+
+@pytest.mark.parametrize("raw,expected", [
+    ("{{{4}}}", "4"), ("{ {x+1} }", "x+1"), ("{}", ""), ("{a}{b}", "{a}{b}"), ("{\\{1\\}}", "\\{1\\}"),
+    ("{{4}", "{{4}"), ("{4\\}", "{4\\}"), ("{4\\}}", "4\\}"), ("{a\\\\}", "a\\\\"), ("\\{4\\}", "\\{4\\}"), ("{{1}+{2}}", "{1}+{2}"),
+])
+def test_strip_grouping_braces(raw, expected):
+    assert R.strip_grouping_braces(raw) == expected
+
+
+def _strip_reference(s: str) -> str:
+    """Obvious quadratic-free reference: pair every brace with a stack, then peel layers."""
+    t = s.strip()
+    partner, stack = {}, []
+    for m in re.finditer(r"\\.|[{}]", t, re.S):
+        if m.group(0) == "{":
+            stack.append(m.start())
+        elif m.group(0) == "}":
+            if not stack:
+                return t
+            partner[stack.pop()] = m.start()
+    if stack:
+        return t
+    lo, hi = 0, len(t)
+    while lo < hi and t[lo] == "{" and partner.get(lo) == hi - 1:
+        lo, hi = lo + 1, hi - 1
+        while lo < hi and t[lo] in " \t\n":
+            lo += 1
+        while hi > lo and t[hi - 1] in " \t\n":
+            hi -= 1
+    return t[lo:hi].strip()
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(st.lists(st.sampled_from(["{", "}", "\\", "\\{", "\\}", "a", "4", " ", "\\\\"]), max_size=14),
+       st.integers(0, 4), st.booleans())
+def test_property_strip_grouping_braces_matches_reference(tokens, k, spaced):
+    core = "".join(tokens)
+    raw = ("{ " * k if spaced else "{" * k) + core + (" }" * k if spaced else "}" * k)
+    assert R.strip_grouping_braces(raw) == _strip_reference(raw)
+
+
+@pytest.mark.parametrize("depth,gold,expected", [(3000, "-12", EQ), (3000, "12", NE), (150_000, "5", EQ)])
+def test_deeply_braced_answer_is_linear(depth, gold, expected):
+    """Over MAX_ANSWER_CHARS of braces around a short answer: stripped before the length cut,
+    in linear time (no recursion, no CAS on the braces)."""
+    inner = "-12" if depth == 3000 else "5"
+    t = time.perf_counter()
+    out = score(contract("{" * depth + inner + "}" * depth), gold)
+    assert time.perf_counter() - t < BOUND_S
+    assert (out["acc"] == 1.0) is expected
+    unbalanced = score(contract("{" * depth + inner + "}" * (depth - 1)), gold)  # stays unstripped
+    assert unbalanced["acc"] == 0.0 and time.perf_counter() - t < 2 * BOUND_S
+
+
+# ======================================================================================
+# SIGALRM guard hygiene (main thread, as in verl's naive reward manager)
+# ======================================================================================
+def _timer_clear():
+    return signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def test_alarm_cancelled_and_restored_on_exception(monkeypatch):
+    def boom(text, gold):
+        assert signal.getitimer(signal.ITIMER_REAL)[0] > 0  # the guard was armed
+        raise RuntimeError("internal bug")
+    monkeypatch.setattr(R, "_judge", boom)
+    previous = signal.getsignal(signal.SIGALRM)
+    out = score(contract("4"), "4")
+    assert out["acc"] == 0.0
+    assert signal.getsignal(signal.SIGALRM) is previous and _timer_clear()
+
+
+def test_late_alarm_during_cleanup_is_swallowed(monkeypatch):
+    """An alarm that lands after the comparison finished (while the timer is being cancelled)
+    must neither fail the answer nor leave our handler installed."""
+    real = signal.setitimer
+
+    def setitimer(which, seconds, interval=0.0):
+        if seconds == 0:
+            os.kill(os.getpid(), signal.SIGALRM)  # delivered during the clean-up
+        return real(which, seconds, interval)
+    monkeypatch.setattr(signal, "setitimer", setitimer)
+    previous = signal.getsignal(signal.SIGALRM)
+    before = R.reward_stats()["hard_timeouts"]
+    out = score(contract("4"), "4")
+    monkeypatch.undo()
+    assert out["acc"] == 1.0 and R.reward_stats()["hard_timeouts"] == before
+    assert signal.getsignal(signal.SIGALRM) is previous and _timer_clear()
+
+
+def test_alarm_stands_down_for_a_host_handler(monkeypatch):
+    """A host that installed its own SIGALRM handler owns the signal: no swap, no timer."""
+    seen = []
+
+    def host_handler(signum, frame):
+        seen.append(signum)
+
+    def judge(text, gold):
+        seen.append((signal.getsignal(signal.SIGALRM) is host_handler, _timer_clear()))
+        return True, "4"
+    monkeypatch.setattr(R, "_judge", judge)
+    previous = signal.signal(signal.SIGALRM, host_handler)
+    try:
+        out = score(contract("4"), "4")
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+    assert out["acc"] == 1.0 and seen == [(True, True)]
+
+
+def test_alarm_stands_down_for_a_host_timer(monkeypatch):
+    """A host timer already armed (e.g. verl's timeout_limit) is left running, untouched."""
+    def judge(text, gold):
+        assert signal.getsignal(signal.SIGALRM) is signal.SIG_IGN
+        return True, "4"
+    monkeypatch.setattr(R, "_judge", judge)
+    previous = signal.signal(signal.SIGALRM, signal.SIG_IGN)  # ignored: the test cannot be killed
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 30)
+        out = score(contract("4"), "4")
+        left = signal.getitimer(signal.ITIMER_REAL)[0]
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert out["acc"] == 1.0 and 25 < left <= 30
+
+
+def test_no_timer_left_after_normal_calls():
+    previous = signal.getsignal(signal.SIGALRM)
+    for resp, gold in [(contract("4"), "4"), ("\\boxed{(x+1)^2}", "x^2+2x+1"), ("\\boxed{8^{8^{8^{8}}}}", "3")]:
+        score(resp, gold)
+        assert signal.getsignal(signal.SIGALRM) is previous and _timer_clear()
 
 
 # ======================================================================================

@@ -95,6 +95,24 @@ PREFLIGHT=${PREFLIGHT:-1}                     # 1: run preflight.py (model, data
 ASCEND_RT_VISIBLE_DEVICES=${ASCEND_RT_VISIBLE_DEVICES:-0,1,2,3}  # NPUs to use (npu only)
 CANN_HOME=${CANN_HOME:-/usr/local/Ascend}     # where the CANN set_env.sh scripts live (npu only)
 
+# ---- knob values: one line naming the knob, before anything starts
+knob_error() { echo "run_qwen2_5_1_5b.sh: $1=${!1}; expected $2" >&2; exit 2; }
+for knob in TRAIN_BATCH_SIZE MAX_PROMPT_LENGTH MAX_RESPONSE_LENGTH N_SAMPLES PPO_MINI_BATCH_SIZE \
+  MICRO_BATCH_PER_DEVICE TOTAL_EPOCHS N_DEVICES N_NODES ROLLOUT_TP; do
+  [[ ${!knob} =~ ^[1-9][0-9]*$ ]] || knob_error "$knob" "an integer >= 1"
+done
+for knob in SAVE_FREQ TEST_FREQ LR_WARMUP_STEPS; do
+  [[ ${!knob} =~ ^(-1|0|[1-9][0-9]*)$ ]] || knob_error "$knob" "an integer >= 0, or -1 (off)"
+done
+[[ $TOTAL_STEPS =~ ^(null|[1-9][0-9]*)$ ]] || knob_error TOTAL_STEPS "null or an integer >= 1"
+for knob in ACTOR_LR KL_LOSS_COEF ENTROPY_COEFF GPU_MEMORY_UTILIZATION; do
+  [[ ${!knob} =~ ^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$ ]] || knob_error "$knob" "a number >= 0"
+done
+for knob in VAL_BEFORE_TRAIN ENFORCE_EAGER GRADIENT_CHECKPOINTING; do
+  [[ ${!knob} =~ ^(True|False|true|false)$ ]] || knob_error "$knob" "True or False"
+done
+[[ $RESUME_MODE =~ ^(auto|disable|resume_path)$ ]] || knob_error RESUME_MODE "auto, disable or resume_path"
+
 case $LOGGER in
   tensorboard | swanlab) TRAINER_LOGGER="[console,$LOGGER]" ;;
   console) TRAINER_LOGGER="[console]" ;;
@@ -182,6 +200,7 @@ MAIN_PPO=(
   trainer.total_training_steps="$TOTAL_STEPS"
   trainer.resume_mode="$RESUME_MODE"
   trainer.default_local_dir="$CKPT_DIR"
+  hydra.run.dir="$OUTPUT_DIR/hydra"
   "${PROFILE_ARGS[@]}"
   "$@"
 )
@@ -192,4 +211,8 @@ fi
 
 mkdir -p "$OUTPUT_DIR" "$(dirname "$LOG_FILE")"
 echo "run_qwen2_5_1_5b.sh: device=$DEVICE profile=$PROFILE model=$MODEL_PATH log=$LOG_FILE"
-"${MAIN_PPO[@]}" 2>&1 | tee "$LOG_FILE"
+status=0
+"${MAIN_PPO[@]}" 2>&1 | tee "$LOG_FILE" || status=$?
+echo "run_qwen2_5_1_5b.sh: main_ppo exited $status. Log: $LOG_FILE; checkpoints: $CKPT_DIR;" \
+  "TensorBoard: $TENSORBOARD_DIR. Next: bash merge_checkpoint.sh $CKPT_DIR; python health_report.py $TENSORBOARD_DIR"
+exit "$status"

@@ -28,7 +28,8 @@ def launcher_overrides(device: str, *extra: str, **env: str) -> list[str]:
         ["bash", str(LAUNCHER), *extra], env=run_env, capture_output=True, text=True, check=True
     ).stdout.splitlines()
     assert out[1:3] == ["-m", "verl.trainer.main_ppo"], out[:3]
-    return out[3:]
+    # hydra.* settings (the run directory) are Hydra's own, not verl's configuration
+    return [o for o in out[3:] if not o.startswith("hydra.")]
 
 
 def compose(overrides: list[str]):
@@ -108,7 +109,15 @@ def test_indivisible_batch_fails_validation():
         validate(cfg)
 
 
-@pytest.mark.parametrize("env,message", [({"DEVICE": "tpu"}, "DEVICE=tpu"), ({"LOGGER": "wandb"}, "LOGGER=wandb")])
+@pytest.mark.parametrize("env,message", [
+    ({"DEVICE": "tpu"}, "DEVICE=tpu"), ({"LOGGER": "wandb"}, "LOGGER=wandb"),
+    ({"TRAIN_BATCH_SIZE": "0"}, "TRAIN_BATCH_SIZE=0; expected an integer >= 1"),
+    ({"N_SAMPLES": "abc"}, "N_SAMPLES=abc; expected an integer >= 1"),
+    ({"ACTOR_LR": "abc"}, "ACTOR_LR=abc; expected a number >= 0"),
+    ({"TOTAL_STEPS": "-1"}, "TOTAL_STEPS=-1; expected null or an integer >= 1"),
+    ({"SAVE_FREQ": "x"}, "SAVE_FREQ=x; expected an integer >= 0, or -1 (off)"),
+    ({"VAL_BEFORE_TRAIN": "yes"}, "VAL_BEFORE_TRAIN=yes; expected True or False"),
+])
 def test_bad_knob_is_one_line_error(env, message):
     run_env = {**os.environ, "DRY_RUN": "1", "DEVICE": "cpu", **env}
     proc = subprocess.run(["bash", str(LAUNCHER)], env=run_env, capture_output=True, text=True)

@@ -31,8 +31,10 @@ Arguments
                        extra_info``); ground truth = ``reward_model.ground_truth``; the prompt is
                        the row's ``prompt``; id = ``{extra_info.split}-{extra_info.index}``.
                      Anything else -> one-line error naming the file and the columns found.
---output-dir DIR     path; receives samples.jsonl, summary.json, run_config.json. Default:
-                     ``outputs/eval/<model dir name>-<data file stem>`` beside this script.
+--output-dir DIR     path; receives samples.jsonl, summary.json, run_config.json. Default, beside
+                     this script: ``outputs/eval/<experiment>-global_step_N-<data file stem>`` for a
+                     merged checkpoint ``.../<experiment>/checkpoints/global_step_N/actor/huggingface``,
+                     else ``outputs/eval/<model dir name>-<data file stem>``.
 --limit N            int >= 1; evaluate the first N problems of the file only.
 --batch-size B       int >= 1; prompts per generate call. Default 8 (transformers), 256 (vLLM).
 --max-new-tokens T   int >= 1; response budget in tokens. Default 1024 (the recipe's
@@ -104,6 +106,10 @@ layout, a row without problem or answer, a model directory without config.json o
 template, an output directory holding samples of a different run -> one line on stderr naming
 the file, the field and what was expected; exit 1; nothing in the output directory is
 overwritten (summary.json and run_config.json are written to a temporary file and renamed).
+The model directory is checked before anything is written: preflight.check_model_dir
+(config.json parses, weights, tokenizer files, tokenizer_config.json), then its config must load
+with transformers.AutoConfig. A chat template carrying Qwen's stock system prompt instead of
+the recipe's gives one WARN line on stderr (preflight.check_chat_template) and the run goes on.
 """
 
 from __future__ import annotations
@@ -156,6 +162,11 @@ FORMATS = {
 
 class DataError(Exception):
     """Bad input (data, model directory, output directory); the message is one line."""
+
+
+def _plural(count: int, noun: str) -> str:
+    """``1 problem``, ``2 problems``."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def _one_line(text: object, limit: int = 120) -> str:
@@ -463,7 +474,7 @@ def format_table(summary: dict) -> str:
         ("accuracy (reward acc)", f"{s['accuracy']:.4f}"),
         ("accuracy (strict math-verify)", f"{s['strict_accuracy']:.4f}"),
         ("mean reward", f"{s['mean_reward']:.4f}"),
-        (f"format compliance (credit {s['format_full_credit']:g})", f"{s['format_compliance']:.4f}"),
+        (f"format compliance (full {s['format_full_credit']:g} format credit)", f"{s['format_compliance']:.4f}"),
         ("mean response length (tokens)", f"{s['mean_response_tokens']:.1f}"),
         ("truncated (no EOS)", f"{s['truncated_rate']:.4f}"),
     ]
@@ -645,6 +656,45 @@ class VLLMGenerator:
         return [[(o.text, len(o.token_ids), o.finish_reason == "length") for o in req.outputs] for req in outs]
 
 
+def check_model(model_dir: Path) -> None:
+    """Validate the model directory before anything is written: preflight.check_model_dir
+    (config.json parses, weights, tokenizer files), then transformers.AutoConfig loads it.
+    Raises DataError (one line, the first failure); prints a WARN line when the chat template's
+    default system prompt is Qwen's stock one (preflight.check_chat_template)."""
+    import preflight as pf
+
+    failures = [p.message for p in pf.check_model_dir(model_dir) if p.level == "FAIL"]
+    if failures:
+        more = f" (+{len(failures) - 1} more problem(s))" if len(failures) > 1 else ""
+        message = failures[0].replace(f"MODEL_PATH={model_dir}", f"--model {model_dir}", 1)
+        raise DataError(f"{message}{more}")
+    from transformers import AutoConfig
+
+    try:
+        AutoConfig.from_pretrained(model_dir)
+    except Exception as exc:  # noqa: BLE001 - one line for any config failure
+        raise DataError(f"--model {model_dir}: config.json does not load as a transformers model config "
+                        f"({_one_line(exc)}); expected the config.json of a Hugging Face causal LM") from None
+    try:
+        system_prompt, stock_prompt = pf.recipe_prompts()
+    except Exception:  # noqa: BLE001 - the reward import fails later with its own error
+        return
+    for p in pf.check_chat_template(model_dir, "cpu", system_prompt, stock_prompt):
+        if pf.STOCK_PROMPT_NOTE in p.message:
+            print(f"evaluate.py: WARN {p.message.replace(f'MODEL_PATH={model_dir}', f'--model {model_dir}', 1)}",
+                  file=sys.stderr)
+
+
+def default_output_name(model: Path, data: Path) -> str:
+    """``<experiment>-global_step_N-<data stem>`` for ``.../<experiment>/checkpoints/global_step_N/
+    actor/huggingface`` (merge_checkpoint.sh's layout), else ``<model dir name>-<data stem>``."""
+    parts = model.resolve().parts
+    if (len(parts) >= 5 and parts[-1] == "huggingface" and parts[-2] == "actor"
+            and parts[-3].startswith("global_step_") and parts[-4] == "checkpoints"):
+        return f"{parts[-5]}-{parts[-3]}-{data.stem}"
+    return f"{model.resolve().name}-{data.stem}"
+
+
 def load_tokenizer(model_dir: Path):
     """The model's tokenizer (left padding). Raises DataError without config.json or chat template."""
     if not (model_dir / "config.json").is_file():
@@ -711,7 +761,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         p.error(f"--k {args.k}: each k must satisfy 1 <= k <= n = {args.n}")
     args.ks = ks
     if args.output_dir is None:
-        args.output_dir = HERE / "outputs" / "eval" / f"{args.model.resolve().name}-{args.data.stem}"
+        args.output_dir = HERE / "outputs" / "eval" / default_output_name(args.model, args.data)
     return args
 
 
@@ -749,6 +799,7 @@ def run(args: argparse.Namespace) -> dict:
     if args.limit:
         problems = problems[: args.limit]
     model_dir = args.model
+    check_model(model_dir)
     tokenizer = load_tokenizer(model_dir)
     samples_path, old = _prepare_output(args, fmt)
     wanted = {p["id"] for p in problems}
@@ -756,7 +807,7 @@ def run(args: argparse.Namespace) -> dict:
     for r in old:
         have[r["id"]].add(int(r["sample_index"]))
     todo = [p for p in problems if not set(range(args.n)) <= have[p["id"]]]
-    print(f"evaluate.py: {args.data} ({fmt} layout): {len(problems)} problems"
+    print(f"evaluate.py: {args.data} ({fmt} layout): {_plural(len(problems), 'problem')}"
           f"{f', {len(dropped)} dropped (empty boxed answer)' if dropped else ''}; "
           f"{len(problems) - len(todo)} already in {samples_path}", file=sys.stderr)
 
@@ -767,11 +818,15 @@ def run(args: argparse.Namespace) -> dict:
         for p in todo:
             text = tokenizer.apply_chat_template(p["messages"], add_generation_prompt=True, tokenize=False)
             prompt_ids[p["id"]] = tokenizer(text, add_special_tokens=False)["input_ids"]
-        if backend == "vllm":
-            gen = VLLMGenerator(model_dir, args.dtype, args.seed, args.tensor_parallel_size,
-                                args.gpu_memory_utilization)
-        else:
-            gen = HFGenerator(model_dir, tokenizer, args.dtype, args.seed, args.cpu_threads)
+        try:
+            if backend == "vllm":
+                gen = VLLMGenerator(model_dir, args.dtype, args.seed, args.tensor_parallel_size,
+                                    args.gpu_memory_utilization)
+            else:
+                gen = HFGenerator(model_dir, tokenizer, args.dtype, args.seed, args.cpu_threads)
+        except (OSError, ValueError, RuntimeError, KeyError) as exc:  # bad weights: one line
+            raise DataError(f"--model {model_dir}: the model does not load ({_one_line(exc)}); expected "
+                            "readable weights matching config.json") from None
         batch = args.batch_size or DEFAULT_BATCH_SIZE[backend]
         order = sorted(todo, key=lambda p: len(prompt_ids[p["id"]]))  # less padding per batch
         bar = tqdm_bar(total=len(order) * args.n)

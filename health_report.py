@@ -77,7 +77,7 @@ Sources of rules and numbers (details per rule: ``--list-rules`` or docs/health_
   ``actor/pg_clipfrac`` 0.0003-0.0013 (0.03-0.13 %), and 0.0008 at 2e-6 (verl issue
   #7412); with one mini-batch and one epoch verl takes its on-policy branch and the clip
   fraction is exactly 0 (dp_actor.py ``on_policy``; verl PR #1265 discussion). The GUIDE's
-  5-25 % band comes from classic PPO learning rates and is not applied below
+  10-25 % band (< 5 % too low) comes from classic PPO learning rates and is not applied below
   ``clipfrac_band_min_lr`` (the low-clip-fraction rule is then informational).
 * verl 0.6.0 logs ``actor/pg_loss`` and ``actor/kl_loss`` multiplied by 1/(micro-batches
   per mini-batch) and then averaged (dp_actor.py ``loss_scale_factor``; verl issue #3129,
@@ -120,6 +120,7 @@ TAG_ADV_MAX = "critic/advantages/max"
 TAG_ADV_MIN = "critic/advantages/min"
 TAG_THROUGHPUT = "perf/throughput"  # metric_utils.py, tokens / (s * GPU)
 TAG_MFU = "perf/mfu/actor"  # fsdp_workers.py, fraction of peak FLOPS
+TAG_MAX_MEM = "perf/max_memory_allocated_gb"  # fsdp_workers.py; 0 at every step on a CPU run
 #: The recipe's validation tag (verl names it val-core/<data_source>/<var>/mean@<n>, where
 #: <var> is "acc" when the reward function returns an "acc" extra, else "reward").
 DEFAULT_VAL_TAG = "val-core/DigitalLearningGmbH/MATH-lighteval/reward/mean@1"
@@ -556,7 +557,7 @@ def build_context(run: Run, th: Thresholds, *, updates_per_step: Optional[int] =
                        "fraction is 0 by construction)")
     if ctx.lr is not None and ctx.lr < th.clipfrac_band_min_lr:
         reasons.append(f"actor lr {ctx.lr:g} < {th.clipfrac_band_min_lr:g}: public verl GRPO runs at lr "
-                       "1e-6..2e-6 log pg_clipfrac of 0.03-0.13 %, far below the guide's 5-25 % band, "
+                       "1e-6..2e-6 log pg_clipfrac of 0.03-0.13 %, far below the guide's 10-25 % band, "
                        "which comes from classic PPO learning rates")
     ctx.clipfrac_band_applies = not reasons
     ctx.clipfrac_note = ("; ".join(reasons) if reasons else
@@ -861,7 +862,13 @@ def check_resp_truncation(run: Run, th: Thresholds, ctx: Context) -> CheckResult
         return ("warn", step, val, f"{_fmt(100 * val)} % of responses hit max_response_length for "
                 f"{th.resp_clip_persist}+ steps: truncated answers score 0 (no boxed answer); raise "
                 "data.max_response_length or check for repetition")
-    return "ok", None, _last_finite(s), f"<= {th.resp_clip_ratio_warn:g} (or not persistent)"
+    over = fin & (v > th.resp_clip_ratio_warn)
+    if not over.any():
+        mx = float(np.max(v[fin])) if fin.any() else None
+        return "ok", None, _last_finite(s), f"max {_fmt(mx)} <= {th.resp_clip_ratio_warn:g}"
+    return "ok", None, _last_finite(s), (f"max {_fmt(float(np.max(v[over])))} > {th.resp_clip_ratio_warn:g} at "
+                                         f"{int(over.sum())} step(s), fewer than {th.resp_clip_persist} in a row: "
+                                         "not persistent")
 
 
 def _train_level(score: Series, step: int, th: Thresholds) -> Optional[float]:
@@ -995,6 +1002,10 @@ def check_mfu(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
     if m is not None and m == 0:
         return ("info", None, 0.0, "MFU 0: verl's flops counter has no peak-FLOPS entry for this device "
                 "(get_device_flops returns inf, e.g. CPU) - not measured")
+    mem = run.get(TAG_MAX_MEM)
+    if m is not None and mem is not None and mem.finite.any() and np.all(mem.values[mem.finite] == 0):
+        return ("info", None, m, f"median actor MFU {_fmt(100 * m)} % is not meaningful on CPU: {TAG_MAX_MEM} is 0 "
+                "at every step (no accelerator memory used), and verl divides by an accelerator's peak FLOPS")
     return "ok", None, m, f"median actor MFU {_fmt(None if m is None else 100 * m)} % (higher is better)"
 
 
@@ -1069,7 +1080,8 @@ RULES: Tuple[Rule, ...] = (
          f"warn < {_T.perf_drop_factor:g}x trailing median ({_T.perf_window} steps, >= {_T.perf_min_history} "
          "history); else report the median (higher is better)", f"{SRC_GUIDE}; {SRC_METRIC_UTILS}",
          check_throughput),
-    Rule("mfu", TAG_MFU, (TAG_MFU,), "informational: median (higher is better); info when 0 (not measured)",
+    Rule("mfu", TAG_MFU, (TAG_MFU,), "informational: median (higher is better); info when 0 (not measured) or when "
+         f"{TAG_MAX_MEM} is 0 at every step (a CPU run: not meaningful)",
          f"{SRC_GUIDE}; {SRC_FSDP_WORKERS}", check_mfu),
 )
 

@@ -36,7 +36,8 @@ it sees one); and it opens the file without an explicit encoding, so run it unde
 (the test split has one non-ASCII character, a typographic apostrophe in row 2777).
 
 Errors: a missing or unreadable file, a missing or non-string column, null or malformed values,
-or an input with no rows -> one line on stderr naming the file, the field and what was expected;
+an input with no rows (``FILE: no rows (empty file)``), or an output folder that cannot be
+created or written -> one line on stderr naming the file, the field and what was expected;
 exit status 1; the output file is not created or changed. Bad options -> one line, exit status 2.
 The JSON goes to a temporary file in the output directory and is moved into place with
 ``os.replace``.
@@ -58,7 +59,8 @@ from typing import Optional, Sequence
 
 import pyarrow as pa
 
-from prepare_math import HERE, SOURCE_COLUMNS, DataError, _Parser, _umask, check_columns, read_table
+from prepare_math import (HERE, SOURCE_COLUMNS, DataError, _Parser, _umask, check_columns, ensure_output_dir,
+                          read_table)
 
 DEFAULT_INPUT = HERE / "data" / "math-lighteval" / "data" / "test-00000-of-00001.parquet"
 DEFAULT_OUTPUT = HERE / "data" / "opencompass" / "data" / "math" / "math.json"
@@ -90,8 +92,10 @@ def opencompass_reads_answer(solution: str) -> bool:
 
 
 def write_json_atomic(obj: object, path: Path) -> None:
-    """Write ``obj`` as indented UTF-8 JSON to ``path`` via a temp file and ``os.replace``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write ``obj`` as indented UTF-8 JSON to ``path`` via a temp file and ``os.replace``.
+
+    Raises DataError (one line) when the output folder cannot be created or written."""
+    ensure_output_dir(path.parent, "--output")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:

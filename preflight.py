@@ -17,7 +17,7 @@ Usage
 Arguments (launcher knob in brackets; counts are int >= 1)
 ---------------------------------------------------------
 --device npu|cuda|cpu        [DEVICE] cpu skips the device-count and vLLM checks.
---profile NAME               [PROFILE] only quoted in messages.
+--profile NAME               [PROFILE] must suit DEVICE (cpu; cuda_*; npu_*); others unchecked.
 --model-path DIR             [MODEL_PATH] Hugging Face model folder.
 --train-file / --val-file F  [TRAIN_FILE / VAL_FILE] verl parquet files (prepare_math.py).
 --max-prompt-length TOKENS   [MAX_PROMPT_LENGTH] data.max_prompt_length.
@@ -36,12 +36,15 @@ Output and exit status
 ----------------------
 One line per problem on stderr, ``preflight: FAIL <what>: <how to fix>`` or
 ``preflight: WARN ...``, then one summary line. Exit 0 when nothing failed (warnings allowed),
-1 when any check failed, 2 for bad arguments (argparse).
+1 when any check failed or a numeric knob is not an integer >= 1 (one line naming the knob,
+e.g. ``preflight: FAIL TRAIN_BATCH_SIZE=abc: expected an integer >= 1``), 2 for other bad
+arguments (argparse).
 
 Checks (each a function returning a list of :class:`Problem`)
 -------------------------------------------------------------
 check_model_dir, check_chat_template, check_data_file, check_prompt_lengths,
-check_batch_sizes, check_devices, check_ray_cluster, check_versions, check_disk.
+check_device_profile, check_batch_sizes, check_devices, check_ray_cluster, check_versions,
+check_ckpt_writable, check_disk.
 The source of every rule is named where it is applied.
 """
 
@@ -236,6 +239,20 @@ def recipe_prompts() -> tuple[str, str]:
     return SYSTEM_PROMPT, QWEN_STOCK_SYSTEM_PROMPT
 
 
+#: Start of the WARN message for a chat template carrying Qwen's stock system prompt (evaluate.py
+#: looks for it).
+STOCK_PROMPT_NOTE = "the chat template's default system prompt is Qwen's stock one"
+
+
+def model_type(model_path: Path) -> Optional[str]:
+    """``model_type`` of the folder's config.json, or None when it cannot be read."""
+    try:
+        value = json.loads((model_path / "config.json").read_text()).get("model_type")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
+
+
 def check_chat_template(model_path: Path, device: str, system_prompt: str, stock_prompt: str) -> list[Problem]:
     """The chat template renders and its default system prompt is the recipe's.
 
@@ -243,7 +260,8 @@ def check_chat_template(model_path: Path, device: str, system_prompt: str, stock
     model folder). Accepted: the whole prompt, or its answer contract (the text after Qwen's
     identity sentence) behind another identity, as the CPU stand-in model carries it
     (cpu_support/prepare_smollm2.py). Qwen's stock prompt means the copy was forgotten (WARN:
-    training works, without the answer format). Any other prompt is a FAIL on npu/cuda and a
+    training works, without the answer format); the advice to copy the recipe's
+    tokenizer_config.json is given for Qwen2 models (config.json model_type qwen2) only. Any other prompt is a FAIL on npu/cuda and a
     WARN on cpu.
     """
     where = f"MODEL_PATH={model_path}"
@@ -264,8 +282,11 @@ def check_chat_template(model_path: Path, device: str, system_prompt: str, stock
     if system_prompt in text or (contract and contract in text):
         return []
     if stock_prompt in text:
-        return [warn(f"{where}: the chat template's default system prompt is Qwen's stock one, "
-                     f"not the recipe's (new_math_reward.SYSTEM_PROMPT): {fix}")]
+        if model_type(model_path) != "qwen2":
+            fix = ("set this model's own default system prompt (its chat template) to the recipe's answer contract, "
+                   "new_math_reward.SYSTEM_PROMPT without Qwen's identity sentence, as cpu_support/prepare_smollm2.py "
+                   "does; the recipe's tokenizer_config.json is for Qwen2 models only")
+        return [warn(f"{where}: {STOCK_PROMPT_NOTE}, not the recipe's (new_math_reward.SYSTEM_PROMPT): {fix}")]
     message = f"{where}: the chat template's default system prompt is not the recipe's (new_math_reward.SYSTEM_PROMPT): {fix}"
     if device == "cpu":
         return [warn(f"{where}: the chat template's default system prompt is not the recipe's "
@@ -361,8 +382,14 @@ def check_batch_sizes(train_batch_size: int, ppo_mini_batch_size: int, micro_bat
     # verl/utils/config.py validate_config: train_batch_size * rollout.n % n_gpus == 0
     responses = train_batch_size * n_samples
     if responses % world:
+        fits = [d for d in range(1, 17) if responses % d == 0]
+        step = world // math.gcd(world, n_samples)  # TRAIN_BATCH_SIZE must be a multiple of this
+        lower, upper = train_batch_size // step * step, (train_batch_size // step + 1) * step
+        sizes = " or ".join(str(b) for b in (lower, upper) if b >= 1)
         problems.append(fail(f"TRAIN_BATCH_SIZE x N_SAMPLES = {train_batch_size} x {n_samples} = {responses} responses "
-                             f"do not split evenly over {devices}: make the product a multiple of {world}"))
+                             f"do not divide evenly over {devices}: use N_DEVICES x N_NODES = "
+                             f"{', '.join(map(str, fits))} (divisors of {responses}), or TRAIN_BATCH_SIZE = {sizes} "
+                             f"(a multiple of {step}) for {world} devices"))
     # verl/workers/config/actor.py ActorConfig.validate: train_batch_size >= ppo_mini_batch_size
     if train_batch_size < ppo_mini_batch_size:
         problems.append(fail(f"PPO_MINI_BATCH_SIZE={ppo_mini_batch_size} is larger than TRAIN_BATCH_SIZE={train_batch_size}: "
@@ -370,7 +397,9 @@ def check_batch_sizes(train_batch_size: int, ppo_mini_batch_size: int, micro_bat
     # verl/workers/fsdp_workers.py ActorRolloutRefWorker.__init__: the per-device mini-batch
     # ppo_mini_batch_size * rollout.n // world must be > 0 and a multiple of the micro-batch
     per_device = ppo_mini_batch_size * n_samples // world
-    if per_device == 0:
+    if responses % world and ppo_mini_batch_size * n_samples % world:
+        pass  # the uneven split above is the fix to make first; a per-device size would be rounded
+    elif per_device == 0:
         problems.append(fail(f"PPO_MINI_BATCH_SIZE x N_SAMPLES = {ppo_mini_batch_size * n_samples} responses is fewer than "
                              f"the {devices}: raise PPO_MINI_BATCH_SIZE"))
     elif per_device % micro_batch:
@@ -381,6 +410,24 @@ def check_batch_sizes(train_batch_size: int, ppo_mini_batch_size: int, micro_bat
     if world % rollout_tp:
         problems.append(fail(f"ROLLOUT_TP={rollout_tp} does not divide the {devices}: "
                              f"use a ROLLOUT_TP that divides {world}"))
+    return problems
+
+
+# --------------------------------------------------------------------------------------
+# device, profile and rollout engine agree
+# --------------------------------------------------------------------------------------
+def check_device_profile(device: str, profile: str, rollout_name: str) -> list[Problem]:
+    """PROFILE is for DEVICE (profiles/cpu.sh, cuda_*.sh, npu_*.sh; other names are not
+    judged), and the vLLM rollout is not asked for on cpu (the cpu profile uses hf)."""
+    problems = []
+    family = "cpu" if profile == "cpu" else profile.split("_", 1)[0] if "_" in profile else ""
+    if family in ("cpu", "cuda", "npu") and family != device:
+        want = "cpu" if device == "cpu" else f"{device}_1, {device}_4, {device}_8 or {device}_2x8"
+        problems.append(fail(f"DEVICE={device} but PROFILE={profile} is a {family} profile: set PROFILE={want} "
+                             "(or PROFILE=auto), or DEVICE for this machine"))
+    if device == "cpu" and rollout_name == "vllm":
+        problems.append(fail("ROLLOUT_NAME=vllm on DEVICE=cpu: vLLM needs an NPU or GPU; set ROLLOUT_NAME=hf "
+                             "(the cpu profile's setting)"))
     return problems
 
 
@@ -587,6 +634,37 @@ def free_bytes(path: Path) -> int:
     return shutil.disk_usage(path).free
 
 
+def nearest_existing(path: Path) -> Path:
+    """``path`` or its nearest existing ancestor."""
+    path = path.absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def can_create_in(folder: Path) -> bool:
+    """True when a folder can be made inside ``folder`` (made and removed again; os.access
+    alone says yes for root on /proc)."""
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        return False
+    import tempfile
+
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".preflight-", dir=folder))
+    except OSError:
+        return False
+    return True
+
+
+def check_ckpt_writable(ckpt_dir: Path) -> list[Problem]:
+    """CKPT_DIR, or the nearest folder above it that exists, takes new folders."""
+    base = nearest_existing(ckpt_dir)
+    if can_create_in(base):
+        return []
+    where = "" if base == ckpt_dir.absolute() else f" (its nearest existing folder {base})"
+    return [fail(f"CKPT_DIR={ckpt_dir}: not writable{where}: set CKPT_DIR to a folder you can write")]
+
+
 def check_disk(ckpt_dir: Path, n_params: int, free: int) -> list[Problem]:
     """Free space at CKPT_DIR holds a checkpoint: n_params x CKPT_BYTES_PER_PARAM (12) bytes.
 
@@ -630,6 +708,7 @@ def run_checks(args: argparse.Namespace, env: Mapping[str, str] = os.environ,
         problems += found
         if tok is not None and not found:
             problems += check_prompt_lengths(path, knob, tok, args.max_prompt_length, args.sample_rows)
+    problems += check_device_profile(args.device, args.profile, args.rollout_name)
     problems += check_batch_sizes(args.train_batch_size, args.ppo_mini_batch_size, args.micro_batch, args.n_samples,
                                   args.n_devices, args.n_nodes, args.rollout_tp)
     if args.device != "cpu":
@@ -638,43 +717,71 @@ def run_checks(args: argparse.Namespace, env: Mapping[str, str] = os.environ,
         problems += check_ray_cluster(args.device, args.n_nodes, args.n_devices, ray_cmd())
     problems += check_versions(installed_versions("verl", "vllm", "vllm-ascend"), pinned_version("verl"),
                                args.device, args.rollout_name, verl_vllm_spec())
-    if model.is_dir():
+    writable = check_ckpt_writable(Path(args.ckpt_dir))
+    problems += writable
+    if model.is_dir() and not writable:
         problems += check_disk(Path(args.ckpt_dir), count_parameters(model), free_bytes(Path(args.ckpt_dir)))
     return problems
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text}")
-    return value
+#: Numeric options (argparse dest) and the launcher knob each comes from, for error messages.
+NUMERIC_KNOBS = {
+    "max_prompt_length": "MAX_PROMPT_LENGTH", "train_batch_size": "TRAIN_BATCH_SIZE",
+    "ppo_mini_batch_size": "PPO_MINI_BATCH_SIZE", "micro_batch": "MICRO_BATCH_PER_DEVICE",
+    "n_samples": "N_SAMPLES", "n_devices": "N_DEVICES", "n_nodes": "N_NODES", "rollout_tp": "ROLLOUT_TP",
+    "sample_rows": "--sample-rows",
+}
+
+
+class KnobError(ValueError):
+    """A launcher knob with a bad value; the message is the one FAIL line to print."""
+
+
+def _positive_knobs(args: argparse.Namespace) -> argparse.Namespace:
+    """Turn the numeric options into ints >= 1; KnobError naming the launcher knob otherwise."""
+    for dest, knob in NUMERIC_KNOBS.items():
+        text = str(getattr(args, dest)).strip()
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise KnobError(str(fail(f"{knob}={getattr(args, dest)}: expected an integer >= 1")))
+        setattr(args, dest, value)
+    return args
 
 
 def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
+    """Parse the command line. Numeric values are checked afterwards (KnobError names the
+    launcher knob: ``preflight: FAIL TRAIN_BATCH_SIZE=abc: expected an integer >= 1``)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--device", required=True, choices=["npu", "cuda", "cpu"])
     parser.add_argument("--profile", default="")
     parser.add_argument("--model-path", required=True)
     parser.add_argument("--train-file", required=True)
     parser.add_argument("--val-file", required=True)
-    parser.add_argument("--max-prompt-length", required=True, type=_positive)
-    parser.add_argument("--train-batch-size", required=True, type=_positive)
-    parser.add_argument("--ppo-mini-batch-size", required=True, type=_positive)
-    parser.add_argument("--micro-batch", required=True, type=_positive)
-    parser.add_argument("--n-samples", required=True, type=_positive)
-    parser.add_argument("--n-devices", required=True, type=_positive)
-    parser.add_argument("--n-nodes", default=1, type=_positive)
-    parser.add_argument("--rollout-tp", default=1, type=_positive)
+    parser.add_argument("--max-prompt-length", required=True, )
+    parser.add_argument("--train-batch-size", required=True, )
+    parser.add_argument("--ppo-mini-batch-size", required=True, )
+    parser.add_argument("--micro-batch", required=True, )
+    parser.add_argument("--n-samples", required=True, )
+    parser.add_argument("--n-devices", required=True, )
+    parser.add_argument("--n-nodes", default=1, )
+    parser.add_argument("--rollout-tp", default=1, )
     parser.add_argument("--rollout-name", default="vllm")
     parser.add_argument("--ckpt-dir", required=True)
-    parser.add_argument("--sample-rows", default=200, type=_positive)
+    parser.add_argument("--sample-rows", default=200, )
     parser.add_argument("--dev-root", default="/dev")
-    return parser.parse_args(argv)
+    return _positive_knobs(parser.parse_args(argv))
 
 
 def main(argv: Optional[list[str]] = None) -> int:
     start = time.monotonic()
-    args = parse_args(argv)
+    try:
+        args = parse_args(argv)
+    except KnobError as err:
+        print(err, file=sys.stderr)
+        return 1
     problems = run_checks(args)
     for problem in problems:
         print(problem, file=sys.stderr)

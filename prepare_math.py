@@ -49,9 +49,11 @@ Rows dropped: a solution whose last box is empty (``\\boxed{}``) has no ground t
 against; such rows are left out and listed in the summary (train rows 5529 and 5531 of the
 shipped files, two Number Theory multiple-choice problems).
 
-Errors: a missing or unreadable file, a missing column, a column that is not a string, a null or
+Errors: a missing or unreadable file, a file without rows (``FILE: no rows (empty file)``,
+reported before any column check), a missing column, a column that is not a string, a null or
 empty problem/solution, a level other than ``Level 1``..``Level 5``/``Level ?``, a solution with no
-complete boxed answer, or no rows left after filtering -> one line on stderr naming the file, the
+complete boxed answer, no rows left after filtering, or an output folder that cannot be
+created or written -> one line on stderr naming the file, the
 field, what was expected, the count and the first offending row; exit status 1; nothing is
 written. Bad options -> one line, exit status 2. Outputs are written to temporary files in the
 output directory and moved into place with ``os.replace`` only after every split succeeded.
@@ -177,8 +179,12 @@ def check_columns(table: pa.Table, label: str) -> dict[str, list]:
 
     Checks: the four columns exist and are strings; problem and solution are non-empty;
     level and type are non-null; level is ``Level 1``..``Level 5`` or ``Level ?``.
-    Raises DataError naming ``label`` (the file), the field, the count and the first bad row.
+    Raises DataError naming ``label`` (the file), the field, the count and the first bad row;
+    a table without rows is reported as such first (``LABEL: no rows (empty file)``).
     """
+    if table.num_rows == 0:
+        raise DataError(f"{label}: no rows (empty file); expected MATH-lighteval rows"
+                        f" ({', '.join(SOURCE_COLUMNS)})")
     for name in SOURCE_COLUMNS:
         if name not in table.column_names:
             raise DataError(
@@ -311,15 +317,33 @@ def _umask() -> int:
     return mask
 
 
-def write_tables_atomic(tables: dict[Path, pa.Table]) -> None:
+def ensure_output_dir(folder: Path, knob: str) -> None:
+    """Create ``folder`` (and parents) and check it is writable; DataError (one line) if not.
+
+    ``knob`` names the option in the message (``--output``, ``--output-dir``).
+    """
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DataError(f"{knob} {folder}: output folder missing and cannot be created"
+                        f" ({exc.strerror or type(exc).__name__}); expected a writable folder") from None
+    if not folder.is_dir():
+        raise DataError(f"{knob} {folder}: not a folder; expected a writable folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise DataError(f"{knob} {folder}: output folder not writable; expected a writable folder")
+
+
+def write_tables_atomic(tables: dict[Path, pa.Table], knob: str = "--output-dir") -> None:
     """Write every table to a temp file beside its target, then ``os.replace`` them all.
 
-    If any write fails, the temp files are removed and no target is touched.
+    If any write fails, the temp files are removed and no target is touched. An output folder
+    that cannot be created or written raises DataError before anything is written.
     """
+    for folder in dict.fromkeys(path.parent for path in tables):
+        ensure_output_dir(folder, knob)
     pending: list[tuple[str, Path]] = []
     try:
         for path, table in tables.items():
-            path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
             os.close(fd)
             pending.append((tmp, path))

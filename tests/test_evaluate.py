@@ -373,3 +373,68 @@ def test_prompt_is_the_training_prompt(tiny_qwen, tmp_path):
     assert "What is $1+1$? " + nmr.INSTRUCTION in text and text.endswith("<|im_start|>assistant\n")
     if (REPO / "tokenizer_config.json").exists():
         assert nmr.SYSTEM_PROMPT in text
+
+
+# ------------------------------------------------------------------------------------------
+# model directory checked before anything is written; default output dir; wording
+# ------------------------------------------------------------------------------------------
+def _model_dir(tmp_path: Path, config: str | None = '{"model_type": "qwen2"}', weights: bool = True,
+               tokenizer_config: Path = REPO / "tokenizer_config.json") -> Path:
+    if not (TOKENIZER / "tokenizer.json").exists():
+        pytest.skip("shared Qwen2.5 tokenizer not present")
+    model = tmp_path / "model"
+    shutil.copytree(TOKENIZER, model)
+    shutil.copy(tokenizer_config, model / "tokenizer_config.json")
+    if config is not None:
+        (model / "config.json").write_text(config)
+    if weights:
+        import numpy as np
+        from safetensors.numpy import save_file
+
+        save_file({"w": np.zeros((2, 2), dtype=np.float32)}, str(model / "model.safetensors"))
+    return model
+
+
+@pytest.mark.parametrize("config,weights,needle", [
+    ('{"model_type": "qwen2"}', False, "no weights (*.safetensors or pytorch_model*.bin)"),
+    ("{not json", True, "config.json is not valid JSON"),
+    ('{"hidden_size": 8}', True, "config.json does not load as a transformers model config"),
+])
+def test_cli_bad_model_dir_is_one_line_and_writes_nothing(tmp_path, capsys, config, weights, needle):
+    model = _model_dir(tmp_path, config, weights)
+    data = write_jsonl(tmp_path / "m.jsonl", [{"problem": "What is 1+1?", "answer": "2"}])
+    out = tmp_path / "out"
+    rc = ev.main(["--model", str(model), "--data", str(data), "--output-dir", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert rc == 1 and len(err.splitlines()) == 1, err
+    assert err.startswith(f"evaluate.py: --model {model}: ") and needle in err
+    assert not out.exists()
+
+
+def test_stock_qwen_prompt_warns_in_one_line(tmp_path, capsys):
+    model = _model_dir(tmp_path, tokenizer_config=TOKENIZER / "tokenizer_config.json")
+    ev.check_model(model)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        f"evaluate.py: WARN --model {model}: the chat template's default system prompt is Qwen's stock one")
+
+
+def test_recipe_prompt_gives_no_warning(tmp_path, capsys):
+    ev.check_model(_model_dir(tmp_path))
+    assert capsys.readouterr().err == ""
+
+
+def test_default_output_dir_is_unique_per_checkpoint(tmp_path):
+    ckpt = tmp_path / "qwen_math" / "checkpoints" / "global_step_280" / "actor" / "huggingface"
+    args = ev.parse_args(["--model", str(ckpt), "--data", "x/test.jsonl"])
+    assert args.output_dir == REPO / "outputs" / "eval" / "qwen_math-global_step_280-test"
+    other = ev.parse_args(["--model", str(ckpt).replace("280", "140"), "--data", "x/test.jsonl"])
+    assert other.output_dir != args.output_dir
+    plain = ev.parse_args(["--model", "models/Qwen2.5-1.5B-Instruct", "--data", "x/test.jsonl"])
+    assert plain.output_dir == REPO / "outputs" / "eval" / "Qwen2.5-1.5B-Instruct-test"
+
+
+def test_table_wording():
+    assert ev._plural(1, "problem") == "1 problem" and ev._plural(3, "problem") == "3 problems"
+    table = ev.format_table(ev.summarize([rec("a", fmt=0.2)], ks=[1], n=1))
+    assert "format compliance (full 0.2 format credit)" in table

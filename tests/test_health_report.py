@@ -416,3 +416,34 @@ def test_every_rule_cites_a_source():
     for rule in hr.RULES:
         assert rule.source and rule.thresholds and rule.check.__name__.startswith("check_")
     assert len({r.id for r in hr.RULES}) == len(hr.RULES)
+
+
+def test_truncation_ok_line_reads_correctly(tmp_path):
+    # 0.75 at steps 5 and 9: above 0.2 twice, never 3 in a row
+    write_run(tmp_path / "run", override=_both(_set("response_length/clip_ratio", 0.75, 5, 5),
+                                               _set("response_length/clip_ratio", 0.75, 9, 9)))
+    rc, entries = report(tmp_path / "run")
+    e = entries["response_truncation"]
+    assert e["level"] == "ok"
+    assert e["message"].endswith("max 0.75 > 0.2 at 2 step(s), fewer than 3 in a row: not persistent"), e["message"]
+    write_run(tmp_path / "calm")
+    _, entries = report(tmp_path / "calm")
+    assert entries["response_truncation"]["message"].endswith("max 0.02 <= 0.2")
+
+
+def test_clipfrac_note_quotes_the_guides_10_25_band(tmp_path):
+    write_run(tmp_path / "run")
+    _, entries = report(tmp_path / "run")
+    assert "5-25 %" not in json.dumps(entries)
+    assert entries["clipfrac_low"]["level"] == "info"
+    assert "far below the guide's 10-25 % band" in entries["clipfrac_low"]["message"]
+
+
+def test_mfu_on_a_cpu_run_is_info(tmp_path):
+    write_run(tmp_path / "cpu", override=_set("perf/max_memory_allocated_gb", 0.0, 1))
+    _, entries = report(tmp_path / "cpu")
+    assert entries["mfu"]["level"] == "info"
+    assert "not meaningful on CPU" in entries["mfu"]["message"]
+    write_run(tmp_path / "gpu", override=_set("perf/max_memory_allocated_gb", 30.0, 1))
+    _, entries = report(tmp_path / "gpu")
+    assert entries["mfu"]["level"] == "ok"

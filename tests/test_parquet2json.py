@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -142,7 +143,7 @@ def test_error_empty_input_keeps_existing_output(tmp_path):
     out = tmp_path / "math.json"
     out.write_text("previous", encoding="utf-8")
     proc = run_cli("--input", str(src), "--output", str(out))
-    assert_one_line_error(proc, str(src), "field 'problem'", "expected at least 1 row, found 0")
+    assert_one_line_error(proc, f"{src}: no rows (empty file)")
     assert out.read_text(encoding="utf-8") == "previous"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.parquet", "math.json"]
 
@@ -181,3 +182,33 @@ def test_failed_write_keeps_old_file_and_leaves_no_temp(tmp_path, monkeypatch):
         parquet2json.main(["--input", str(src), "--output", str(out)])
     assert out.read_text(encoding="utf-8") == "previous"
     assert [p.name for p in out_dir.iterdir()] == ["math.json"]
+
+
+def test_error_untyped_empty_input_says_no_rows(tmp_path):
+    src = tmp_path / "empty.parquet"
+    pd.DataFrame({f: [] for f in FIELDS}).to_parquet(src)  # 0 rows, columns of type null
+    proc = run_cli("--input", str(src), "--output", str(tmp_path / "math.json"))
+    assert_one_line_error(proc, f"{src}: no rows (empty file)")
+    assert not (tmp_path / "math.json").exists()
+
+
+def test_error_output_folder_cannot_be_created(tmp_path):
+    src = write_parquet(tmp_path / "in.parquet", [row("Algebra", 1)])
+    proc = run_cli("--input", str(src), "--output", "/proc/nope/x.json")
+    assert_one_line_error(proc, "--output /proc/nope: output folder missing and cannot be created",
+                          "expected a writable folder")
+
+
+def test_error_output_folder_not_writable(tmp_path):
+    if os.geteuid() == 0:
+        pytest.skip("root writes anywhere")
+    src = write_parquet(tmp_path / "in.parquet", [row("Algebra", 1)])
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    try:
+        proc = run_cli("--input", str(src), "--output", str(locked / "math.json"))
+    finally:
+        locked.chmod(0o755)
+    assert_one_line_error(proc, f"--output {locked}: output folder not writable")
+    assert list(locked.iterdir()) == []

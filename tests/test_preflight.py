@@ -172,6 +172,18 @@ def test_stock_qwen_prompt_warns(model_dir):
         f"the recipe's (new_math_reward.SYSTEM_PROMPT): {fix_for(model_dir)}"]
 
 
+def test_stock_prompt_on_a_non_qwen2_model_advises_its_own_prompt(model_dir):
+    shutil.copy(TOKENIZER / "tokenizer_config.json", model_dir / "tokenizer_config.json")
+    (model_dir / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    found = lines(pf.check_chat_template(model_dir, "cpu", SYSTEM_PROMPT, STOCK_PROMPT))
+    assert found == [
+        f"preflight: WARN MODEL_PATH={model_dir}: the chat template's default system prompt is Qwen's stock one, not "
+        "the recipe's (new_math_reward.SYSTEM_PROMPT): set this model's own default system prompt (its chat template) "
+        "to the recipe's answer contract, new_math_reward.SYSTEM_PROMPT without Qwen's identity sentence, as "
+        "cpu_support/prepare_smollm2.py does; the recipe's tokenizer_config.json is for Qwen2 models only"]
+    assert "copy" not in found[0].split(": ", 2)[-1].split("as cpu_support")[0]
+
+
 def test_other_prompt_fails_on_npu_and_warns_on_cpu(model_dir):
     set_template(model_dir, "{{ '<|im_start|>system\nYou are a pirate.<|im_end|>\n' }}"
                             "{% for m in messages %}{{ m['content'] }}{% endfor %}")
@@ -347,8 +359,10 @@ def test_reference_batch_passes():
 
 def test_responses_do_not_split_over_devices():
     found = lines(pf.check_batch_sizes(**{**GOOD_BATCH, "n_devices": 3, "rollout_tp": 1}))
-    assert found[0] == ("preflight: FAIL TRAIN_BATCH_SIZE x N_SAMPLES = 256 x 8 = 2048 responses do not split evenly "
-                        "over 3 devices (N_DEVICES=3 x N_NODES=1): make the product a multiple of 3")
+    assert found == ["preflight: FAIL TRAIN_BATCH_SIZE x N_SAMPLES = 256 x 8 = 2048 responses do not divide evenly "
+                     "over 3 devices (N_DEVICES=3 x N_NODES=1): use N_DEVICES x N_NODES = 1, 2, 4, 8, 16 (divisors of "
+                     "2048), or TRAIN_BATCH_SIZE = 255 or 258 (a multiple of 3) for 3 devices"]
+    assert not any("682" in line for line in found)  # no per-device size from a rounded division
 
 
 def test_mini_batch_larger_than_train_batch():
@@ -620,15 +634,64 @@ def test_cli_failures_exit_one_with_one_line_each(tmp_path, data_file):
         "Face model folder",
         f"preflight: FAIL VAL_FILE={tmp_path / 'nope.parquet'}: no such file: run 'python prepare_math.py' (or bash "
         "setup.sh), or set VAL_FILE",
-        "preflight: FAIL TRAIN_BATCH_SIZE x N_SAMPLES = 3 x 3 = 9 responses do not split evenly over 2 devices "
-        "(N_DEVICES=2 x N_NODES=1): make the product a multiple of 2",
+        "preflight: FAIL TRAIN_BATCH_SIZE x N_SAMPLES = 3 x 3 = 9 responses do not divide evenly over 2 devices "
+        "(N_DEVICES=2 x N_NODES=1): use N_DEVICES x N_NODES = 1, 3, 9 (divisors of 9), or TRAIN_BATCH_SIZE = 2 or 4 "
+        "(a multiple of 2) for 2 devices",
     ]
     assert proc.stderr.splitlines()[-1].startswith("preflight: 3 failure(s), 0 warning(s) (")
 
 
-def test_cli_rejects_a_bad_number(tmp_path, data_file):
-    proc = run_preflight(args_for(tmp_path, data_file, data_file, tmp_path, n_devices=0))
-    assert proc.returncode == 2 and "--n-devices: expected an integer >= 1, got 0" in proc.stderr
+@pytest.mark.parametrize("option,value,knob", [
+    ("n_devices", "0", "N_DEVICES"), ("train_batch_size", "abc", "TRAIN_BATCH_SIZE"),
+    ("micro_batch", "1.5", "MICRO_BATCH_PER_DEVICE"), ("ppo_mini_batch_size", "-4", "PPO_MINI_BATCH_SIZE"),
+])
+def test_cli_rejects_a_bad_number_naming_the_knob(tmp_path, data_file, option, value, knob):
+    proc = run_preflight(args_for(tmp_path, data_file, data_file, tmp_path, **{option: value}))
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines() == [f"preflight: FAIL {knob}={value}: expected an integer >= 1"]
+
+
+# --------------------------------------------------------------------------------------
+# device / profile / rollout agreement, CKPT_DIR writable
+# --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("device,profile,ok", [
+    ("cpu", "cpu", True), ("npu", "npu_4", True), ("cuda", "cuda_2x8", True), ("cuda", "my_own", True),
+    ("cpu", "cuda_4", False), ("npu", "cuda_8", False), ("cuda", "cpu", False), ("cuda", "npu_1", False),
+])
+def test_device_profile_mismatch(device, profile, ok):
+    found = lines(pf.check_device_profile(device, profile, "hf" if device == "cpu" else "vllm"))
+    if ok:
+        assert found == []
+    else:
+        family = profile.split("_")[0]
+        assert len(found) == 1 and found[0].startswith(
+            f"preflight: FAIL DEVICE={device} but PROFILE={profile} is a {family} profile: set PROFILE=")
+
+
+def test_vllm_rollout_on_cpu_fails():
+    assert lines(pf.check_device_profile("cpu", "cpu", "vllm")) == [
+        "preflight: FAIL ROLLOUT_NAME=vllm on DEVICE=cpu: vLLM needs an NPU or GPU; set ROLLOUT_NAME=hf (the cpu "
+        "profile's setting)"]
+
+
+def test_ckpt_dir_not_writable():
+    assert lines(pf.check_ckpt_writable(Path("/proc/x"))) == [
+        "preflight: FAIL CKPT_DIR=/proc/x: not writable (its nearest existing folder /proc): set CKPT_DIR to a folder "
+        "you can write"]
+
+
+def test_ckpt_dir_not_made_yet_is_writable(tmp_path):
+    assert pf.check_ckpt_writable(tmp_path / "a" / "b") == []
+    assert list(tmp_path.iterdir()) == []  # the probe leaves nothing behind
+
+
+def test_cli_ckpt_dir_in_proc_says_not_writable(tmp_path, model_dir, data_file):
+    proc = run_preflight(args_for(model_dir, data_file, data_file, tmp_path, ckpt_dir="/proc/x"))
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines()[:-1] == [
+        "preflight: FAIL CKPT_DIR=/proc/x: not writable (its nearest existing folder /proc): set CKPT_DIR to a folder "
+        "you can write"]
+    assert "GB free" not in proc.stderr
 
 
 def fake_python(tmp_path: Path) -> tuple[Path, Path]:

@@ -414,3 +414,26 @@ def test_verl_rlhf_dataset_loads_output(tmp_path):
     assert rows[3]["prompt"][0]["content"] in prompt_text
     batch = collate_fn([ds[i] for i in range(4)])
     assert tuple(batch["input_ids"].shape) == (4, 1024)
+
+
+@pytest.mark.parametrize("schema", [pa.schema([(f, pa.string()) for f in ("problem", "level", "type", "solution")]),
+                                    None])
+def test_error_empty_file_says_no_rows_first(tmp_path, schema):
+    src = tmp_path / "src"
+    if schema is None:  # untyped: pandas writes 0-row object columns as type null
+        (src / "data").mkdir(parents=True)
+        path = src / "data" / "test-00000-of-00001.parquet"
+        pd.DataFrame({f: [] for f in ("problem", "level", "type", "solution")}).to_parquet(path)
+    else:
+        path = write_source(src, "test", [], schema)
+    out = tmp_path / "out"
+    proc = run_cli("--input-dir", str(src), "--splits", "test", "--output-dir", str(out))
+    _assert_one_line_error(proc, f"{path}: no rows (empty file)")
+    assert not out.exists()
+
+
+def test_error_output_dir_cannot_be_created(tmp_path):
+    write_source(tmp_path / "src", "test", [row("$\\boxed{1}$")])
+    proc = run_cli("--input-dir", str(tmp_path / "src"), "--splits", "test", "--output-dir", "/proc/nope")
+    _assert_one_line_error(proc, "--output-dir /proc/nope: output folder missing and cannot be created",
+                           "expected a writable folder")

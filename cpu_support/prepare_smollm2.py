@@ -91,7 +91,8 @@ def convert(gguf: Path, output_dir: Path, dtype: str = "float32") -> Path:
         if tokenizer.convert_tokens_to_ids(token) != token_id:
             raise ValueError(f"{gguf}: token {token!r} has id {tokenizer.convert_tokens_to_ids(token)}, expected {token_id}")
         setattr(tokenizer, f"{role}_token", token)
-        setattr(model.config, f"{role}_token_id", token_id) if role != "unk" else None
+        if role != "unk":  # the model config has no unk id
+            setattr(model.config, f"{role}_token_id", token_id)
     tokenizer.chat_template = with_contract(tokenizer.chat_template)
     model.generation_config = GenerationConfig(
         bos_token_id=SPECIAL_TOKENS["bos"][1],

@@ -107,6 +107,8 @@ SCORE_CORRECT = 0.7
 FORMAT_TAG_CREDIT = 0.05
 #: The four layout markers the reference rewards; they spell SYSTEM_PROMPT's layout.
 FORMAT_MARKERS = (THINK_OPEN + "\n", "\n" + THINK_CLOSE + "\n", "\n" + ANSWER_OPEN + "\n", "\n" + ANSWER_CLOSE)
+#: The most compute_format_score's parts add up to: the four markers plus a final box.
+FORMAT_SCORE_MAX = FORMAT_TAG_CREDIT * (len(FORMAT_MARKERS) + 1)
 #: Cost per character of text before <think> / after </answer> (reference), each side capped.
 FORMAT_STRAY_COST_PER_CHAR = 0.001
 FORMAT_STRAY_COST_MAX = 0.1
@@ -1694,6 +1696,30 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None) -> d
     score = SCORE_CORRECT + fmt + cot if acc else 0.0
     return {"score": float(min(score, 1.0)), "acc": 1.0 if acc else 0.0, "format": float(fmt),
             "cot": float(cot), "pred": pred[:PRED_MAX_CHARS]}
+
+
+def compute_format_score(data_source, solution_str, ground_truth, extra_info=None) -> dict:
+    """The answer contract's format alone, paid whatever the answer: a learnable reward for
+    a model too small to solve MATH (the CPU learning profile, ``REWARD_NAME`` in the
+    launcher). Never use it to train a model meant to solve problems.
+
+    ``score`` is the share of the contract followed, in [0, 1]: :func:`format_credit` (the
+    four layout markers, stray text, tag order) plus FORMAT_TAG_CREDIT when the response
+    has a final ``\\boxed{}`` answer (:func:`extract_final_answer`), divided by the maximum
+    of that sum. ``acc`` is still judged (the same keys as :func:`compute_score`), so a run
+    with this reward logs how often the answer happens to be right; ``format`` is ``score``.
+    """
+    out = compute_score(data_source, solution_str, ground_truth, extra_info)
+    text = solution_str if isinstance(solution_str, str) else ""
+    try:
+        boxed = extract_final_answer(text)[0] is not None
+        share = (format_credit(text) + FORMAT_TAG_CREDIT * boxed) / FORMAT_SCORE_MAX
+    except Exception:  # noqa: BLE001 - model text must never crash training
+        STATS["internal_errors"] += 1
+        share = 0.0
+    share = round(min(max(share, 0.0), 1.0), 6)
+    out.update(score=share, format=share)
+    return out
 
 
 for _warm in ("x^{2}+\\frac{1}{2}", "\\frac{\\sqrt{3}}{2}+\\pi", "3+4i"):

@@ -50,6 +50,7 @@ MODEL_PATH=${MODEL_PATH:-$REPO_DIR/models/Qwen2.5-1.5B-Instruct}        # HF mod
 TRAIN_FILE=${TRAIN_FILE:-$REPO_DIR/data/verl/math/train.parquet}        # verl parquet from prepare_math.py
 VAL_FILE=${VAL_FILE:-$REPO_DIR/data/verl/math/test.parquet}             # verl parquet from prepare_math.py
 REWARD_FILE=${REWARD_FILE:-$REPO_DIR/new_math_reward.py}                # custom_reward_function.path
+REWARD_NAME=${REWARD_NAME:-compute_score}                               # custom_reward_function.name: compute_score | compute_format_score (format only)
 PROJECT_NAME=${PROJECT_NAME:-verl_grpo_example_math}                    # trainer.project_name
 EXPERIMENT_NAME=${EXPERIMENT_NAME:-qwen2_5_1_5b_math}                   # trainer.experiment_name
 OUTPUT_DIR=${OUTPUT_DIR:-$REPO_DIR/outputs/$EXPERIMENT_NAME}            # root of checkpoints, logs and events
@@ -112,6 +113,7 @@ for knob in VAL_BEFORE_TRAIN ENFORCE_EAGER GRADIENT_CHECKPOINTING; do
   [[ ${!knob} =~ ^(True|False|true|false)$ ]] || knob_error "$knob" "True or False"
 done
 [[ $RESUME_MODE =~ ^(auto|disable|resume_path)$ ]] || knob_error RESUME_MODE "auto, disable or resume_path"
+[[ $REWARD_NAME =~ ^(compute_score|compute_format_score)$ ]] || knob_error REWARD_NAME "compute_score or compute_format_score"
 
 case $LOGGER in
   tensorboard | swanlab) TRAINER_LOGGER="[console,$LOGGER]" ;;
@@ -185,7 +187,7 @@ MAIN_PPO=(
   actor_rollout_ref.ref.fsdp_config.param_offload=True
   actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu="$MICRO_BATCH_PER_DEVICE"
   custom_reward_function.path="$REWARD_FILE"
-  custom_reward_function.name=compute_score
+  custom_reward_function.name="$REWARD_NAME"
   trainer.critic_warmup=0
   trainer.logger="$TRAINER_LOGGER"
   trainer.project_name="$PROJECT_NAME"

@@ -163,6 +163,32 @@ def test_system_prompt_example_layout_earns_full_format():
 
 
 # ======================================================================================
+# Format-only reward (compute_format_score: the CPU learning profile's reward)
+# ======================================================================================
+def test_format_score_full_contract_is_one_whatever_the_answer():
+    full = "<think>\nStep 1: add\n</think>\n<answer>\n\\boxed{7}\n</answer>"
+    out = R.compute_format_score(SRC, full, "3")
+    assert out["score"] == pytest.approx(1.0) and out["format"] == pytest.approx(1.0)
+    assert out["acc"] == 0.0 and out["pred"] == "7"
+
+
+def test_format_score_counts_parts_in_fifths():
+    assert R.compute_format_score(SRC, "The answer is \\boxed{3}.", "3")["score"] == pytest.approx(0.2)
+    assert R.compute_format_score(SRC, "<think>\nhmm", "3")["score"] == pytest.approx(0.2)
+    assert R.compute_format_score(SRC, "no tags, no box", "3")["score"] == 0.0
+
+
+def test_format_score_keeps_the_contract_penalties():
+    out_of_order = "<answer>\n\\boxed{1}\n</answer>\n<think>\nx\n</think>\n"
+    assert R.compute_format_score(SRC, out_of_order, "1")["score"] == pytest.approx(0.2)  # only the box
+    assert R.compute_format_score(SRC, None, "1")["score"] == 0.0
+
+
+def test_format_score_keys_match_compute_score():
+    assert set(R.compute_format_score(SRC, "x", "1")) == set(R.compute_score(SRC, "x", "1"))
+
+
+# ======================================================================================
 # Reasoning credit (reference rule)
 # ======================================================================================
 def test_reasoning_full_credit():

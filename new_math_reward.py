@@ -11,42 +11,38 @@ with the same keys and types on every call (verl's naive reward manager logs eve
     cot     float  reasoning credit granted (0.0 unless correct)
     pred    str    the extracted final answer ("" when there is none), at most PRED_MAX_CHARS
 
-Design, in the order the checks run:
+The file's sections follow the order data flows through ``compute_score``:
 
-1. **Routing.** ``data_source`` must be one of SUPPORTED_DATA_SOURCES; anything else raises
-   ``ValueError`` at once. That is a configuration bug (a dataset this reward was not written
-   for), never model text, so failing loudly on the first batch is the right outcome.
-   Everything that depends on model text is caught: an internal failure scores 0 and is
-   counted in ``STATS["internal_errors"]`` (see ``reward_stats()``); nothing else raises.
-2. **Extraction** (issue 3 section 4). The final answer is the last ``\\boxed{}`` /
-   ``\\fbox{}`` inside ``<answer>`` when that tag is present, else in the response (after
-   ``</think>`` when that has a box). Hedging (several different boxed answers in one
-   statement, or joined by "or"/"maybe"), a box copied from the prompt (empty or ``...``), a
-   truncated final box and a hallucinated follow-up problem are handled by small rules below.
-3. **Equivalence** (issue 3 section 5). Exact normalised string comparison first, then exact
-   rational arithmetic for plain numbers (fractions, decimals, mixed numbers, repeating
-   decimals, scientific notation, integer powers and power towers), then structure (lists
-   and sets unordered; tuples, intervals and matrices ordered; unions of intervals and
-   finite sets unordered; a scalar times a matrix elementwise; the reals minus finitely many
-   points as open intervals; equations up to a constant factor; braces around the whole
-   answer are grouping only), and only then a CAS: latex2sympy2_extended (math-verify's
-   parser) plus high-precision evaluation at sample points, with math-verify's ``verify`` deciding the
-   rare cases the evaluation cannot (relations, sets). Decimals are exact values: ``0.24999``
-   is not ``1/4``, ``3.14`` is not ``pi`` (MATH's convention, "exact values, not
-   approximations").
-4. **Bounded.** Hostile inputs are rejected by cheap syntactic and tree checks before any
-   sympy evaluation (nesting depth, lengths, integer sizes, magnitude bound of powers,
-   factorials and binomials), the CAS work has a soft deadline checked between steps, and
-   in the main thread (verl's naive manager) a SIGALRM guard interrupts any Python-level
-   overrun, unless the host owns SIGALRM (its own handler or timer: see _alarm_usable); it is
-   always cancelled and the previous handler restored before compute_score returns.
-   math-verify's own signal timeouts are disabled (they raise off the main thread).
-   Model text never reaches ``eval``/``exec``/``sympify(str)``.
+1. **Routing.** ``data_source`` must be one of SUPPORTED_DATA_SOURCES, else ``ValueError``
+   (a configuration bug, never model text). Nothing that depends on model text raises: an
+   internal failure scores 0 and is counted in ``STATS["internal_errors"]``.
+2. **Extraction.** The final answer is the last ``\\boxed{}``/``\\fbox{}`` inside
+   ``<answer>`` when that tag is present, else in the response (after ``</think>`` when
+   that part has a box), together with the boxes of the same final statement.
+3. **Hack-defence policy** (one section): hedges between boxes, candidates cycled through
+   one box after another, boxes of echoed worked examples or prompt placeholders, truncated
+   boxes, hallucinated follow-up problems, and a final answer that merely restates the
+   problem's own expression. A response caught here is not paid.
+4. **Equivalence, one canonical pipeline** applied to the answer and the gold alike:
+   (a) unicode maths to LaTeX (``√ π − × · ² ½ ∞ ≤ ∪``; first, because ``≤ − ∪`` decide the
+   later splits); (b) wrappers, labels and units stripped in named steps, each recorded
+   (percent, unit, base, choice letter); (c) relation chains split: the last side is the
+   answer when the gold is not itself a relation; (d) parse into a typed structure
+   (matrix, union, tuple/interval, set/list, or one item: choice, text, relation, value);
+   (e) compare by type: exact rationals for numbers, then a CAS (latex2sympy2_extended,
+   math-verify's parser) evaluated at high precision. Decimals are exact values: ``0.24999``
+   is not ``1/4``, ``3.14`` is not ``pi`` (MATH: "exact values, not approximations").
+5. **Bounded time.** Cheap syntactic and tree guards refuse hostile inputs before sympy
+   evaluates anything, CAS work has a soft deadline, and in the main thread a SIGALRM guard
+   cuts any overrun (unless the host owns SIGALRM). Model text never reaches
+   ``eval``/``exec``/``sympify(str)``.
+6. **Format and reasoning credit**, only on correct answers (the reference recipe's rules).
 
-Rule sources are cited next to each constant: "reference" is the reference recipe's reward
-(issue 3 section 2), "MATH" the answer conventions of Hendrycks et al. 2021, "issue" the
-issue text. Where this file departs from the reference rule, the docstring says why.
+Rule sources are cited next to each rule: "reference" is the reference recipe's reward,
+"MATH" the answer conventions of Hendrycks et al. 2021, "math-verify" Hugging Face's
+verifier. Where this file departs from the reference rule, the docstring says why.
 """
+
 
 from __future__ import annotations
 
@@ -137,7 +133,7 @@ SUPPORTED_DATA_SOURCES = frozenset({
 })
 
 # --------------------------------------------------------------------------------------
-# Limits that keep every call bounded (issue 3 section 6). Inputs over a limit are judged
+# Limits that keep every call bounded (section 5). Inputs over a limit are judged
 # by exact string comparison only, or rejected (not correct).
 # --------------------------------------------------------------------------------------
 MAX_RESPONSE_CHARS = 400_000   # longer responses: only the tail is searched for the answer
@@ -176,16 +172,14 @@ class _HardTimeout(BaseException):
     """Raised by the SIGALRM guard (a BaseException, so that no library's ``except
     Exception`` swallows it)."""
 
-
 # ======================================================================================
-# Answer extraction
+# 2. Extraction: the final boxed answer
 # ======================================================================================
 # One token regex drives a single linear pass: box commands (with or without a brace),
 # escaped braces (ignored: LaTeX literals, not groups) and plain braces.
 _BOX_TOKEN_RE = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])[ \t]*(\{)?|\\[{}]|[{}]")
 _BARE_BOX_ARG_RE = re.compile(r"[^\s$]+")
 _BARE_BOX_STOP_RE = re.compile(r"\\[\]\)]")
-_PLACEHOLDER_BOXES = frozenset({"", "...", "\\ldots", "\\cdots", "\\dots", "answer", "\\text{answer}", "?"})
 
 
 def _scan_boxes(text: str) -> Tuple[List[Tuple[int, int, int, int]], int]:
@@ -247,44 +241,14 @@ def extract_last_boxed(text: str) -> Optional[str]:
     return _box_content(text, last)
 
 
-# Gap between two boxes: what decides whether they belong to one statement.
-_MATH_DELIMS_RE = re.compile(r"\\[()\[\]]|\$+|\*\*")
-#: Words that announce a retraction: the later box supersedes the earlier (self-correction).
-_CORRECTION_RE = re.compile(
-    r"\b(?:wait|wrong|mistake|incorrect|actually|correct(?:ed|ing|ion)?|instead|re-?check|oops|"
-    r"sorry|error|redo|scratch|revis\w*|reconsider\w*)\b", re.I)
-#: Words that offer alternatives: boxes joined by them are hedging, never a final answer.
-_HEDGE_RE = re.compile(r"\b(?:or|either|maybe|perhaps|possibly|might|could|alternatively|also|otherwise)\b", re.I)
-#: A hallucinated follow-up turn/problem (base-model continuation) ends the response.
-_CONTINUATION_RE = re.compile(
-    r"(?m)^[ \t#*]*(?:Problem|Question|Human|User)\s*\d*\s*[:.]|<\|im_start\|>|<\|endoftext\|>|<\|im_end\|>")
-_GAP_LONG = 150
-
-
-def _gap_kind(gap: str) -> str:
-    """Classify the text between two boxes: 'separate' (different statements: the later box
-    supersedes), 'hedge' (alternatives offered) or 'join' (one statement listing several
-    boxes, e.g. "$\\boxed{3}$, $\\boxed{5}$ and $\\boxed{7}$")."""
-    g = _MATH_DELIMS_RE.sub(" ", gap)
-    if _CORRECTION_RE.search(g):
-        return "separate"
-    if _HEDGE_RE.search(g):
-        return "hedge"
-    stripped = g.strip()
-    if len(stripped) > _GAP_LONG:
-        return "separate"
-    if "\n" in g and re.search(r"[A-Za-z]{2,}", stripped):
-        return "separate"
-    return "join"
-
-
 def _final_statement(region: str, cut_continuation: bool) -> Tuple[Optional[List[str]], bool]:
-    """Boxed answers of the region's final statement and whether it hedges.
+    """Boxed answers of the region's final statement and whether they are not payable
+    (hedged or cycled: section 3).
 
     Returns (None, False) when there is no usable final box (none, only placeholders copied
-    from the prompt, or a truncated last box). With ``cut_continuation`` the region ends at
-    a hallucinated next problem/turn that starts after the first complete box (a base model
-    continuing with "Problem: ..."): boxes after it are not the model's answer."""
+    from the prompt or boxes of an echoed example, or a truncated last box). With
+    ``cut_continuation`` the region ends at a hallucinated next problem/turn that starts
+    after the first complete box."""
     boxes, unclosed = _scan_boxes(region)
     if cut_continuation and boxes:
         m = _CONTINUATION_RE.search(region, min(b[1] for b in boxes))
@@ -301,24 +265,26 @@ def _final_statement(region: str, cut_continuation: bool) -> Tuple[Optional[List
         return None, False  # the last box is truncated: no final answer
     outer = [b for b in outer if b[3] - b[2] > MAX_ANSWER_CHARS or
              _box_content(region, b).strip() not in _PLACEHOLDER_BOXES]
+    outer = _drop_echoed_examples(region, outer)
     if not outer:
         return None, False
-    group = [outer[-1]]
+    first = len(outer) - 1
     hedged = False
-    for prev in reversed(outer[:-1]):
-        kind = _gap_kind(region[prev[1]:group[0][0]])
-        if kind == "separate":
+    while first > 0 and len(outer) - first <= MAX_FINAL_BOXES:
+        kind = _gap_kind(region[outer[first - 1][1]:outer[first][0]])
+        if kind in ("separate", "correction"):
             break
         hedged = hedged or kind == "hedge"
-        group.insert(0, prev)
-        if len(group) > MAX_FINAL_BOXES:
-            break
+        first -= 1
+    group = outer[first:]
+    if first > 0 and _cycles_candidates(region, outer, first, [_box_content(region, b).strip() for b in group]):
+        group, hedged = outer[-(MAX_FINAL_BOXES + 1):], True  # report every candidate
     # whole-answer brace groups go before the length cut ({{...{4}...}} is the answer 4)
     return [strip_grouping_braces(_box_content(region, b))[:MAX_ANSWER_CHARS + 1] for b in group], hedged
 
 
 def extract_final_answer(text: str) -> Tuple[Optional[List[str]], bool]:
-    """The response's final boxed answer(s) and whether they hedge (issue 3 section 4).
+    """The response's final boxed answer(s) and whether they are not payable (section 3).
 
     Inside ``<answer>`` blocks when present after the reasoning (several blocks must agree,
     else it is a hedge); otherwise after ``</think>`` when that part has a box, else the
@@ -346,94 +312,152 @@ def extract_final_answer(text: str) -> Tuple[Optional[List[str]], bool]:
     return _final_statement(region, cut_continuation=True)
 
 
-# ======================================================================================
-# Format and reasoning credit (reference rules, issue 3 section 2)
-# ======================================================================================
-_TAGS = (THINK_OPEN, THINK_CLOSE, ANSWER_OPEN, ANSWER_CLOSE)
-
-
-def format_credit(text: str) -> float:
-    """Pay for the contract's layout (reference rule, at most 4 x FORMAT_TAG_CREDIT = 0.2).
-
-    +FORMAT_TAG_CREDIT for each of ``<think>\\n``, ``\\n</think>\\n``, ``\\n<answer>\\n``,
-    ``\\n</answer>`` present exactly once; text before ``<think>`` and after ``</answer>``
-    each cost FORMAT_STRAY_COST_PER_CHAR per character, capped at FORMAT_STRAY_COST_MAX;
-    floored at 0; tags out of order (first occurrences) -> 0.
-    Departure from the reference: surrounding whitespace is not counted as stray text (the
-    decoded response often ends with a newline; it is not content the model added).
-    """
-    firsts = [text.find(t) for t in _TAGS]
-    present = [p for p in firsts if p >= 0]
-    if present != sorted(present) or len(set(present)) != len(present):
-        return 0.0
-    credit = sum(FORMAT_TAG_CREDIT for mk in FORMAT_MARKERS if text.count(mk) == 1)
-    if firsts[0] >= 0:
-        before = len(text[:firsts[0]].strip())
-        credit -= min(FORMAT_STRAY_COST_PER_CHAR * before, FORMAT_STRAY_COST_MAX)
-    if firsts[3] >= 0:
-        after = len(text[text.rfind(ANSWER_CLOSE) + len(ANSWER_CLOSE):].strip())
-        credit -= min(FORMAT_STRAY_COST_PER_CHAR * after, FORMAT_STRAY_COST_MAX)
-    return round(max(credit, 0.0), 6)
-
-
-_STEP_RE = re.compile(
-    r"^[ \t>*#-]*(?:step[ \t]*(\d{1,3})[ \t]*[:.)]|(\d{1,3})\.(?!\d)|\((\d{1,3})\))\**[ \t]*(.*)$",
-    re.I | re.M)
-#: COT_KEYWORDS matched at word starts, inflected ("solving", "calculated", "sums").
-_STEP_KEYWORD_RE = re.compile(
-    r"\b(?:" + "|".join(k[:-1] if k.endswith("e") else k for k in COT_KEYWORDS) + r")\w*", re.I)
-
-
-def reasoning_credit(text: str) -> float:
-    """Pay for numbered reasoning steps inside ``<think>`` (reference rule, at most 0.1).
-
-    Step lines: "Step 1: ...", "1. ...", "(1) ..." with more than 3 characters after the
-    number. Over the longest run of sequentially numbered steps: >= 3 steps of which >= 2
-    contain a keyword -> COT_FULL_CREDIT; >= 2 steps with >= 1 keyword -> COT_PARTIAL_CREDIT.
-    Departures from the reference: keywords match at word starts ("sum" no longer matches
-    "assume"; "solving" counts as "solve"), and a step repeated verbatim counts once (a
-    copy-pasted step is not reasoning).
-    """
-    start = text.find(THINK_OPEN)
-    end = text.find(THINK_CLOSE, start + 1)
-    if start < 0 or end < 0:
-        return 0.0
-    steps = []
-    seen = set()
-    for m in _STEP_RE.finditer(text, start + len(THINK_OPEN), end):
-        body = m.group(4).strip()
-        if len(body) < COT_MIN_STEP_CHARS or body.lower() in seen:
-            continue
-        seen.add(body.lower())
-        num = int(m.group(1) or m.group(2) or m.group(3))
-        steps.append((num, bool(_STEP_KEYWORD_RE.search(body))))
-    best_len, best_kw, run_len, run_kw, prev = 0, 0, 0, 0, None
-    for num, kw in steps:
-        if prev is not None and num == prev + 1:
-            run_len, run_kw = run_len + 1, run_kw + kw
-        else:
-            run_len, run_kw = 1, int(kw)
-        prev = num
-        if (run_len, run_kw) > (best_len, best_kw):
-            best_len, best_kw = run_len, run_kw
-    if best_len >= COT_FULL_MIN_STEPS and best_kw >= COT_FULL_MIN_KEYWORD_STEPS:
-        return COT_FULL_CREDIT
-    if best_len >= COT_PARTIAL_MIN_STEPS and best_kw >= COT_PARTIAL_MIN_KEYWORD_STEPS:
-        return COT_PARTIAL_CREDIT
-    return 0.0
-
 
 # ======================================================================================
-# Normalisation of one answer string (MATH conventions)
+# 3. Hack-defence policy: what is never paid, in one place
+# ======================================================================================
+# Each rule answers one way a response can look right without answering; a test in
+# tests/test_reward.py reproduces each hack. Extraction (section 2) applies the first five;
+# _judge applies the last one after normalisation.
+#
+#   placeholder box   a box copied from the prompt (empty, "...", "answer") is no answer
+#   truncation        a final box left unclosed means there is no final answer
+#   continuation      a hallucinated next problem/turn after the answer is not the model's
+#   hedge             boxes joined by "or"/"maybe"/... , or disagreeing <answer> blocks
+#   candidate cycling three or more superseding boxed answers with no retraction between
+#   echoed example    boxes of a worked example followed by "now let's solve the problem"
+#   restated task     the final answer is the problem's own expression, written as given
+_PLACEHOLDER_BOXES = frozenset({"", "...", "\\ldots", "\\cdots", "\\dots", "answer", "\\text{answer}", "?"})
+# Gap between two boxes: what decides whether they belong to one statement.
+_MATH_DELIMS_RE = re.compile(r"\\[()\[\]]|\$+|\*\*")
+#: Words that announce a retraction: the later box supersedes the earlier (self-correction).
+_CORRECTION_RE = re.compile(
+    r"\b(?:wait|wrong|mistake|incorrect|actually|correct(?:ed|ing|ion)?|instead|re-?check|oops|"
+    r"sorry|error|redo|scratch|revis\w*|reconsider\w*)\b", re.I)
+#: Words that offer alternatives: boxes joined by them are hedging, never a final answer.
+_HEDGE_RE = re.compile(r"\b(?:or|either|maybe|perhaps|possibly|might|could|alternatively|also|otherwise)\b", re.I)
+#: A hallucinated follow-up turn/problem (base-model continuation) ends the response.
+_CONTINUATION_RE = re.compile(
+    r"(?m)^[ \t#*]*(?:Problem|Question|Human|User)\s*\d*\s*[:.]|<\|im_start\|>|<\|endoftext\|>|<\|im_end\|>")
+#: The response turns from an echoed worked example to its own task: boxes before it are
+#: the example's ("Now let's solve the given problem", "Following the same approach").
+_NEW_TASK_RE = re.compile(
+    r"\b(?:now|next)\b[^\n.]{0,30}?\b(?:the|our|this)\s+(?:given|real|actual|original|current|own|"
+    r"problem|question|one)\b|\b(?:following|using|with)\s+the\s+same\s+(?:approach|method|steps|idea)\b", re.I)
+_GAP_LONG = 150
+#: Distinct superseding boxed answers, none retracted, that amount to cycling candidates.
+MAX_SUPERSEDED_CANDIDATES = 2
+
+
+def _gap_kind(gap: str) -> str:
+    """Classify the text between two boxes: 'separate' (different statements: the later box
+    supersedes), 'correction' (a separate statement that retracts the earlier), 'hedge'
+    (alternatives offered) or 'join' (one statement listing several boxes, e.g.
+    "$\\boxed{3}$, $\\boxed{5}$ and $\\boxed{7}$")."""
+    g = _MATH_DELIMS_RE.sub(" ", gap)
+    if _CORRECTION_RE.search(g):
+        return "correction"
+    if _HEDGE_RE.search(g):
+        return "hedge"
+    stripped = g.strip()
+    if len(stripped) > _GAP_LONG or ("\n" in g and re.search(r"[A-Za-z]{2,}", stripped)):
+        return "separate"
+    return "join"
+
+
+def _drop_echoed_examples(region: str, boxes: list) -> list:
+    """Echoed example: boxes that come before the response turns to its own task
+    ("Example: ... \\boxed{9}. Now let's solve the given problem ...") are the example's."""
+    if not boxes:
+        return boxes
+    turns = [m.start() for m in _NEW_TASK_RE.finditer(region, boxes[0][1])]
+    return [b for b in boxes if not any(b[1] <= t for t in turns)] if turns else boxes
+
+
+def _cycles_candidates(region: str, outer: list, first: int, values: List[str]) -> bool:
+    """Candidate cycling: before the final statement (which starts at outer[first]) stand
+    at least MAX_SUPERSEDED_CANDIDATES separate statements ending in other boxed values, with
+    no retraction anywhere between them: "if 21 and 22, \\boxed{43}. ... If 22 and 23,
+    \\boxed{45}" offers candidates one after another. A retracted box is self-correction; a
+    row of boxes in one statement (options copied from the prompt) is one statement."""
+    statements = 0
+    for k in range(first - 1, -1, -1):
+        kind = _gap_kind(region[outer[k][1]:outer[k + 1][0]])
+        if kind == "correction":
+            return False
+        if kind == "separate" and _box_content(region, outer[k]).strip() not in values:
+            statements += 1
+    return statements >= MAX_SUPERSEDED_CANDIDATES
+
+
+#: A task that asks to rewrite the expression it states, in the problem or in the response's
+#: own restatement of it ("We need to expand ...", "To factor, ...", "Simplify $...$").
+_TASK_RE = re.compile(r"\b(expand|factor|simplify|combine|rationali[sz]e|multiply\s+out|reduce|evaluate|compute)\w*", re.I)
+_OWN_TASK_RE = re.compile(
+    r"\b(?:to|we|let's|let\s+us)\s+(?:need\s+to\s+|want\s+to\s+|must\s+|have\s+to\s+)?"
+    r"(expand|factor|simplify|combine|rationali[sz]e|multiply\s+out|reduce|evaluate|compute)\b", re.I)
+_MATH_SPAN_RE = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.S)
+_SENTENCE_END_RE = re.compile(r"[.!?](?:\s|$)|\n")
+
+
+def _task_expressions(text: str, own: bool) -> Tuple[set, List[str]]:
+    """The expressions a task names, normalised, and its verbs (lower case): every math span
+    in a sentence whose text before the span has a task verb (``own``: the response's own
+    "we need to expand ..."; else the problem's "Expand ...")."""
+    verb_re = _OWN_TASK_RE if own else _TASK_RE
+    exprs, verbs = set(), []
+    for m in _MATH_SPAN_RE.finditer(text[:4000]):
+        start = max((e.end() for e in _SENTENCE_END_RE.finditer(text, max(m.start() - 200, 0), m.start())),
+                    default=max(m.start() - 200, 0))
+        found = verb_re.findall(_MATH_SPAN_RE.sub(" ", text[start:m.start()]))
+        if found:
+            verbs += [v.lower() for v in found]
+            span = next(g for g in m.groups() if g is not None)
+            exprs.add(_normalise(strip_grouping_braces(span)[:MAX_ANSWER_CHARS]).s)
+    return exprs, verbs
+
+
+def _restates_task(pred: str, gold: str, text: str, question: Optional[str]) -> bool:
+    """Restated task: the final answer is the problem's own expression (``Expand (x+3)(x-8)``
+    answered ``(x+3)(x-8)``, ``Simplify \\sqrt{245}`` answered ``\\sqrt{245}``), or a
+    "factor" task answered with a sum / an "expand" task with a product. The task is read
+    from ``extra_info["question"]`` when the data carries it, else from the response's own
+    statement of it before the final box. Equal in value to the gold, such an answer does
+    no work the problem asked for (MATH's answers are the simplified, requested form)."""
+    pn, gn = _normalise(pred).s, _normalise(gold).s
+    if pn == gn:
+        return False
+    exprs, verbs = _task_expressions(question, own=False) if question else (set(), [])
+    if not question:
+        exprs, verbs = _task_expressions(text[:text.rfind("\\boxed")], own=True)
+    if pn in exprs:
+        return True
+    if any(v.startswith("factor") for v in verbs) and _top_terms(gn) == 1 and "(" in gn:
+        return _top_terms(pn) > 1  # a sum answers no "factor" task
+    if any(v.startswith("expand") or v.startswith("multiply") for v in verbs) and "(" not in gn:
+        return "(" in pn  # a product answers no "expand" task
+    return False
+
+
+def _top_terms(s: str) -> int:
+    """Number of top-level terms of an expression (``x(x+2)+(x+2)`` has 2, ``(x+1)(x+2)`` 1)."""
+    return len(_split_top(s.lstrip("+-"), seps="+-", words=False))
+
+
+# ======================================================================================
+# 4. Equivalence pipeline. Steps (a) unicode and (b) wrappers, labels and units: one
+#    answer string -> its canonical string plus the decorations it carried
 # ======================================================================================
 class _Norm:
     """A normalised answer: ``s`` the canonical string; ``pct`` it carried a percent sign;
-    ``unit`` a trailing unit word (lower-case) or None; ``text`` it was a \\text{...} word."""
+    ``unit`` a trailing unit (canonical words, e.g. "square inch", "pm") or None; ``text`` it
+    was one \\text{...} phrase; ``base`` a base subscript; ``choice`` a leading "(A)" label."""
 
-    __slots__ = ("s", "pct", "unit", "text", "base")
+    __slots__ = ("s", "pct", "unit", "text", "base", "choice")
 
-    def __init__(self, s: str, pct: bool, unit: Optional[str], text: bool, base: Optional[str] = None):
-        self.s, self.pct, self.unit, self.text, self.base = s, pct, unit, text, base
+    def __init__(self, s: str, pct: bool = False, unit: Optional[str] = None, text: bool = False,
+                 base: Optional[str] = None, choice: Optional[str] = None):
+        self.s, self.pct, self.unit, self.text, self.base, self.choice = s, pct, unit, text, base, choice
 
     def same(self, other: "_Norm") -> bool:
         """Identical canonical strings with compatible decorations."""
@@ -448,30 +472,72 @@ def _decorations_compatible(p: "_Norm", g: "_Norm") -> bool:
     return not (p.base and g.base and p.base != g.base)
 
 
+# (a) Unicode maths as models write it -> LaTeX. Hand-written: latex2sympy2_extended's
+# normaliser knows none of these characters, and this runs on every answer (a table).
+_UNICODE = {"π": "\\pi ", "∞": "\\infty ", "−": "-", "–": "-", "×": "\\times ", "·": "\\cdot ", "⋅": "\\cdot ",
+            "∙": "\\cdot ", "÷": "\\div ", "≤": "\\leq ", "≥": "\\geq ", "≠": "\\ne ", "∪": "\\cup ", "∩": "\\cap ",
+            "±": "\\pm ", "∓": "\\mp ", "∈": "\\in ", "…": "\\ldots ", "θ": "\\theta ", "α": "\\alpha ",
+            "β": "\\beta ", "°": "^\\circ ", "\u00a0": " ", "\u2009": " ", "\u202f": " "}
+_UNICODE_CHAR_RE = re.compile("[" + "".join(_UNICODE) + "]")
+_SUPERSCRIPT = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻", "0123456789+-")
+_SUPERSCRIPT_RE = re.compile("[⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻]+")
+_VULGAR = {"½": "1}{2", "⅓": "1}{3", "⅔": "2}{3", "¼": "1}{4", "¾": "3}{4", "⅕": "1}{5", "⅖": "2}{5", "⅗": "3}{5",
+           "⅘": "4}{5", "⅙": "1}{6", "⅚": "5}{6", "⅛": "1}{8", "⅜": "3}{8", "⅝": "5}{8", "⅞": "7}{8"}
+_VULGAR_RE = re.compile("[" + "".join(_VULGAR) + "]")
+#: √ takes the next group, number, command or letter: √21/14 -> \sqrt{21}/14, ∜8 -> \sqrt[4]{8}
+_ROOT_RE = re.compile(r"([√∛∜])\s*(?:\(([^()]*)\)|\{([^{}]*)\}|(\d+(?:\.\d+)?|\\[A-Za-z]+|[A-Za-z]))")
+_ROOT_INDEX = {"√": "", "∛": "[3]", "∜": "[4]"}
+_NON_ASCII_RE = re.compile(r"[^\x00-\x7f]")
+
+
+def _unicode_to_latex(s: str) -> str:
+    """Step (a): ``7√5`` -> ``7\\sqrt{5}``, ``5π/3 − 2√3`` -> ``5\\pi/3 - 2\\sqrt{3}``, ``8x⁹`` ->
+    ``8x^{9}``, ``1¼`` -> ``1\\frac{1}{4}`` (a mixed number), ``(−∞, 8) ∪ ...`` -> LaTeX."""
+    if not _NON_ASCII_RE.search(s):
+        return s
+    s = _UNICODE_CHAR_RE.sub(lambda m: _UNICODE[m.group(0)], s)
+    s = _ROOT_RE.sub(lambda m: "\\sqrt%s{%s}" % (_ROOT_INDEX[m.group(1)], next(
+        g for g in m.groups()[1:] if g is not None).strip()), s)
+    s = _SUPERSCRIPT_RE.sub(lambda m: "^{%s}" % m.group(0).translate(_SUPERSCRIPT), s)
+    return _VULGAR_RE.sub(lambda m: "\\frac{%s}" % _VULGAR[m.group(0)], s)
+
+
+# (b) Wrappers, labels and units.
 _SUBS = (
     ("\\!", ""), ("{,}", ","), ("\\dfrac", "\\frac"), ("\\tfrac", "\\frac"), ("\\cfrac", "\\frac"),
     ("\\dbinom", "\\binom"), ("\\tbinom", "\\binom"), ("\\le ", "\\leq "), ("\\ge ", "\\geq "),
-    ("\\leqslant", "\\leq"), ("\\geqslant", "\\geq"), ("≤", "\\leq "), ("≥", "\\geq "),
-    ("\\lt", "<"), ("\\gt", ">"), ("−", "-"), ("\\cdotp", "\\cdot"), ("\\dots", "\\ldots"),
-    ("\\cdots", "\\ldots"), ("…", "\\ldots"), ("...", "\\ldots"), ("\\neq", "\\ne"), ("\\infin", "\\infty"),
+    ("\\leqslant", "\\leq"), ("\\geqslant", "\\geq"), ("\\lt", "<"), ("\\gt", ">"), ("\\cdotp", "\\cdot"),
+    ("\\dots", "\\ldots"), ("\\cdots", "\\ldots"), ("...", "\\ldots"), ("\\neq", "\\ne"), ("\\infin", "\\infty"),
 )
 _BRACELESS_FRAC_RE = re.compile(r"\\frac\s*(\d)\s*(\d)")
 _BRACELESS_FRAC2_RE = re.compile(r"\\frac\s*\{([^{}]*)\}\s*(\d)")
 _BRACELESS_SQRT_RE = re.compile(r"\\sqrt\s*(\d|[A-Za-z](?![A-Za-z]))")
+_ONE_TOKEN_EXP_RE = re.compile(r"\^\s*\{\s*(\w)\s*\}")  # x^{2} -> x^2
 _STYLE_RE = re.compile(
     r"\\(?:displaystyle|textstyle|scriptstyle|left|right|bigl|bigr|Bigl|Bigr|big|Big|bigg|Bigg)(?![A-Za-z])\s*")
 _SPACE_CMD_RE = re.compile(r"(?<!\\)\\[,;: ]|\\q?quad(?![A-Za-z])|~")
 _LE_GE_RE = re.compile(r"\\(le|ge)(?![A-Za-z])")
+_BRACKETED_MATRIX_RE = re.compile(r"^[\[(]\s*(\\begin\{([a-zA-Z]*matrix|array)\}.*\\end\{\2\})\s*[\])]$", re.S)
 _PCT_RE = re.compile(r"\\?%")
-_DEG_RE = re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|°|\\degree(?![A-Za-z])|\^\s*\{\s*o\s*\}")
+_DEG_RE = re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|\\degree(?![A-Za-z])|\^\s*\{\s*o\s*\}")
 _DOLLAR_RE = re.compile(r"\\\$|\$")
 _WRAP_RE = re.compile(r"\\(text|textbf|textit|textrm|textnormal|mathrm|mathbf|mathit|mathsf|mathnormal|"
                       r"mbox|boxed|fbox|bm|boldsymbol|emph)\s*\{")
 _TEXTISH = frozenset({"text", "textbf", "textit", "textrm", "textnormal", "mbox", "mathrm", "emph"})
+#: One or more trailing text pieces, then an optional power: "32\text{ cm}^2", "5\text{ sq}\text{ in}".
 _TRAIL_TEXT_UNIT_RE = re.compile(
-    r"^(?P<v>.*?[^\s{(\[])\s*\\(?:text|mbox|mathrm|textrm)\s*\{\s*(?P<u>[A-Za-z][A-Za-z .]*?)\s*\.?\s*\}"
-    r"(?:\s*\^\s*\{?\s*[23]\s*\}?)?\s*\.?$")
-_TRAIL_WORD_UNIT_RE = re.compile(r"^(?P<v>[-+]?[\d.,]*\d)\s+(?P<u>[A-Za-z]{2,}(?: [A-Za-z]+)*)(?:\^[23])?$")
+    r"^(?P<v>.*?[^\s{(\[])\s*(?P<u>(?:\\(?:text|mbox|mathrm|textrm)\s*\{[^{}]*\}\s*)+)"
+    r"(?:\^\s*\{?\s*(?P<p>[23])\s*\}?)?\s*\.?$")
+_UNIT_WORDS_RE = re.compile(r"^[A-Za-z][A-Za-z .]*$")
+_TRAIL_WORD_UNIT_RE = re.compile(
+    r"^(?P<v>[-+]?[\d.,]*\d)\s+(?P<u>[A-Za-z]{2,}(?: [A-Za-z]+)*)(?:\^\{?(?P<p>[23])\}?)?$")
+#: A leading label: "\text{The sum is } 45", "\text{Directrix: } y = 3", "Remainder: 7".
+_LABEL_RE = re.compile(
+    r"^(?:\\(?:text|textbf|mbox|textrm|mathrm)\s*\{\s*(?P<t>[A-Za-z][A-Za-z ,'-]*?(?:\sis|\sare|\sequals?|"
+    r"\swas|\swere|:|=))\s*\}|(?P<w>[A-Za-z][A-Za-z ]+):)\s*(?P<rest>\S.*)$", re.S)
+_CHOICE_LABEL_RE = re.compile(r"^\(([A-E])\)\s*(?!.*\([A-E]\)|.*\b(?:and|or)\b)(?P<rest>\S.*)$", re.S)
+_THOUSANDS_SEP_RE = re.compile(r"(?<=\d),\s*\\!\s*(?=\d)")  # MATH's "11,\! 111" is one number
+_TIME_RE = re.compile(r"^(\d{1,2}(?::\d{2}){1,2})\s*(?:([ap])\s*\.?\s*m\.?)?$", re.I)
 _REALS_RE = re.compile(r"^(?:\\mathbb\{R\}|\\mathbb R|\\R|\\text\{all real numbers\}|all real numbers|\\reals)$")
 _IN_PREFIX_RE = re.compile(r"^[A-Za-z]\s*\\in\s*")
 _BASE_SUB_RE = re.compile(r"^([0-9A-Z]+)_\{?(\d{1,2})\}?$")
@@ -479,10 +545,7 @@ _THOUSANDS_RE = re.compile(r"^[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
 _GROUP_THOUSANDS_RE = re.compile(r"\{(\d{1,3}(?:,\d{3})+(?:\.\d+)?)\}")
 _WS_RE = re.compile(r"\s+")
 _SPACE_DROP_RE = re.compile(r"(?<![A-Za-z]) | (?![A-Za-z])")
-_GENERIC_UNITS = frozenset({"unit", "units", "square unit", "square units", "sq unit", "sq units",
-                            "cubic unit", "cubic units"})
-
-
+_GENERIC_UNITS = frozenset({"unit", "square unit", "cubic unit"})
 def _match_brace(s: str, i: int) -> int:
     """Index of the brace closing the group opened at s[i] == '{', or -1."""
     depth = 0
@@ -568,35 +631,45 @@ def _unwrap(s: str) -> Tuple[str, bool]:
         s = s[:m.start()] + s[m.end():close] + s[close + 1:]
     return s, whole_text
 
-
 _UNIT_ALIASES = {
     "inches": "inch", "in": "inch", "feet": "foot", "ft": "foot", "yd": "yard", "mi": "mile",
     "centimeter": "cm", "centimetre": "cm", "meter": "m", "metre": "m", "kilometer": "km",
-    "millimeter": "mm", "sq": "square", "cu": "cubic", "hr": "hour", "hrs": "hour", "h": "hour",
+    "millimeter": "mm", "hr": "hour", "hrs": "hour", "h": "hour",
     "min": "minute", "mins": "minute", "sec": "second", "secs": "second", "s": "second",
-    "dollar": "dollar", "cent": "cent", "lb": "pound", "lbs": "pound", "oz": "ounce",
-    "mph": "mile per hour", "kg": "kilogram", "g": "gram",
+    "lb": "pound", "lbs": "pound", "oz": "ounce", "mph": "mile per hour", "kg": "kilogram", "g": "gram",
 }
+_UNIT_POWERS = {"sq": "2", "square": "2", "squared": "2", "cu": "3", "cubic": "3", "cubed": "3"}
 
 
-def _unit_key(u: str) -> str:
-    """Canonical unit words: lower case, singular, common abbreviations expanded."""
-    u = u.lower().strip().rstrip(".")
-    u = re.sub(r"\s+", " ", u)
-    words = [_UNIT_ALIASES.get(w, w) for w in u.replace(".", "").split()]
-    words = [w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w for w in words]
-    return " ".join(_UNIT_ALIASES.get(w, w) for w in words)
+def _unit_key(u: str, power: Optional[str] = None) -> str:
+    """Canonical unit: lower case, singular, abbreviations expanded, the power as a word
+    ("in^2", "sq in", "square inches", "inches squared" -> "square inch"; "p.m." -> "pm")."""
+    words = []
+    for w in u.lower().replace(".", "").split():
+        if w in _UNIT_POWERS:
+            power = _UNIT_POWERS[w]
+            continue
+        w = _UNIT_ALIASES.get(w, w)
+        w = w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w
+        words.append(_UNIT_ALIASES.get(w, w))
+    return {"2": "square ", "3": "cubic "}.get(power or "", "") + " ".join(words)
 
 
 @lru_cache(maxsize=16384)
 def _normalise(raw: str) -> _Norm:
-    """Canonical form of one answer under MATH's conventions (cached: golds repeat n times).
+    """Steps (a) and (b): the canonical form of one answer under MATH's conventions (cached:
+    golds repeat n times). Drops presentation only and records what it drops, in order:
 
-    Drops presentation only: \\left/\\right, \\displaystyle, spacing commands, \\dfrac/\\tfrac,
-    dollar signs, degree signs, text/bold wrappers, thousands separators, trailing periods,
-    base subscripts (``1011_2`` -> ``1011``), ``x \\in``; records a percent sign and a
-    trailing unit so that the comparison can decide about them."""
-    s = raw.strip()
+    (a) unicode to LaTeX; (b1) presentation: grouping braces, \\dfrac/\\tfrac, \\left/\\right,
+    spacing commands, brackets around a matrix environment; (b2) percent and dollar signs;
+    (b3) trailing units, several text pieces and a power allowed; (b4) text and font wrappers
+    (a whole \\text{...} phrase is recorded as text); (b5) leading labels ("The sum is",
+    "Directrix:") and a choice letter "(A)" in front of a value; (b6) degree signs (a unit),
+    a time of day's a.m./p.m. (a unit), "x \\in", spaces, trailing periods, thousands
+    separators, base subscripts (``1011_2`` -> ``1011``)."""
+    s = _unicode_to_latex(raw.strip())
+    if "\\!" in s:
+        s = _THOUSANDS_SEP_RE.sub(",", s)
     if s.startswith("{"):
         s = strip_grouping_braces(s)
     for a, b in _SUBS:
@@ -607,46 +680,61 @@ def _normalise(raw: str) -> _Norm:
         s = _BRACELESS_FRAC2_RE.sub(r"\\frac{\1}{\2}", _BRACELESS_FRAC_RE.sub(r"\\frac{\1}{\2}", s))
     if "\\sqrt" in s:
         s = _BRACELESS_SQRT_RE.sub(r"\\sqrt{\1}", s)
-    s = _SPACE_CMD_RE.sub(" ", s)
-    s = _LE_GE_RE.sub(lambda m: "\\" + m.group(1) + "q", s)
+    if "^" in s:
+        s = _ONE_TOKEN_EXP_RE.sub(r"^\1", s)
+    s = _LE_GE_RE.sub(lambda m: "\\" + m.group(1) + "q", _SPACE_CMD_RE.sub(" ", s)).strip()
+    if "\\begin" in s:
+        m = _BRACKETED_MATRIX_RE.match(s)
+        s = m.group(1) if m else s
     pct = False
     if "%" in s:
         s2 = _PCT_RE.sub("", s)
-        pct = s2 != s
-        s = s2
-    s2 = _DEG_RE.sub("", s)
-    degrees = s2 != s
-    s = _DOLLAR_RE.sub("", s2).strip()
+        pct, s = s2 != s, s2
+    s = _DOLLAR_RE.sub("", s).strip()
     unit = None
-    m = _TRAIL_TEXT_UNIT_RE.match(s)
-    if m and not re.search(r"[=<>]|\\[lg]eq", m.group("v")):
-        u = m.group("u").strip()
-        if u.lower() not in ("or", "and"):
-            s, unit = m.group("v"), _unit_key(u)
+    m = _TRAIL_TEXT_UNIT_RE.match(s) if "{" in s else None
+    if m and re.search(r"\d", m.group("v")) and not re.search(r"[=<>]|\\[lg]eq", m.group("v")):
+        u = " ".join(re.findall(r"\{([^{}]*)\}", m.group("u"))).strip()
+        if _UNIT_WORDS_RE.match(u) and len(u.split()) <= 3 and u.lower() not in ("or", "and"):
+            s, unit = m.group("v"), _unit_key(u, m.group("p"))
+    label = _LABEL_RE.match(s) if s[:1] == "\\" or ":" in s else None
+    if label:
+        s = label.group("rest")
     s, is_text = _unwrap(s)
     s = _WS_RE.sub(" ", s).strip()
+    choice = None
+    m = _CHOICE_LABEL_RE.match(s) if s.startswith("(") else None
+    if m:
+        choice, s = m.group(1), m.group("rest")
     if unit is None:
         m = _TRAIL_WORD_UNIT_RE.match(s)
         if m:
-            s, unit = m.group("v"), _unit_key(m.group("u"))
-    if degrees and unit is None:
+            s, unit = m.group("v"), _unit_key(m.group("u"), m.group("p"))
+        elif ":" in s:
+            m = _TIME_RE.match(s)
+            if m:
+                s, unit = m.group(1), (m.group(2).lower() + "m" if m.group(2) else None)
+    s2 = _DEG_RE.sub("", s)
+    thousands = "," in s2 and _THOUSANDS_RE.match(s2) and all(  # "60^\circ,120^\circ" is a list
+        d.start() > s.rfind(",") for d in _DEG_RE.finditer(s))
+    if s2 != s and unit is None:
         unit = "degree"
+    s = s2
     if _REALS_RE.match(s):
         s = "(-\\infty,\\infty)"
     s = _IN_PREFIX_RE.sub("", s)
     s = _SPACE_DROP_RE.sub("", s).rstrip(".,;: ").lstrip("+")
-    if "," in s:
-        if _THOUSANDS_RE.match(s):
-            s = s.replace(",", "")
-        elif "{" in s:  # inside a group a comma cannot separate answers: \frac{1}{29,322,216}
-            s = _GROUP_THOUSANDS_RE.sub(lambda m: "{" + m.group(1).replace(",", "") + "}", s)
+    if thousands:
+        s = s.replace(",", "")
+    elif "," in s and "{" in s:  # inside a group a comma cannot separate answers: \frac{1}{29,322,216}
+        s = _GROUP_THOUSANDS_RE.sub(lambda m: "{" + m.group(1).replace(",", "") + "}", s)
     base = None
     m = _BASE_SUB_RE.match(s)
     if m:
         s, base = m.group(1), m.group(2)
     if s.startswith("{") and s.endswith("}"):  # braces exposed by the steps above
         s = strip_grouping_braces(s)
-    return _Norm(s, pct, unit, is_text, base)
+    return _Norm(s, pct, unit, is_text and not label, base, choice)
 
 
 def _norm_key(raw: str) -> str:
@@ -655,163 +743,257 @@ def _norm_key(raw: str) -> str:
 
 
 # ======================================================================================
-# Exact numbers (fast path): Fraction or a big integer power
+# 4 (c)-(e). Relation chains, the typed parse, the comparison by type
 # ======================================================================================
-class _BigPow:
-    """An integer power too large to evaluate: r**e with r not a perfect power (canonical),
-    or an unresolvable tower (``e`` None, ``key`` its literal shape)."""
-
-    __slots__ = ("r", "e", "key")
-
-    def __init__(self, r: int, e: Optional[int], key: str = ""):
-        self.r, self.e, self.key = r, e, key
-
-    def __eq__(self, other):
-        return isinstance(other, _BigPow) and (self.r, self.e, self.key) == (other.r, other.e, other.key)
-
-    def __hash__(self):
-        return hash((self.r, self.e, self.key))
+_LETTER_RE = re.compile(r"^\(?([A-E])\)?$")
+_LETTER_PRED_RE = re.compile(r"^\(?([A-E])\)(?:\S.*)?$|^([A-E])$")
+_WORD_RE = re.compile(r"^[A-Za-z][A-Za-z' -]*[A-Za-z]$")
+#: Words that make a sentence around a text answer something else than that answer.
+_NOT_THE_ANSWER_RE = re.compile(r"\b(?:not|no|neither|nor|or|either|never|except|unless|and|but|maybe)\b", re.I)
+_COMMAND_RE = re.compile(r"\\[A-Za-z]+")
+_VARIABLE_RE = re.compile(r"[A-DF-HJ-Za-df-hj-z]")  # letters other than e and i (constants)
 
 
-_INT_RE = re.compile(r"^[-+]?\d+$")
-_DEC_RE = re.compile(r"^([-+]?)(\d*)\.(\d*)$")
-_FRAC_RE = re.compile(r"^([-+]?)\\frac\{([-+]?)(\d+(?:\.\d+)?)\}\{(\d+(?:\.\d+)?)\}$")
-_SLASH_RE = re.compile(r"^([-+]?)(\d+(?:\.\d+)?)/(\d+(?:\.\d+)?)$")
-_MIXED_RE = re.compile(r"^([-+]?)(\d+)\\frac\{(\d+)\}\{(\d+)\}$")
-_SCI_RE = re.compile(r"^([-+]?\d*\.?\d+)(?:\\times|\\cdot|\*|x)10\^\{?([-+]?\d+)\}?$")
-_E_RE = re.compile(r"^([-+]?\d*\.?\d+)[eE]([-+]?\d+)$")
-_REPEAT_RE = re.compile(r"^([-+]?)(\d*)\.(\d*)\\(?:overline|bar|dot)\{?(\d+)\}?$")
-_ELLIPSIS_RE = re.compile(r"^([-+]?)(\d*)\.(\d+)(?:\\ldots|\.\.\.)$")
-_TOWER_RE = re.compile(r"^[-+]?\d+(?:\^\{?[-+]?\d+\}?)+$|^[-+]?\d+\^(?:\{\d+\^)+\{?\d+\}?\}+$")
+def _has_variables(s: str) -> bool:
+    """Cheap syntactic test: does s name a variable (a letter outside LaTeX commands)?"""
+    return bool(_VARIABLE_RE.search(_COMMAND_RE.sub("", s)))
 
 
-def _dec(s: str) -> Optional[Fraction]:
-    if len(s) > MAX_INT_DIGITS:
-        return None
-    return Fraction(s)
+def _answer_sides(p: _Norm, g: _Norm, ctx) -> Optional[Tuple[_Norm, _Norm]]:
+    """Step (c), relation chains. When the gold is not itself an equation, a predicted
+    chain ``DA = 2 \\cdot 5\\sqrt{3} = 10\\sqrt{3}`` or ``(x, y) = (2, -3)`` states its last
+    side; sides with variables or words are labels, and a side without any must equal the
+    last (``5 = 8`` is a false statement, not the answer 8: None, not paid). A gold
+    ``x = 7`` against a bare value compares its value. Lists are split first (step d:
+    ``x = 3, y = 4``), so only single items reach here."""
+    pe, ge = _top_level_eq(p.s), _top_level_eq(g.s)
+    if len(pe) > 1 and len(ge) == 1:
+        if any(not _has_variables(side) and not _plain_equal(side, pe[-1], False, False, ctx) for side in pe[:-1]):
+            return None
+        return _Norm(pe[-1], p.pct, p.unit, False, p.base), g
+    if len(ge) == 2 and len(pe) == 1 and _ASSIGN_LHS_RE.match(ge[0]):
+        return p, _Norm(ge[1], g.pct, g.unit, False, g.base)
+    return p, g
 
 
-def _perfect_root(n: int) -> Tuple[int, int]:
-    """(r, k) with n == r**k and k maximal (n small enough for float roots)."""
-    if n < 4 or n.bit_length() > 62:
-        return n, 1
-    for k in range(n.bit_length(), 1, -1):
-        r = round(n ** (1.0 / k))
-        for c in (r - 1, r, r + 1):
-            if c > 1 and c ** k == n:
-                return c, k
-    return n, 1
+#: A label for a structured answer names one: a tuple of names "(x, y) =", a capital "M =",
+#: an arrow "\\vec{v} =" (a plain "x =" names a number, not a vector).
+_STRUCT_LABEL_RE = re.compile(r"^(?:\((?:[A-Za-z\\]+,)+[A-Za-z\\]+\)|[A-Z]\w*|\\(?:vec|overrightarrow)\{\w+\})=")
 
 
-def _tower(s: str):
-    """Right-associated integer power tower ``a^{b^{c}}`` / ``a^b`` -> Fraction or _BigPow.
-    Evaluates exactly while the result stays under MAX_POWER_BITS; beyond that keeps the
-    canonical (root, exponent) pair so that 2^{2^{20}} == 2^{1048576} is still decided."""
-    sign = -1 if s.startswith("-") else 1
-    nums = [int(t) for t in re.findall(r"[-+]?\d+", s.lstrip("+-"))]
-    if len(nums) > 8 or any(len(str(abs(x))) > 18 for x in nums):
-        return None
-    val: object = nums[-1]
-    for base in reversed(nums[:-1]):
-        if isinstance(val, _BigPow):
-            return _BigPow(0, None, s)
-        if val.denominator != 1 if isinstance(val, Fraction) else False:
-            return None  # fractional exponent: a radical, for the CAS
-        e = int(val)
-        if base in (0, 1):
-            val = Fraction(base) if e > 0 or base == 1 else None
-            if val is None:
-                return None
-            continue
-        if e < 0:
-            if -e * abs(base).bit_length() > MAX_POWER_BITS:
-                return _BigPow(0, None, s)
-            val = Fraction(1, base ** (-e))
-            continue
-        if e * abs(base).bit_length() <= MAX_POWER_BITS:
-            val = Fraction(base) ** e
-        elif base > 0:
-            r, k = _perfect_root(base)
-            val = _BigPow(r, k * e)
+def _item_kind(n: _Norm) -> str:
+    """Step (d) for one item: 'choice' (a letter A-E), 'text' (a word answer), 'relation'
+    (an equation), or 'value' (a number or an expression)."""
+    if _LETTER_RE.match(n.s) and (n.text or n.s.startswith("(") or len(n.s) == 1):
+        return "choice"
+    if _WORD_RE.match(n.s) and (n.text or (len(n.s) > 3 and " " not in n.s)):
+        return "text"
+    return "relation" if len(_top_level_eq(n.s)) > 1 else "value"
+
+
+def _text_equal(p: _Norm, g: _Norm) -> bool:
+    """A word answer: the same words in any case, or a short sentence stating it
+    (``January 1, 1960 was a Friday`` for ``Friday``; ``f is an odd function`` for ``odd``):
+    the gold right after a copula, once, and no negation or alternative in the sentence."""
+    gw = [w.lower() for w in re.findall(r"[A-Za-z]+", g.s)]
+    pw = [w.lower() for w in re.findall(r"[A-Za-z]+", p.s)]
+    if pw == gw:
+        return True
+    if not gw or len(pw) > 12 or _NOT_THE_ANSWER_RE.search(p.s):
+        return False
+    hits = [i for i in range(len(pw) - len(gw) + 1) if pw[i:i + len(gw)] == gw]
+    if len(hits) != 1 or len(pw) - hits[0] - len(gw) > 2:
+        return False
+    before = pw[max(hits[0] - 2, 0):hits[0]]
+    return bool(before) and (before[-1] in _COPULAS or (before[-1] in ("a", "an", "the") and before[0] in _COPULAS))
+
+
+_COPULAS = frozenset({"is", "was", "are", "were", "be"})
+
+
+def _values_equal(p: _Norm, g: _Norm, ctx) -> bool:
+    """Step (e) for one item against one item, by the gold's kind."""
+    if not _decorations_compatible(p, g):
+        return False
+    if p.s == g.s and p.pct == g.pct:
+        return True
+    sides = _answer_sides(p, g, ctx)
+    if sides is None:
+        return False
+    p, g = sides
+    kind = _item_kind(g)
+    if kind == "choice":  # "(B)", "\text{(B)}", "B" (MATH's AMC-style answers)
+        mp = _LETTER_PRED_RE.match(p.s)
+        letter = p.choice or (mp and (mp.group(1) or mp.group(2)))
+        return letter == _LETTER_RE.match(g.s).group(1)
+    if kind == "text" or (p.text and _WORD_RE.match(p.s)):
+        return _text_equal(p, g)  # word answers compare as words, never as products of symbols
+    if kind == "relation" or _item_kind(p) == "relation":
+        pe, ge = _top_level_eq(p.s), _top_level_eq(g.s)
+        if len(pe) == 2 and len(ge) == 2 and pe[0] == ge[0] and _ASSIGN_LHS_RE.match(pe[0]):
+            return _values_equal(_Norm(pe[1], p.pct), _Norm(ge[1], g.pct), ctx)
+        return _equations_equal(p.s, g.s, ctx["deadline"])
+    pi, gi = _INEQ_SPLIT_RE.split(p.s), _INEQ_SPLIT_RE.split(g.s)
+    if len(pi) == 3 or len(gi) == 3:  # "s^2 \\leq 8r^2": the same relation, sides compared
+        (a, op, b), (c, gop, d) = _oriented(pi), _oriented(gi)
+        return op == gop and _plain_equal(a, c, False, False, ctx) and _plain_equal(b, d, False, False, ctx)
+    return _plain_equal(p.s, g.s, p.pct, g.pct, ctx)
+
+
+_INEQ_SPLIT_RE = re.compile(r"(\\leq|\\geq|<|>)")
+
+
+def _oriented(parts: List[str]) -> Tuple[str, str, str]:
+    """An inequality as (smaller side, "<" or "\\leq", larger side); other shapes never match."""
+    if len(parts) != 3:
+        return ("", "?", "")
+    a, op, b = parts
+    return (b, {">": "<", "\\geq": "\\leq"}[op], a) if op in (">", "\\geq") else (a, op, b)
+
+
+def _plain_equal(ps: str, gs: str, ppct: bool, gpct: bool, ctx) -> bool:
+    """Numbers exactly (fast path), then expressions by the CAS."""
+    if ps == gs and ppct == gpct:
+        return True
+    pv, gv = _exact_number(ps), _exact_number(gs)
+    if pv is not None and gv is not None:
+        if isinstance(pv, _BigPow) or isinstance(gv, _BigPow):
+            return pv == gv and pv.e is not None
+        if ppct == gpct:
+            return pv == gv
+        # a percent sign on one side only: "10\%" == "10" (MATH) and == "0.1"
+        if gpct:
+            return pv == gv or pv * 100 == gv
+        return pv == gv or pv == gv * 100
+    if isinstance(pv, _BigPow) or isinstance(gv, _BigPow):
+        return False
+    if ps == gs:
+        return True
+    if _has_variables(ps) != _has_variables(gs):
+        return False  # a number never equals an expression in variables: skip the parser
+    if time.monotonic() > ctx["deadline"]:
+        STATS["cas_deadline"] += 1
+        raise _Rejected("deadline")
+    ok = _cas_equal(ps, gs, ctx["deadline"])
+    if not ok and ppct != gpct:
+        ok = _cas_equal(ps + "/100" if ppct else ps, gs + "/100" if gpct else gs, ctx["deadline"])
+    return ok
+
+
+def _items_equal(p_items: List[str], g_items: List[str], ordered: bool, ctx) -> bool:
+    if len(p_items) != len(g_items):
+        return False
+    pn = [_normalise(x) for x in p_items]
+    gn = [_normalise(x) for x in g_items]
+    if ordered:
+        if len(p_items) > MAX_LIST_ITEMS:
+            return [x.s for x in pn] == [x.s for x in gn]
+        return all(_match(pi, gi, ctx) for pi, gi in zip(pn, gn))
+    pk, gk = sorted(x.s for x in pn), sorted(x.s for x in gn)
+    if pk == gk:
+        return True
+    if len(p_items) > MAX_LIST_ITEMS:
+        return False
+    return _matched_unordered(pn, gn, lambda a, b: _match(a, b, ctx))
+
+
+def _matched_unordered(p_items: list, g_items: list, eq) -> bool:
+    """Every gold item matched by a distinct predicted item (sets, unions: any order)."""
+    used = [False] * len(p_items)
+    for gi in g_items:
+        for j, pj in enumerate(p_items):
+            if not used[j] and eq(pj, gi):
+                used[j] = True
+                break
         else:
-            return None
-    if isinstance(val, Fraction):
-        return sign * val
-    if isinstance(val, int):
-        return Fraction(sign * val)
-    return val if sign == 1 else _BigPow(-1, None, s)
+            return False
+    return True
 
 
-@lru_cache(maxsize=16384)
-def _exact_number(s: str):
-    """Exact value of a plain number written in a MATH style, else None.
-
-    Integers, decimals, ``\\frac{a}{b}``, ``a/b``, mixed numbers ``2\\frac{1}{2}`` (proper
-    fraction after an integer, MATH's convention), scientific notation (``3.2\\times10^5``,
-    ``3.2e5``), repeating decimals (``0.\\overline{36}``, ``0.1\\overline{6}``, ``0.333\\ldots``)
-    and integer power towers. Own code rather than the CAS because these forms are most
-    answers (speed) and math-verify misreads several (repeating decimals, towers)."""
-    if len(s) > MAX_INT_DIGITS:
-        return None
-    if _INT_RE.match(s):
-        return Fraction(int(s))
-    m = _DEC_RE.match(s)
-    if m and (m.group(2) or m.group(3)):
-        return _dec(s if m.group(3) else s + "0")
-    m = _FRAC_RE.match(s)
-    if m:
-        num, den = _dec(m.group(3)), _dec(m.group(4))
-        if den == 0:
-            return None
-        neg = (m.group(1) == "-") != (m.group(2) == "-")
-        return (-1 if neg else 1) * num / den
-    m = _SLASH_RE.match(s)
-    if m:
-        num, den = _dec(m.group(2)), _dec(m.group(3))
-        if den == 0:
-            return None
-        return (-1 if m.group(1) == "-" else 1) * num / den
-    m = _MIXED_RE.match(s)
-    if m:
-        whole, num, den = int(m.group(2)), int(m.group(3)), int(m.group(4))
-        if den == 0 or num >= den:
-            return None  # not a proper mixed number: let the CAS read it as a product
-        return (-1 if m.group(1) == "-" else 1) * (whole + Fraction(num, den))
-    m = _SCI_RE.match(s) or _E_RE.match(s)
-    if m:
-        e = int(m.group(2))
-        if abs(e) > 1000:
-            return None
-        return Fraction(m.group(1)) * Fraction(10) ** e
-    m = _REPEAT_RE.match(s)
-    if m:
-        sign, whole, pre, rep = m.groups()
-        return (-1 if sign == "-" else 1) * _repeating(whole, pre, rep)
-    m = _ELLIPSIS_RE.match(s)
-    if m:
-        sign, whole, digits = m.groups()
-        for p in range(1, len(digits) // 2 + 1):
-            block = digits[-p:]
-            if digits[-2 * p:-p] == block:
-                pre = digits[:-p]
-                while pre.endswith(block):
-                    pre = pre[:-p]
-                return (-1 if sign == "-" else 1) * _repeating(whole, pre, block)
-        return None
-    if "^" in s and _TOWER_RE.match(s):
-        return _tower(s)
-    return None
+def _as_matrix(st: _Struct, other: _Struct) -> _Struct:
+    """A tuple ``(7, -13)`` is the vector ``\\begin{pmatrix} 7 \\\\ -13 \\end{pmatrix}``: a
+    column, or a row when the other side is one row (MATH writes vectors both ways)."""
+    if st.kind != "tuple" or st.brackets != "()":
+        return st
+    if other.kind == "matrix" and len(other.items) == 1:
+        return _Struct("matrix", items=[list(st.items)])
+    return _Struct("matrix", items=[[x] for x in st.items])
 
 
-def _repeating(whole: str, pre: str, rep: str) -> Fraction:
-    base = Fraction(int(whole or "0"))
-    if pre:
-        base += Fraction(int(pre), 10 ** len(pre))
-    return base + Fraction(int(rep), (10 ** len(rep) - 1) * 10 ** len(pre))
+def _match(p: _Norm, g: _Norm, ctx) -> bool:
+    """Step (e): compare two normalised answers by the type of their parse (step d)."""
+    if p.same(g):
+        return True
+    if _item_kind(g) == "text":  # a word answer has no structure: "Friday" vs a sentence
+        return _values_equal(p, g, ctx)
+    ps, gs = _structure(p.s), _structure(g.s)
+    if gs.kind == "scalar" and ps.kind == "scalar":
+        return _values_equal(p, g, ctx)
+    if ps.kind == "scalar" and _STRUCT_LABEL_RE.match(p.s):  # "(x, y) = (2, -3)": step (c)
+        sides = _answer_sides(p, g, ctx)
+        return sides is not None and sides[0].s != p.s and _match(sides[0], g, ctx)
+    if gs.kind == "matrix" or ps.kind == "matrix":
+        ps, gs = _as_matrix(ps, gs), _as_matrix(gs, ps)
+        if gs.kind != ps.kind or len(gs.items) != len(ps.items):
+            return False
+        if any(len(r1) != len(r2) for r1, r2 in zip(gs.items, ps.items)):
+            return False
+        return all(_match(_normalise(a), _normalise(b), ctx)
+                   for r1, r2 in zip(ps.items, gs.items) for a, b in zip(r1, r2))
+    if gs.kind == "union" or ps.kind == "union":
+        if gs.kind != ps.kind or len(gs.items) != len(ps.items):
+            return False
+        return _matched_unordered(ps.items, gs.items, lambda a, b: _piece_equal(a, b, ctx))
+    if gs.kind == "tuple":
+        if ps.kind == "tuple":
+            return _tuple_equal(ps, gs, ctx)
+        if ps.kind == "list" and len(gs.items) > 2:
+            return _items_equal(ps.items, gs.items, True, ctx)  # "1, 2, 3" for "(1, 2, 3)"
+        return False
+    if gs.kind == "list":
+        if ps.kind == "list":
+            return _items_equal(ps.items, gs.items, gs.ordered or ps.ordered, ctx)
+        if ps.kind == "tuple" and not gs.ordered and ps.brackets == "()" and len(ps.items) > 2:
+            return _items_equal(ps.items, gs.items, True, ctx)
+        return False
+    # gold scalar, prediction a list/tuple: several answers for one (hedging) unless equal
+    if ps.kind == "list" and len({_normalise(x).s for x in ps.items}) == 1:
+        return _match(_normalise(ps.items[0]), g, ctx)
+    return False
+
+
+def _piece_equal(p: _Struct, g: _Struct, ctx) -> bool:
+    """One piece of a union: an interval (ordered, brackets count) or a finite set."""
+    if p.kind != g.kind:
+        return False
+    if p.kind == "list":
+        return _items_equal(p.items, g.items, False, ctx)
+    return _tuple_equal(p, g, ctx)
+
+
+def _tuple_equal(p: _Struct, g: _Struct, ctx) -> bool:
+    if p.brackets != g.brackets or len(p.items) != len(g.items):
+        return False
+    return _items_equal(p.items, g.items, True, ctx)
+
+
+def answers_match(pred: str, gold: str, deadline: Optional[float] = None) -> bool:
+    """True when the extracted answer ``pred`` states the same value as ``gold`` (both
+    LaTeX fragments without ``\\boxed``): steps (a)-(e) of section 4."""
+    if len(pred) > MAX_ANSWER_CHARS or len(gold) > MAX_ANSWER_CHARS:
+        return pred.strip() == gold.strip()  # too long to normalise or compare: verbatim only
+    if deadline is None:
+        deadline = time.monotonic() + CAS_BUDGET_S
+    pn, gn = _normalise(pred), _normalise(gold)
+    if pn.same(gn):
+        return True
+    if not pn.s or not gn.s:
+        return False
+    return _match(pn, gn, {"deadline": deadline})
 
 
 # ======================================================================================
-# Structure: lists, sets, tuples, intervals, matrices, equations
+# 4 (d). Typed parse: matrix, union, tuple/interval, set/list, or one item
 # ======================================================================================
 _OPEN = "([{"
 _CLOSE = ")]}"
@@ -1097,9 +1279,163 @@ def _assignments(st: _Struct) -> _Struct:
         return _Struct("list", items=vals, ordered=st.ordered)
     return st
 
+# ======================================================================================
+# 4 (e1). Exact numbers (fast path of the comparison): Fraction or a big integer power
+# ======================================================================================
+class _BigPow:
+    """An integer power too large to evaluate: r**e with r not a perfect power (canonical),
+    or an unresolvable tower (``e`` None, ``key`` its literal shape)."""
+
+    __slots__ = ("r", "e", "key")
+
+    def __init__(self, r: int, e: Optional[int], key: str = ""):
+        self.r, self.e, self.key = r, e, key
+
+    def __eq__(self, other):
+        return isinstance(other, _BigPow) and (self.r, self.e, self.key) == (other.r, other.e, other.key)
+
+    def __hash__(self):
+        return hash((self.r, self.e, self.key))
+
+
+_INT_RE = re.compile(r"^[-+]?\d+$")
+_DEC_RE = re.compile(r"^([-+]?)(\d*)\.(\d*)$")
+_FRAC_RE = re.compile(r"^([-+]?)\\frac\{([-+]?)(\d+(?:\.\d+)?)\}\{(\d+(?:\.\d+)?)\}$")
+_SLASH_RE = re.compile(r"^([-+]?)(\d+(?:\.\d+)?)/(\d+(?:\.\d+)?)$")
+_MIXED_RE = re.compile(r"^([-+]?)(\d+)\\frac\{(\d+)\}\{(\d+)\}$")
+_SCI_RE = re.compile(r"^([-+]?\d*\.?\d+)(?:\\times|\\cdot|\*|x)10\^\{?([-+]?\d+)\}?$")
+_E_RE = re.compile(r"^([-+]?\d*\.?\d+)[eE]([-+]?\d+)$")
+_REPEAT_RE = re.compile(r"^([-+]?)(\d*)\.(\d*)\\(?:overline|bar|dot)\{?(\d+)\}?$")
+_ELLIPSIS_RE = re.compile(r"^([-+]?)(\d*)\.(\d+)(?:\\ldots|\.\.\.)$")
+_TOWER_RE = re.compile(r"^[-+]?\d+(?:\^\{?[-+]?\d+\}?)+$|^[-+]?\d+\^(?:\{\d+\^)+\{?\d+\}?\}+$")
+
+
+def _dec(s: str) -> Optional[Fraction]:
+    if len(s) > MAX_INT_DIGITS:
+        return None
+    return Fraction(s)
+
+
+def _perfect_root(n: int) -> Tuple[int, int]:
+    """(r, k) with n == r**k and k maximal (n small enough for float roots)."""
+    if n < 4 or n.bit_length() > 62:
+        return n, 1
+    for k in range(n.bit_length(), 1, -1):
+        r = round(n ** (1.0 / k))
+        for c in (r - 1, r, r + 1):
+            if c > 1 and c ** k == n:
+                return c, k
+    return n, 1
+
+
+def _tower(s: str):
+    """Right-associated integer power tower ``a^{b^{c}}`` / ``a^b`` -> Fraction or _BigPow.
+    Evaluates exactly while the result stays under MAX_POWER_BITS; beyond that keeps the
+    canonical (root, exponent) pair so that 2^{2^{20}} == 2^{1048576} is still decided."""
+    sign = -1 if s.startswith("-") else 1
+    nums = [int(t) for t in re.findall(r"[-+]?\d+", s.lstrip("+-"))]
+    if len(nums) > 8 or any(len(str(abs(x))) > 18 for x in nums):
+        return None
+    val: object = nums[-1]
+    for base in reversed(nums[:-1]):
+        if isinstance(val, _BigPow):
+            return _BigPow(0, None, s)
+        if val.denominator != 1 if isinstance(val, Fraction) else False:
+            return None  # fractional exponent: a radical, for the CAS
+        e = int(val)
+        if base in (0, 1):
+            val = Fraction(base) if e > 0 or base == 1 else None
+            if val is None:
+                return None
+            continue
+        if e < 0:
+            if -e * abs(base).bit_length() > MAX_POWER_BITS:
+                return _BigPow(0, None, s)
+            val = Fraction(1, base ** (-e))
+            continue
+        if e * abs(base).bit_length() <= MAX_POWER_BITS:
+            val = Fraction(base) ** e
+        elif base > 0:
+            r, k = _perfect_root(base)
+            val = _BigPow(r, k * e)
+        else:
+            return None
+    if isinstance(val, Fraction):
+        return sign * val
+    if isinstance(val, int):
+        return Fraction(sign * val)
+    return val if sign == 1 else _BigPow(-1, None, s)
+
+
+@lru_cache(maxsize=16384)
+def _exact_number(s: str):
+    """Exact value of a plain number written in a MATH style, else None.
+
+    Integers, decimals, ``\\frac{a}{b}``, ``a/b``, mixed numbers ``2\\frac{1}{2}`` (proper
+    fraction after an integer, MATH's convention), scientific notation (``3.2\\times10^5``,
+    ``3.2e5``), repeating decimals (``0.\\overline{36}``, ``0.1\\overline{6}``, ``0.333\\ldots``)
+    and integer power towers. Own code rather than the CAS because these forms are most
+    answers (speed) and math-verify misreads several (repeating decimals, towers)."""
+    if len(s) > MAX_INT_DIGITS:
+        return None
+    if _INT_RE.match(s):
+        return Fraction(int(s))
+    m = _DEC_RE.match(s)
+    if m and (m.group(2) or m.group(3)):
+        return _dec(s if m.group(3) else s + "0")
+    m = _FRAC_RE.match(s)
+    if m:
+        num, den = _dec(m.group(3)), _dec(m.group(4))
+        if den == 0:
+            return None
+        neg = (m.group(1) == "-") != (m.group(2) == "-")
+        return (-1 if neg else 1) * num / den
+    m = _SLASH_RE.match(s)
+    if m:
+        num, den = _dec(m.group(2)), _dec(m.group(3))
+        if den == 0:
+            return None
+        return (-1 if m.group(1) == "-" else 1) * num / den
+    m = _MIXED_RE.match(s)
+    if m:
+        whole, num, den = int(m.group(2)), int(m.group(3)), int(m.group(4))
+        if den == 0 or num >= den:
+            return None  # not a proper mixed number: let the CAS read it as a product
+        return (-1 if m.group(1) == "-" else 1) * (whole + Fraction(num, den))
+    m = _SCI_RE.match(s) or _E_RE.match(s)
+    if m:
+        e = int(m.group(2))
+        if abs(e) > 1000:
+            return None
+        return Fraction(m.group(1)) * Fraction(10) ** e
+    m = _REPEAT_RE.match(s)
+    if m:
+        sign, whole, pre, rep = m.groups()
+        return (-1 if sign == "-" else 1) * _repeating(whole, pre, rep)
+    m = _ELLIPSIS_RE.match(s)
+    if m:
+        sign, whole, digits = m.groups()
+        for p in range(1, len(digits) // 2 + 1):
+            block = digits[-p:]
+            if digits[-2 * p:-p] == block:
+                pre = digits[:-p]
+                while pre.endswith(block):
+                    pre = pre[:-p]
+                return (-1 if sign == "-" else 1) * _repeating(whole, pre, block)
+        return None
+    if "^" in s and _TOWER_RE.match(s):
+        return _tower(s)
+    return None
+
+
+def _repeating(whole: str, pre: str, rep: str) -> Fraction:
+    base = Fraction(int(whole or "0"))
+    if pre:
+        base += Fraction(int(pre), 10 ** len(pre))
+    return base + Fraction(int(rep), (10 ** len(rep) - 1) * 10 ** len(pre))
 
 # ======================================================================================
-# CAS comparison (latex2sympy2_extended + sympy evaluation; math-verify as last resort)
+# 4 (e2). CAS comparison (latex2sympy2_extended + sympy evaluation; math-verify as last resort)
 # ======================================================================================
 _NORM_CFG = _NormalizationConfig(basic_latex=True, units=False, malformed_operators=True, nits=False,
                                  boxed="none")
@@ -1393,199 +1729,8 @@ def _equations_equal(p: str, g: str, deadline: float) -> bool:
         n += 1
     return n >= 2
 
-
 # ======================================================================================
-# The comparison
-# ======================================================================================
-_LETTER_RE = re.compile(r"^\(?([A-E])\)?$")
-_LETTER_PRED_RE = re.compile(r"^\(?([A-E])\)(?:\S.*)?$|^([A-E])$")
-_WORD_RE = re.compile(r"^[A-Za-z][A-Za-z' -]*[A-Za-z]$")
-
-
-def _values_equal(p: _Norm, g: _Norm, ctx) -> bool:
-    """One scalar item against one scalar item."""
-    ps, gs = p.s, g.s
-    if not _decorations_compatible(p, g):
-        return False
-    if ps == gs and p.pct == g.pct:
-        return True
-    # multiple-choice letters: "(B)", "\text{(B)}", "B" (MATH's AMC-style answers)
-    mg = _LETTER_RE.match(gs)
-    if mg and (g.text or gs.startswith("(") or len(gs) == 1):
-        mp = _LETTER_PRED_RE.match(ps)
-        return bool(mp) and (mp.group(1) or mp.group(2)) == mg.group(1)
-    # word answers compare as words (never as products of symbols)
-    if (g.text or p.text) and (_WORD_RE.match(gs) or _WORD_RE.match(ps)):
-        return gs.replace(" ", "").lower() == ps.replace(" ", "").lower()
-    if _WORD_RE.match(gs) and len(gs) > 3 and " " not in gs and _WORD_RE.match(ps):
-        return gs.lower() == ps.lower()
-    # equations: "x = 5" vs "5" strips a name; two equations compare as relations
-    pe, ge = _top_level_eq(ps), _top_level_eq(gs)
-    if len(pe) > 1 or len(ge) > 1:
-        if len(pe) > 1 and len(ge) > 1:
-            if len(pe) == 2 and len(ge) == 2 and pe[0] == ge[0] and _ASSIGN_LHS_RE.match(pe[0]):
-                return _values_equal(_Norm(pe[1], p.pct, None, False), _Norm(ge[1], g.pct, None, False), ctx)
-            return _equations_equal(ps, gs, ctx["deadline"])
-        if len(pe) > 1:
-            return _eq_side_value(pe, p, g, ctx, pred_side=True)
-        return _eq_side_value(ge, g, p, ctx, pred_side=False)
-    return _plain_equal(ps, gs, p.pct, g.pct, ctx)
-
-
-def _eq_side_value(parts: List[str], eq: _Norm, other: _Norm, ctx, pred_side: bool) -> bool:
-    """``name = value`` against a bare value. A chain of numbers must be a true statement
-    (``5 = 7`` is not 7: the issue's hack), and ``x = x`` states no value."""
-    if len(parts) == 2 and _ASSIGN_LHS_RE.match(parts[0]) and parts[1] != parts[0]:
-        val = _Norm(parts[1], eq.pct, None, False)
-        return _values_equal(val, other, ctx) if pred_side else _values_equal(other, val, ctx)
-    if not pred_side:
-        return False
-    # numeric chain "2+3 = 5": every side must be equal, then the last side is the value
-    last = parts[-1]
-    for side in parts[:-1]:
-        if not _plain_equal(side, last, False, False, ctx):
-            return False
-    return _plain_equal(last, other.s, eq.pct, other.pct, ctx)
-
-
-_COMMAND_RE = re.compile(r"\\[A-Za-z]+")
-_VARIABLE_RE = re.compile(r"[A-DF-HJ-Za-df-hj-z]")  # letters other than e and i (constants)
-
-
-def _has_variables(s: str) -> bool:
-    """Cheap syntactic test: does s name a variable (a letter outside LaTeX commands)?"""
-    return bool(_VARIABLE_RE.search(_COMMAND_RE.sub("", s)))
-
-
-def _plain_equal(ps: str, gs: str, ppct: bool, gpct: bool, ctx) -> bool:
-    if ps == gs and ppct == gpct:
-        return True
-    pv, gv = _exact_number(ps), _exact_number(gs)
-    if pv is not None and gv is not None:
-        if isinstance(pv, _BigPow) or isinstance(gv, _BigPow):
-            return pv == gv and pv.e is not None
-        if ppct == gpct:
-            return pv == gv
-        # a percent sign on one side only: "10\%" == "10" (MATH) and == "0.1"
-        if gpct:
-            return pv == gv or pv * 100 == gv
-        return pv == gv or pv == gv * 100
-    if isinstance(pv, _BigPow) or isinstance(gv, _BigPow):
-        return False
-    if ps == gs:
-        return True
-    if _has_variables(ps) != _has_variables(gs):
-        return False  # a number never equals an expression in variables: skip the parser
-    if time.monotonic() > ctx["deadline"]:
-        STATS["cas_deadline"] += 1
-        raise _Rejected("deadline")
-    ok = _cas_equal(ps, gs, ctx["deadline"])
-    if not ok and ppct != gpct:
-        ok = _cas_equal(ps + "/100" if ppct else ps, gs + "/100" if gpct else gs, ctx["deadline"])
-    return ok
-
-
-def _items_equal(p_items: List[str], g_items: List[str], ordered: bool, ctx) -> bool:
-    if len(p_items) != len(g_items):
-        return False
-    pn = [_normalise(x) for x in p_items]
-    gn = [_normalise(x) for x in g_items]
-    if ordered:
-        if len(p_items) > MAX_LIST_ITEMS:
-            return [x.s for x in pn] == [x.s for x in gn]
-        return all(_match(pi, gi, ctx) for pi, gi in zip(pn, gn))
-    pk, gk = sorted(x.s for x in pn), sorted(x.s for x in gn)
-    if pk == gk:
-        return True
-    if len(p_items) > MAX_LIST_ITEMS:
-        return False
-    used = [False] * len(pn)
-    for gi in gn:
-        for j, pj in enumerate(pn):
-            if not used[j] and _match(pj, gi, ctx):
-                used[j] = True
-                break
-        else:
-            return False
-    return True
-
-
-def _match(p: _Norm, g: _Norm, ctx) -> bool:
-    """Structured comparison of two normalised answers."""
-    if p.same(g):
-        return True
-    ps, gs = _structure(p.s), _structure(g.s)
-    if gs.kind == "scalar" and ps.kind == "scalar":
-        return _values_equal(p, g, ctx)
-    if gs.kind == "matrix" or ps.kind == "matrix":
-        if gs.kind != ps.kind or len(gs.items) != len(ps.items):
-            return False
-        if any(len(r1) != len(r2) for r1, r2 in zip(gs.items, ps.items)):
-            return False
-        return all(_match(_normalise(a), _normalise(b), ctx)
-                   for r1, r2 in zip(ps.items, gs.items) for a, b in zip(r1, r2))
-    if gs.kind == "union" or ps.kind == "union":
-        if gs.kind != ps.kind or len(gs.items) != len(ps.items):
-            return False
-        used = [False] * len(ps.items)
-        for gi in gs.items:
-            for j, pj in enumerate(ps.items):
-                if not used[j] and _piece_equal(pj, gi, ctx):
-                    used[j] = True
-                    break
-            else:
-                return False
-        return True
-    if gs.kind == "tuple":
-        if ps.kind == "tuple":
-            return _tuple_equal(ps, gs, ctx)
-        if ps.kind == "list" and len(gs.items) > 2:
-            return _items_equal(ps.items, gs.items, True, ctx)  # "1, 2, 3" for "(1, 2, 3)"
-        return False
-    if gs.kind == "list":
-        if ps.kind == "list":
-            return _items_equal(ps.items, gs.items, gs.ordered or ps.ordered, ctx)
-        if ps.kind == "tuple" and not gs.ordered and ps.brackets == "()" and len(ps.items) > 2:
-            return _items_equal(ps.items, gs.items, True, ctx)
-        return False
-    # gold scalar, prediction a list/tuple: several answers for one (hedging) unless equal
-    if ps.kind == "list" and len({_normalise(x).s for x in ps.items}) == 1:
-        return _match(_normalise(ps.items[0]), g, ctx)
-    return False
-
-
-def _piece_equal(p: _Struct, g: _Struct, ctx) -> bool:
-    """One piece of a union: an interval (ordered, brackets count) or a finite set."""
-    if p.kind != g.kind:
-        return False
-    if p.kind == "list":
-        return _items_equal(p.items, g.items, False, ctx)
-    return _tuple_equal(p, g, ctx)
-
-
-def _tuple_equal(p: _Struct, g: _Struct, ctx) -> bool:
-    if p.brackets != g.brackets or len(p.items) != len(g.items):
-        return False
-    return _items_equal(p.items, g.items, True, ctx)
-
-
-def answers_match(pred: str, gold: str, deadline: Optional[float] = None) -> bool:
-    """True when the extracted answer ``pred`` states the same value as ``gold`` (both
-    LaTeX fragments without ``\\boxed``)."""
-    if len(pred) > MAX_ANSWER_CHARS or len(gold) > MAX_ANSWER_CHARS:
-        return pred.strip() == gold.strip()  # too long to normalise or compare: verbatim only
-    if deadline is None:
-        deadline = time.monotonic() + CAS_BUDGET_S
-    pn, gn = _normalise(pred), _normalise(gold)
-    if pn.same(gn):
-        return True
-    if not pn.s or not gn.s:
-        return False
-    return _match(pn, gn, {"deadline": deadline})
-
-
-# ======================================================================================
-# Hard guard (main thread only)
+# 5. Bounded time: the hard guard (main thread only)
 # ======================================================================================
 def _alarm_usable() -> bool:
     """Whether the SIGALRM guard may be armed for this call.
@@ -1640,12 +1785,88 @@ def _run_guarded(fn, *args):
         finally:
             signal.signal(signal.SIGALRM, previous)
 
+# ======================================================================================
+# 6. Format and reasoning credit (reference rules), paid only on correct answers
+# ======================================================================================
+_TAGS = (THINK_OPEN, THINK_CLOSE, ANSWER_OPEN, ANSWER_CLOSE)
+
+
+def format_credit(text: str) -> float:
+    """Pay for the contract's layout (reference rule, at most 4 x FORMAT_TAG_CREDIT = 0.2).
+
+    +FORMAT_TAG_CREDIT for each of ``<think>\\n``, ``\\n</think>\\n``, ``\\n<answer>\\n``,
+    ``\\n</answer>`` present exactly once; text before ``<think>`` and after ``</answer>``
+    each cost FORMAT_STRAY_COST_PER_CHAR per character, capped at FORMAT_STRAY_COST_MAX;
+    floored at 0; tags out of order (first occurrences) -> 0.
+    Departure from the reference: surrounding whitespace is not counted as stray text (the
+    decoded response often ends with a newline; it is not content the model added).
+    """
+    firsts = [text.find(t) for t in _TAGS]
+    present = [p for p in firsts if p >= 0]
+    if present != sorted(present) or len(set(present)) != len(present):
+        return 0.0
+    credit = sum(FORMAT_TAG_CREDIT for mk in FORMAT_MARKERS if text.count(mk) == 1)
+    if firsts[0] >= 0:
+        before = len(text[:firsts[0]].strip())
+        credit -= min(FORMAT_STRAY_COST_PER_CHAR * before, FORMAT_STRAY_COST_MAX)
+    if firsts[3] >= 0:
+        after = len(text[text.rfind(ANSWER_CLOSE) + len(ANSWER_CLOSE):].strip())
+        credit -= min(FORMAT_STRAY_COST_PER_CHAR * after, FORMAT_STRAY_COST_MAX)
+    return round(max(credit, 0.0), 6)
+
+
+_STEP_RE = re.compile(
+    r"^[ \t>*#-]*(?:step[ \t]*(\d{1,3})[ \t]*[:.)]|(\d{1,3})\.(?!\d)|\((\d{1,3})\))\**[ \t]*(.*)$",
+    re.I | re.M)
+#: COT_KEYWORDS matched at word starts, inflected ("solving", "calculated", "sums").
+_STEP_KEYWORD_RE = re.compile(
+    r"\b(?:" + "|".join(k[:-1] if k.endswith("e") else k for k in COT_KEYWORDS) + r")\w*", re.I)
+
+
+def reasoning_credit(text: str) -> float:
+    """Pay for numbered reasoning steps inside ``<think>`` (reference rule, at most 0.1).
+
+    Step lines: "Step 1: ...", "1. ...", "(1) ..." with more than 3 characters after the
+    number. Over the longest run of sequentially numbered steps: >= 3 steps of which >= 2
+    contain a keyword -> COT_FULL_CREDIT; >= 2 steps with >= 1 keyword -> COT_PARTIAL_CREDIT.
+    Departures from the reference: keywords match at word starts ("sum" no longer matches
+    "assume"; "solving" counts as "solve"), and a step repeated verbatim counts once (a
+    copy-pasted step is not reasoning).
+    """
+    start = text.find(THINK_OPEN)
+    end = text.find(THINK_CLOSE, start + 1)
+    if start < 0 or end < 0:
+        return 0.0
+    steps = []
+    seen = set()
+    for m in _STEP_RE.finditer(text, start + len(THINK_OPEN), end):
+        body = m.group(4).strip()
+        if len(body) < COT_MIN_STEP_CHARS or body.lower() in seen:
+            continue
+        seen.add(body.lower())
+        num = int(m.group(1) or m.group(2) or m.group(3))
+        steps.append((num, bool(_STEP_KEYWORD_RE.search(body))))
+    best_len, best_kw, run_len, run_kw, prev = 0, 0, 0, 0, None
+    for num, kw in steps:
+        if prev is not None and num == prev + 1:
+            run_len, run_kw = run_len + 1, run_kw + kw
+        else:
+            run_len, run_kw = 1, int(kw)
+        prev = num
+        if (run_len, run_kw) > (best_len, best_kw):
+            best_len, best_kw = run_len, run_kw
+    if best_len >= COT_FULL_MIN_STEPS and best_kw >= COT_FULL_MIN_KEYWORD_STEPS:
+        return COT_FULL_CREDIT
+    if best_len >= COT_PARTIAL_MIN_STEPS and best_kw >= COT_PARTIAL_MIN_KEYWORD_STEPS:
+        return COT_PARTIAL_CREDIT
+    return 0.0
 
 # ======================================================================================
-# Entry point
+# 7. Entry point: extraction -> policy -> equivalence -> credit
 # ======================================================================================
-def _judge(text: str, gold: str) -> Tuple[bool, str]:
-    answers, hedged = extract_final_answer(text)
+def _judge(text: str, gold: str, question: Optional[str] = None) -> Tuple[bool, str]:
+    """Whether the response's final answer is right (sections 2-4), and that answer."""
+    answers, unpayable = extract_final_answer(text)
     if answers is None:
         return False, ""
     distinct = []
@@ -1656,14 +1877,15 @@ def _judge(text: str, gold: str) -> Tuple[bool, str]:
             seen.add(k)
             distinct.append(a)
     pred = ", ".join(a.strip() for a in distinct)
-    if hedged and len(distinct) > 1:
+    if (unpayable and len(distinct) > 1) or len(distinct) > MAX_FINAL_BOXES:
         return False, pred
-    if len(distinct) > MAX_FINAL_BOXES:
-        return False, pred
+    answer = pred if len(distinct) > 1 else distinct[0]
     deadline = time.monotonic() + CAS_BUDGET_S
     try:
-        ok = answers_match(pred if len(distinct) > 1 else distinct[0], gold, deadline)
+        ok = answers_match(answer, gold, deadline)
     except _Rejected:
+        ok = False
+    if ok and len(answer) <= MAX_ANSWER_CHARS and _restates_task(answer, gold, text, question):
         ok = False
     return ok, pred
 
@@ -1671,8 +1893,10 @@ def _judge(text: str, gold: str) -> Tuple[bool, str]:
 def compute_score(data_source, solution_str, ground_truth, extra_info=None) -> dict:
     """verl reward: see the module docstring for the returned keys and the rules.
 
-    Raises ValueError for a data_source outside SUPPORTED_DATA_SOURCES (a configuration
-    error); never raises for anything in the model's text."""
+    ``extra_info["question"]`` (the problem text, written by prepare_math.py) is optional:
+    the restated-task defence reads the task from it when present. Raises ValueError for a
+    data_source outside SUPPORTED_DATA_SOURCES (a configuration error); never raises for
+    anything in the model's text."""
     if data_source not in SUPPORTED_DATA_SOURCES:
         raise ValueError(
             f"new_math_reward: unsupported data_source {data_source!r}; expected one of "
@@ -1682,8 +1906,10 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None) -> d
     try:
         text = solution_str if isinstance(solution_str, str) else ("" if solution_str is None else str(solution_str))
         gold = ground_truth if isinstance(ground_truth, str) else str(ground_truth)
+        question = extra_info.get("question") if isinstance(extra_info, dict) else None
+        args = (text, gold) if not isinstance(question, str) else (text, gold, question)
         try:
-            acc, pred = _run_guarded(_judge, text, gold)
+            acc, pred = _run_guarded(_judge, *args)
         except _HardTimeout:
             STATS["hard_timeouts"] += 1
             acc = False

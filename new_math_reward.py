@@ -405,13 +405,12 @@ def _task_expressions(text: str, own: bool) -> Tuple[set, List[str]]:
     in a sentence whose text before the span has a task verb (``own``: the response's own
     "we need to expand ..."; else the problem's "Expand ...")."""
     verb_re = _OWN_TASK_RE if own else _TASK_RE
-    exprs, verbs = set(), []
-    for m in _MATH_SPAN_RE.finditer(text[:4000]):
+    text = text[:4000]
+    exprs, verbs = set(), [v.lower() for v in verb_re.findall(_MATH_SPAN_RE.sub(" ", text))]
+    for m in _MATH_SPAN_RE.finditer(text) if verbs else ():
         start = max((e.end() for e in _SENTENCE_END_RE.finditer(text, max(m.start() - 200, 0), m.start())),
                     default=max(m.start() - 200, 0))
-        found = verb_re.findall(_MATH_SPAN_RE.sub(" ", text[start:m.start()]))
-        if found:
-            verbs += [v.lower() for v in found]
+        if verb_re.search(_MATH_SPAN_RE.sub(" ", text[start:m.start()])):
             span = next(g for g in m.groups() if g is not None)
             exprs.add(_normalise(strip_grouping_braces(span)[:MAX_ANSWER_CHARS]).s)
     return exprs, verbs
@@ -582,8 +581,8 @@ def strip_grouping_braces(s: str) -> str:
     ``k + m`` layers enclose the whole answer. The walk is C-level (regex, bytes.translate,
     itertools.accumulate), so 200,000 nested braces cost milliseconds, with no recursion.
     Escaped braces ``\\{ \\}`` are not groups; whitespace between layers is dropped; an
-    unbalanced string comes back stripped of surrounding whitespace only. Source: issue
-    (held-out review, timeout_bomb-h004: braces around an answer do not change its value)."""
+    unbalanced string comes back stripped of surrounding whitespace only. Source: the held-out
+    review (timeout_bomb-h004: braces around an answer do not change its value)."""
     t = s.strip()
     if not (t.startswith("{") and t.endswith("}")):
         return t
@@ -1125,7 +1124,7 @@ def _scaled_matrix(s: str) -> Optional[_Struct]:
     ``\\begin{pmatrix}1/50 & 7/50\\end{pmatrix}``. Exact numbers multiply exactly (fast path);
     any other scalar must parse as an expression and is kept as ``(c)\\cdot(entry)`` for the
     CAS. Only p/b/B-matrix and plain ``matrix`` environments: a scalar before a determinant
-    (vmatrix) is not elementwise. Source: issue (held-out review, matrix-h004); MATH writes
+    (vmatrix) is not elementwise. Source: held-out review (matrix-h004); MATH writes
     both forms (e.g. projection matrices as a fraction times an integer matrix)."""
     m = _SCALED_MATRIX_RE.match(s)
     if not m or m.group("m").count("\\begin{") != 1:
@@ -1158,8 +1157,8 @@ def _reals_minus_points(s: str) -> Optional[_Struct]:
     """``\\mathbb{R} \\setminus \\{a, b\\}`` (the reals without finitely many exact numbers)
     -> the union of open intervals ``(-\\infty,a) \\cup (a,b) \\cup (b,\\infty)``, so that it
     compares with the interval form MATH uses. Points must be exact numbers (they are
-    sorted exactly); anything else is left to the plain comparison. Source: issue
-    (held-out review, interval-h008)."""
+    sorted exactly); anything else is left to the plain comparison. Source: the held-out
+    review (interval-h008)."""
     m = _SETMINUS_RE.match(s)
     if not m or not (_REALS_RE.match(m.group("a")) or m.group("a") == "(-\\infty,\\infty)"):
         return None

@@ -25,7 +25,7 @@ import new_math_reward as R  # noqa: E402
 
 SRC = "DigitalLearningGmbH/MATH-lighteval"
 KEYS = {"score": float, "acc": float, "format": float, "cot": float, "pred": str}
-BOUND_S = 1.0  # issue 3 section 6: every call returns within 1 s
+BOUND_S = 1.0  # every call returns within 1 s (the reward's time bound)
 GOOD_THINK = ("<think>\nStep 1: Solve the equation 2x = 8.\nStep 2: Therefore x = 4.\n"
               "Step 3: Substitute back to check: 2*4 = 8.\n</think>\n")
 
@@ -266,7 +266,7 @@ def test_extract_last_boxed_every_math_solution():
 
 
 # ======================================================================================
-# Extraction rules (issue 3 section 4)
+# Extraction rules
 # ======================================================================================
 EQ, NE = True, False
 EXTRACTION = [
@@ -552,7 +552,7 @@ def test_off_main_thread_cas_path_and_bombs():
 def test_hard_timeout_in_main_thread(monkeypatch):
     """In the main thread (verl's naive manager) a SIGALRM guard cuts any Python-level
     overrun at HARD_TIMEOUT_S, and the host's handler and timer are restored."""
-    def slow(text, gold):
+    def slow(*args):
         t = time.monotonic()
         while time.monotonic() - t < 5:
             pass
@@ -804,3 +804,92 @@ def test_property_latex_soup(pred_tokens, gold_tokens):
 @given(st.sampled_from([v[1] for cases in EQUIVALENCE.values() for v in cases]))
 def test_property_gold_matches_itself(gold):
     assert score("\\boxed{" + gold + "}", gold)["acc"] == 1.0
+
+
+# ======================================================================================
+# The equivalence pipeline, step by step (section 4 of the reward): for each step one
+# answer that earns, one that does not, and an edge case. Our own literals.
+# ======================================================================================
+PIPELINE_STEPS = [
+    # (a) unicode maths to LaTeX
+    ("a unicode", "7√5", "7\\sqrt{5}", EQ),
+    ("a unicode", "5√7", "7\\sqrt{5}", NE),
+    ("a unicode", "1¼", "\\frac{5}{4}", EQ),                     # a mixed number
+    ("a unicode", "∜8", "\\sqrt[4]{8}", EQ),
+    ("a unicode", "(−∞, 2) ∪ (2, ∞)", "(-\\infty,2)\\cup(2,\\infty)", EQ),
+    ("a unicode", "3x⁴", "3x^4", EQ),
+    ("a unicode", "3x⁴", "3x^3", NE),
+    # (b) wrappers, labels, units
+    ("b label", "\\text{The total is } 12", "12", EQ),
+    ("b label", "\\text{Remainder: } \\frac{7}{3}", "7", NE),
+    ("b label", "\\textbf{(A)}\\ 12", "12", EQ),                 # a choice letter before a value
+    ("b unit", "32\\text{ m}^2", "32\\text{ square meters}", EQ),
+    ("b unit", "5 \\text{ sq ft}", "5\\mbox{ feet}^2", EQ),
+    ("b unit", "0.5\\text{ m}", "0.5\\text{ cm}", NE),           # another unit is another answer
+    ("b unit", "6 \\text{ cm}^3", "6\\text{ square cm}", NE),    # the power is part of the unit
+    ("b time", "7:15 \\text{ PM}", "\\text{7:15 p.m.}", EQ),
+    ("b time", "7:15 \\text{ a.m.}", "\\text{7:15 p.m.}", NE),
+    ("b time", "7\\!:\\!15", "\\text{7:15 p.m.}", EQ),           # the half of the day omitted
+    ("b thousands", "30^\\circ, 150^\\circ", "150^\\circ,30^\\circ", EQ),  # a list, not 30,150
+    # (c) relation chains: the last side, when the gold is no relation
+    ("c chain", "AB = 2 \\cdot 3\\sqrt{2} = 6\\sqrt{2}", "6\\sqrt2", EQ),
+    ("c chain", "g(1) = 2 + 3 = 6", "6", NE),                    # a false numeric side
+    ("c chain", "(a, b) = (1, 4)", "(1,4)", EQ),
+    ("c chain", "(a, b) = (4, 1)", "(1,4)", NE),
+    ("c chain", "y = 2x + 1", "y = 2x+1", EQ),                   # gold a relation: compared as one
+    # (d) typed parse: vectors, bracketed arrays, word answers
+    ("d vector", "(3, -4)", "\\begin{pmatrix} 3 \\\\ -4 \\end{pmatrix}", EQ),
+    ("d vector", "(3, 4)", "\\begin{pmatrix} 3 \\\\ -4 \\end{pmatrix}", NE),
+    ("d vector", "\\left[\\begin{array}{cc} 1 & 2 \\\\ 3 & 4 \\end{array}\\right]",
+     "\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}", EQ),
+    ("d text", "\\text{The function is odd}", "\\text{odd}", EQ),
+    ("d text", "\\text{It is not odd}", "\\text{odd}", NE),
+    ("d text", "\\text{Monday or Tuesday}", "\\text{Monday}", NE),
+    # (e) compare by type: relations by side, numbers exactly
+    ("e relation", "4r^2 \\geq t", "t \\le 4r^2", EQ),
+    ("e relation", "t \\geq 4r^2", "t \\le 4r^2", NE),
+    ("e relation", "t < 4r^2", "t \\le 4r^2", NE),
+]
+
+
+@pytest.mark.parametrize("step,pred,gold,expected", PIPELINE_STEPS,
+                         ids=[f"{s}:{p[:30]}|{g[:20]}" for s, p, g, _ in PIPELINE_STEPS])
+def test_pipeline_step(step, pred, gold, expected):
+    assert acc(pred, gold) is expected
+
+
+# ======================================================================================
+# The hack-defence policy (section 3): each hack reproduced, and the honest form beside it
+# ======================================================================================
+POLICY = [
+    ("candidate cycling", "If it were 3 the sum is $\\boxed{7}$.\nIf it were 4 it is $\\boxed{9}$.\n"
+     "If it were 5 it is $\\boxed{11}$.", "11", NE),
+    ("self-correction is not cycling", "I get $\\boxed{7}$.\nWait, that is wrong. Redo: $\\boxed{9}$.\n"
+     "So the answer is $\\boxed{9}$.", "9", EQ),
+    ("echoed worked example", "Example: $2+2 = \\boxed{4}$.\nNow let's solve the given problem: we need",
+     "4", NE),
+    ("example then own answer", "Example: $2+2 = \\boxed{4}$.\nNow let's solve the given problem: $\\boxed{6}$.",
+     "6", EQ),
+    ("restated expand task", "We need to expand $(x+1)(x-2)$.\n\nSo $\\boxed{(x+1)(x-2)}$.", "x^2-x-2", NE),
+    ("expand task done", "We need to expand $(x+1)(x-2)$.\n\nSo $\\boxed{x^2-x-2}$.", "x^2-x-2", EQ),
+    ("restated simplify task", "To simplify $\\frac{12}{16}$ we look for factors. $\\boxed{\\frac{12}{16}}$",
+     "\\frac34", NE),
+    ("factor task answered with a sum", "To factor, note the common factor. $\\boxed{x(x+3)+2(x+3)}$",
+     "(x+2)(x+3)", NE),
+    ("factor task done", "To factor, note the common factor. $\\boxed{(x+3)(x+2)}$", "(x+2)(x+3)", EQ),
+]
+
+
+@pytest.mark.parametrize("name,resp,gold,expected", POLICY, ids=[c[0] for c in POLICY])
+def test_policy(name, resp, gold, expected):
+    assert (score(resp, gold)["acc"] == 1.0) is expected
+
+
+def test_restated_task_read_from_the_question():
+    """With the problem text in extra_info (prepare_math's ``question``) the task is read
+    from it, even when the response never restates it."""
+    resp = "The expression is $\\boxed{x(x+2)+3(x+2)}$."
+    info = {"question": "Factor the expression $x(x+2)+3(x+2)$."}
+    assert R.compute_score(SRC, resp, "(x+3)(x+2)", info)["acc"] == 0.0
+    assert R.compute_score(SRC, resp, "(x+3)(x+2)")["acc"] == 1.0  # no task known: equal values
+    assert R.compute_score(SRC, "$\\boxed{(x+2)(x+3)}$", "(x+3)(x+2)", info)["acc"] == 1.0

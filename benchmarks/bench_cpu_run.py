@@ -4,6 +4,13 @@ Usage::
 
     python benchmarks/bench_cpu_run.py [--output-dir DIR] [--markdown FILE] [-- EXTRA_HYDRA_OVERRIDES...]
     python benchmarks/bench_cpu_run.py --run-dir DIR        # only read an existing run
+    python benchmarks/bench_cpu_run.py --compare REF [--rounds N] [--markdown FILE]
+
+``--compare REF`` measures this checkout against a git commit side by side in one
+invocation: REF is checked out into a temporary git worktree (sharing this checkout's
+``.venv``, ``models/`` and ``data/verl/``), and the two launchers run in turns, REF first,
+``--rounds`` times each, so that a busy machine slows both alike. The table gives each
+phase's mean seconds per GRPO step for REF and for this checkout, and their ratio.
 
 Runs ``DEVICE=cpu bash run_qwen2_5_1_5b.sh`` (profiles/cpu.sh: SmolLM2-135M-Instruct, MATH Level
 1, 2 GRPO steps) with OUTPUT_DIR=DIR, samples the memory of the launcher's whole process tree
@@ -56,11 +63,13 @@ def tree_rss_bytes(pid: int) -> int:
     return total
 
 
-def run_launcher(output_dir: Path, extra: list[str]) -> tuple[int, float, int]:
-    """Run the cpu profile; return (exit status, wall seconds, peak tree RSS bytes)."""
-    env = {**os.environ, "DEVICE": "cpu", "OUTPUT_DIR": str(output_dir)}
+def run_launcher(output_dir: Path, extra: list[str], repo: Path = REPO,
+                 env_extra: dict[str, str] | None = None) -> tuple[int, float, int]:
+    """Run ``repo``'s launcher on CPU (the cpu profile unless ``env_extra`` names another);
+    return (exit status, wall seconds, peak tree RSS bytes)."""
+    env = {**os.environ, "DEVICE": "cpu", "OUTPUT_DIR": str(output_dir), **(env_extra or {})}
     start = time.monotonic()
-    proc = subprocess.Popen(["bash", str(REPO / "run_qwen2_5_1_5b.sh"), *extra], env=env,
+    proc = subprocess.Popen(["bash", str(repo / "run_qwen2_5_1_5b.sh"), *extra], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     peak = 0
     done = threading.Event()
@@ -106,13 +115,89 @@ def tables(scalars: dict[str, dict[int, float]], wall_s: float | None, peak_byte
     return "\n".join(lines)
 
 
+def checkout(ref: str, where: Path) -> Path:
+    """A detached git worktree of ``ref`` at ``where`` that shares this checkout's installed
+    environment, model and prepared data (all git-ignored, so absent from a worktree)."""
+    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(where), ref],
+                   check=True, capture_output=True, text=True)
+    for shared in (".venv", "models", "data/verl"):
+        if (REPO / shared).exists():
+            (where / shared).parent.mkdir(parents=True, exist_ok=True)
+            (where / shared).symlink_to(REPO / shared)
+    return where
+
+
+def mean_per_step(scalars: dict[str, dict[int, float]], phase: str) -> float | None:
+    values = scalars.get(f"timing_s/{phase}", {})
+    return sum(values.values()) / len(values) if values else None
+
+
+def compare(ref: str, rounds: int, extra: list[str]) -> tuple[int, str]:
+    """Run REF's launcher and this checkout's in turns; markdown of mean seconds per step."""
+    work = Path(tempfile.mkdtemp(prefix="bench_cpu_compare-"))
+    ref_repo = checkout(ref, work / "ref")
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True).stdout.strip()
+    names = {"ref": ref, "new": f"{head}{' + uncommitted changes' if dirty else ''}"}
+    runs: dict[str, list[tuple[dict, float, int]]] = {"ref": [], "new": []}
+    status = 0
+    try:
+        for i in range(rounds):
+            for label, repo in (("ref", ref_repo), ("new", REPO)):
+                out = work / f"{label}_{i}"
+                rc, wall_s, peak = run_launcher(out, extra, repo)
+                status = status or rc
+                events = out / "tensorboard"
+                runs[label].append((scalars_by_step(events) if events.is_dir() else {}, wall_s, peak))
+                print(f"bench_cpu_run: {label} round {i + 1}: exit {rc}, {wall_s:.0f} s", file=sys.stderr)
+    finally:
+        subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(ref_repo)], capture_output=True)
+
+    def mean(label: str, phase: str) -> float | None:
+        values = [v for sc, _, _ in runs[label] if (v := mean_per_step(sc, phase)) is not None]
+        return sum(values) / len(values) if values else None
+
+    lines = [f"Side by side, {rounds} run(s) each in turns: ref = `{names['ref']}`, new = `{names['new']}`; "
+             "seconds per GRPO step (mean over the run's steps and rounds).", "",
+             "| phase (s per step) | ref | new | ref / new |", "|---|---|---|---|"]
+    for phase in PHASES:
+        a, b = mean("ref", phase), mean("new", phase)
+        if a is None and b is None:
+            continue
+        ratio = f"{a / b:.1f}x" if a and b else "-"
+        lines.append(f"| {phase} | {'-' if a is None else f'{a:.1f}'} | {'-' if b is None else f'{b:.1f}'} | {ratio} |")
+    walls = {k: sum(w for _, w, _ in v) / len(v) for k, v in runs.items()}
+    peaks = {k: max(p for _, _, p in v) / 2**30 for k, v in runs.items()}
+    lines.append(f"| wall time, launcher start to exit (s) | {walls['ref']:.0f} | {walls['new']:.0f} | "
+                 f"{walls['ref'] / walls['new']:.1f}x |")
+    lines.append(f"| peak memory, sum of RSS over the process tree (GiB) | {peaks['ref']:.1f} | {peaks['new']:.1f} | - |")
+    return status, "\n".join(lines)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.parent.mkdir(parents=True, exist_ok=True)
+    tmp.write_text(text + "\n")
+    os.replace(tmp, path)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--output-dir", type=Path, help="OUTPUT_DIR of the new run (default: a temp dir)")
     parser.add_argument("--run-dir", type=Path, help="read this finished run instead of running one")
     parser.add_argument("--markdown", type=Path, help="also write the tables to this file")
+    parser.add_argument("--compare", metavar="REF", help="git commit to run side by side with this checkout")
+    parser.add_argument("--rounds", type=int, default=1, help="with --compare: runs of each, in turns (default 1)")
     parser.add_argument("extra", nargs="*", help="Hydra overrides passed to the launcher (after --)")
     args = parser.parse_args(argv)
+    if args.compare:
+        rc, text = compare(args.compare, args.rounds, args.extra)
+        print(text)
+        if args.markdown:
+            write_atomic(args.markdown, text)
+        return rc
 
     rc, wall_s, peak = 0, None, None
     if args.run_dir:
@@ -128,10 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     text = tables(scalars, wall_s, peak)
     print(text)
     if args.markdown:
-        tmp = args.markdown.with_suffix(args.markdown.suffix + ".tmp")
-        tmp.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(text + "\n")
-        os.replace(tmp, args.markdown)
+        write_atomic(args.markdown, text)
     return rc
 
 

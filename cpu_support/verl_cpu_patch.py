@@ -180,6 +180,117 @@ def _patch_profiler() -> None:
     _replace_everywhere("verl", "topk_reduce_ratio_min_max", original, topk_reduce_ratio_min_max)
 
 
+#: Environment variable with the number of threads torch uses in every Ray worker process
+#: (default: the CPUs this process may run on). Ray starts its workers with
+#: OMP_NUM_THREADS=1, which would leave all but one core idle in every phase of the step.
+THREADS_ENV = "CPU_THREADS"
+
+
+def _set_threads() -> None:
+    import os
+
+    raw = os.environ.get(THREADS_ENV) or str(len(os.sched_getaffinity(0)))
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"{THREADS_ENV}={raw!r}; expected an integer >= 1")
+    torch.set_num_threads(int(raw))
+
+
+def _patch_actor_padding() -> None:
+    """Run the actor's and ref's forward on the micro-batch's real columns only.
+
+    verl's dataset left-pads every prompt to ``data.max_prompt_length`` and the rollout
+    right-pads every response to ``response_length``; without remove-padding (which needs
+    flash-attention) each forward pass computes every padding column. Columns that are
+    padding in every row of the micro-batch are cut before the forward pass, and the
+    response's log-probs / entropy are padded back with zeros (those positions have
+    ``response_mask`` 0, so no loss or metric reads them). Positions are passed explicitly,
+    so the values computed for the real tokens are unchanged."""
+    import torch.nn.functional as F
+    from verl.workers.actor import dp_actor
+
+    cls = dp_actor.DataParallelPPOActor
+    original = cls._forward_micro_batch
+    if getattr(original, "_cpu_patched", False):
+        return
+
+    def _forward_micro_batch(self, micro_batch, temperature, calculate_entropy=False):
+        mask = micro_batch["attention_mask"]
+        plain = (not self.use_remove_padding and not getattr(self, "use_ulysses_sp", False)
+                 and "multi_modal_inputs" not in micro_batch and micro_batch["position_ids"].dim() == 2)
+        columns = mask.bool().any(dim=0).nonzero().squeeze(1) if plain else []
+        if len(columns) == 0:
+            return original(self, micro_batch, temperature, calculate_entropy)
+        response_length = micro_batch["responses"].size(-1)
+        prompt_length = mask.size(1) - response_length
+        first = min(int(columns[0]), prompt_length - 1)  # the last prompt column predicts response token 0
+        kept = max(int(columns[-1]) + 1 - prompt_length, 1)  # response columns kept
+        if first == 0 and kept == response_length:
+            return original(self, micro_batch, temperature, calculate_entropy)
+        end = prompt_length + kept
+        trimmed = dict(micro_batch)
+        for key in ("input_ids", "attention_mask", "position_ids"):
+            trimmed[key] = micro_batch[key][:, first:end]
+        trimmed["responses"] = micro_batch["responses"][:, :kept]
+        entropy, log_probs = original(self, trimmed, temperature, calculate_entropy)
+        pad = (0, response_length - kept)
+        return (None if entropy is None else F.pad(entropy, pad)), F.pad(log_probs, pad)
+
+    _forward_micro_batch._cpu_patched = True
+    cls._forward_micro_batch = _forward_micro_batch
+
+
+def _patch_actor_autocast() -> None:
+    """With ``CPU_DTYPE=fp32``, run the actor's and ref's forward without verl's hard-coded
+    bf16 autocast (``dp_actor._forward_micro_batch``); the FSDP2 mixed-precision dtype comes
+    from the config (the cpu profile sets it to the same dtype)."""
+    import types
+
+    from verl.workers.actor import dp_actor
+
+    if compute_dtype() == torch.bfloat16 or isinstance(dp_actor.torch, types.ModuleType) and \
+            getattr(dp_actor.torch, "_cpu_patched", False):
+        return
+
+    class _TorchWithoutAutocast(types.ModuleType):
+        """``torch`` as dp_actor sees it, except that ``autocast`` is disabled."""
+
+        _cpu_patched = True
+
+        def __getattr__(self, name):
+            return getattr(torch, name)
+
+        @staticmethod
+        def autocast(device_type, *args, **kwargs):
+            return torch.autocast(device_type, enabled=False)
+
+    dp_actor.torch = _TorchWithoutAutocast("torch")
+
+
+def _patch_debug_metrics() -> None:
+    """Add the mean and max absolute log-prob difference between the rollout and the actor
+    (``training/rollout_log_prob_absdiff_mean|max``) to verl's rollout-vs-actor metrics,
+    which report differences of probabilities only."""
+    import verl.utils.debug.metrics as metrics
+
+    original = metrics.calculate_debug_metrics
+    if getattr(original, "_cpu_patched", False):
+        return
+
+    def calculate_debug_metrics(data):
+        out = original(data)
+        rollout, actor = data.batch["rollout_log_probs"], data.batch["old_log_probs"]
+        mask = data.batch["response_mask"] if "response_mask" in data.batch.keys() else \
+            data.batch["attention_mask"][:, -rollout.size(1):]
+        diff = (rollout.float() - actor.float()).abs()[mask.bool()]
+        if diff.numel():
+            out["training/rollout_log_prob_absdiff_mean"] = diff.mean().item()
+            out["training/rollout_log_prob_absdiff_max"] = diff.max().item()
+        return out
+
+    calculate_debug_metrics._cpu_patched = True
+    metrics.calculate_debug_metrics = calculate_debug_metrics
+
+
 def _register_hf_rollout() -> None:
     from verl.workers.rollout import base
 
@@ -200,19 +311,132 @@ def apply() -> None:
         raise RuntimeError(
             f"cpu_support.verl_cpu_patch targets verl=={TARGET_VERL_VERSION}, found {verl.__version__}"
         )
+    _set_threads()
     _patch_torch_cpu()
     _patch_process_group()
     _patch_verl_device()
     _patch_cpu_offload_policy()
     _patch_profiler()
+    _patch_actor_padding()
+    _patch_actor_autocast()
+    _patch_debug_metrics()
     _register_hf_rollout()
     _APPLIED = True
 
 
 # --------------------------------------------------------------------------------------
-# HF-transformers rollout for CPU
+# Rollout for CPU: Hugging Face model, one prefill per GRPO group, sampling loop
 # --------------------------------------------------------------------------------------
 from verl.workers.rollout.base import BaseRollout  # noqa: E402  (verl is a hard dependency)
+
+#: Environment variable naming a file to which the rollout appends, at every weight sync,
+#: one JSON line with a digest of the weights it generates with (tests of the weight sync).
+DIGEST_ENV = "CPU_ROLLOUT_DIGEST_FILE"
+#: Environment variable with the compute dtype of the rollout, the actor and the ref: ``bf16``
+#: or ``fp32`` (verl's names). The cpu profile sets bf16 only where the CPU multiplies bf16
+#: natively (AMX or AVX512-BF16); elsewhere bf16 matmuls are emulated and were measured about 8x
+#: slower than fp32. Unset: fp32.
+DTYPE_ENV = "CPU_DTYPE"
+DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
+
+
+def compute_dtype() -> torch.dtype:
+    import os
+
+    name = os.environ.get(DTYPE_ENV, "fp32")
+    if name not in DTYPES:
+        raise ValueError(f"{DTYPE_ENV}={name!r}; expected bf16 or fp32")
+    return DTYPES[name]
+
+
+def weights_digest(named_tensors, dtype: torch.dtype) -> str:
+    """sha256 over the tensors' names and bytes in ``dtype``, in name order (a parameter
+    digest that the rollout and a checkpoint reader compute the same way)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for name, tensor in sorted(named_tensors, key=lambda item: item[0]):
+        digest.update(name.encode())
+        digest.update(tensor.detach().to("cpu", dtype).contiguous().view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def group_index(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(first row of each run of identical consecutive rows, the run each row belongs to).
+
+    verl repeats every prompt ``rollout.n`` times, interleaved, before the rollout; a GRPO
+    group is such a run, and its prompt needs to be prefilled once."""
+    same = (input_ids[1:] == input_ids[:-1]).all(dim=1) & (attention_mask[1:] == attention_mask[:-1]).all(dim=1)
+    new_run = torch.cat([torch.ones(1, dtype=torch.bool), ~same])
+    firsts = new_run.nonzero().squeeze(1)
+    return firsts, torch.cumsum(new_run.long(), dim=0) - 1
+
+
+@torch.no_grad()
+def sample_responses(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, *, max_new_tokens: int,
+                     eos_token_ids, pad_token_id: int, do_sample: bool, temperature: float = 1.0,
+                     top_p: float = 1.0, top_k: int = 0, return_log_probs: bool = False):
+    """Sample up to ``max_new_tokens`` tokens for each left-padded prompt row.
+
+    The semantics are ``model.generate``'s for the same settings (temperature, top-k, top-p
+    through transformers' own logits warpers, multinomial sampling or greedy; a row stops at
+    its first EOS and is padded with ``pad_token_id`` after it). What differs is the work:
+    identical consecutive prompt rows (one GRPO group) are prefilled once and their KV cache
+    is shared by index, and only the last position's logits are computed in the prefill.
+
+    Returns ``(responses (bs, n_new) long, log_probs (bs, n_new) float32 or None)``;
+    ``n_new <= max_new_tokens`` (every row stopped). ``log_probs`` are the sampled tokens'
+    log-probabilities under ``logits / temperature``, the quantity verl's actor computes as
+    ``old_log_probs`` (0 after a row's EOS).
+    """
+    from transformers import DynamicCache, LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+    eos = torch.tensor(eos_token_ids if isinstance(eos_token_ids, (list, tuple)) else [eos_token_ids])
+    warpers = LogitsProcessorList()
+    if do_sample:
+        if temperature != 1.0:
+            warpers.append(TemperatureLogitsWarper(temperature))
+        if top_k and top_k > 0:
+            warpers.append(TopKLogitsWarper(top_k))
+        if top_p < 1.0:
+            warpers.append(TopPLogitsWarper(top_p))
+    batch_size = input_ids.size(0)
+    firsts, groups = group_index(input_ids, attention_mask)
+    positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+
+    cache = DynamicCache()
+    out = model(input_ids=input_ids[firsts], attention_mask=attention_mask[firsts], position_ids=positions[firsts],
+                past_key_values=cache, use_cache=True, logits_to_keep=1)
+    if len(firsts) < batch_size:
+        cache.batch_select_indices(groups)
+    logits = out.logits[:, -1].float()[groups]
+    mask = attention_mask.clone()
+    next_pos = positions[:, -1:] + 1
+    finished = torch.zeros(batch_size, dtype=torch.bool)
+    tokens, log_probs = [], []
+    for step in range(max_new_tokens):
+        if do_sample:
+            scores = warpers(None, logits)
+            token = torch.multinomial(torch.softmax(scores, dim=-1), num_samples=1).squeeze(1)
+        else:
+            token = logits.argmax(dim=-1)
+        if return_log_probs:
+            scaled = logits / temperature if do_sample else logits
+            lp = torch.log_softmax(scaled, dim=-1).gather(1, token[:, None]).squeeze(1)
+            log_probs.append(lp.masked_fill(finished, 0.0))
+        token = token.masked_fill(finished, pad_token_id)
+        tokens.append(token)
+        alive = ~finished  # rows for which this token is real (their EOS included)
+        finished = finished | torch.isin(token, eos)
+        if bool(finished.all()) or step == max_new_tokens - 1:
+            break
+        mask = torch.cat([mask, alive[:, None].to(mask.dtype)], dim=1)
+        out = model(input_ids=token[:, None], attention_mask=mask, position_ids=next_pos, past_key_values=cache,
+                    use_cache=True)
+        next_pos = next_pos + 1
+        logits = out.logits[:, -1].float()
+    responses = torch.stack(tokens, dim=1)
+    return responses, (torch.stack(log_probs, dim=1) if return_log_probs else None)
 
 
 class CPUHFRollout(BaseRollout):
@@ -220,13 +444,18 @@ class CPUHFRollout(BaseRollout):
 
     verl 0.6.0's ``HFRollout`` predates the ``BaseRollout`` interface (``resume`` /
     ``release`` / ``update_weights``) and cannot be built by ``_build_rollout``. This class
-    keeps its own ``AutoModelForCausalLM`` (fp32, SDPA attention), receives the actor's full
-    weights before every rollout through :meth:`update_weights`, and generates with
-    ``model.generate``.
+    keeps its own ``AutoModelForCausalLM`` (SDPA attention, compute dtype ``CPU_DTYPE``, the
+    same as the actor's and the ref's forward),
+    receives the actor's full weights before every rollout through :meth:`update_weights`,
+    and samples with :func:`sample_responses` (one prefill per GRPO group).
 
     Speed: verl's dataset left-pads every prompt to ``data.max_prompt_length``; before
     generating, the columns that are padding in every row are cut (and put back in the
     output), so decoding runs on the batch's longest real prompt rather than the maximum.
+
+    With ``rollout.calculate_log_probs=True`` the output also holds ``rollout_log_probs``,
+    and verl logs how far they are from the actor's (``training/rollout_probs_diff_*``, plus
+    ``training/rollout_log_prob_absdiff_*`` added by :func:`_patch_debug_metrics`).
 
     Output layout (as verl's vLLM rollout): ``prompts`` (bs, prompt_length), ``responses``
     (bs, response_length) padded with ``pad_token_id``, ``input_ids`` / ``attention_mask`` /
@@ -235,12 +464,17 @@ class CPUHFRollout(BaseRollout):
 
     def __init__(self, config, model_config, device_mesh):
         super().__init__(config=config, model_config=model_config, device_mesh=device_mesh)
+        import os
+
         from transformers import AutoModelForCausalLM
 
+        self.dtype = compute_dtype()
         self.module = AutoModelForCausalLM.from_pretrained(
-            model_config.local_path, torch_dtype=torch.float32, attn_implementation="sdpa"
+            model_config.local_path, torch_dtype=self.dtype, attn_implementation="sdpa"
         )
         self.module.eval()
+        self.digest_file = os.environ.get(DIGEST_ENV)
+        self._syncs = 0
 
     async def resume(self, tags: list[str]):
         """Weights and KV cache live in host memory: nothing to resume."""
@@ -250,20 +484,30 @@ class CPUHFRollout(BaseRollout):
 
     async def update_weights(self, weights: Generator[tuple[str, torch.Tensor], None, None], **kwargs):
         """Load the actor's full weights (HF names) into the rollout copy."""
-        state = {name: tensor.detach().to("cpu", torch.float32) for name, tensor in weights}
+        state = {name: tensor.detach().to("cpu", self.dtype) for name, tensor in weights}
         missing, unexpected = self.module.load_state_dict(state, strict=False)
         tied = {"lm_head.weight"} if self.module.config.tie_word_embeddings else set()
         if unexpected or set(missing) - tied:
             raise RuntimeError(f"rollout weight sync: missing {missing[:5]}, unexpected {unexpected[:5]}")
+        self._syncs += 1
+        if self.digest_file:
+            import json
 
-    def _sampling_kwargs(self, meta_info: dict) -> dict:
+            named = [(n, p) for n, p in self.module.state_dict().items() if n not in tied]
+            line = json.dumps({"sync": self._syncs, "dtype": str(self.dtype).removeprefix("torch."),
+                               "digest": weights_digest(named, self.dtype)})
+            with open(self.digest_file, "a", encoding="utf-8") as fh:
+                fh.write(line + "\n")
+
+    def _sampling(self, meta_info: dict) -> dict:
         cfg = self.config
+        greedy = {"do_sample": False}
         if not meta_info.get("do_sample", cfg.do_sample):
-            return {"do_sample": False}
+            return greedy
         if meta_info.get("validate", False):
             val = cfg.val_kwargs
             if not val.do_sample:
-                return {"do_sample": False}
+                return greedy
             return {"do_sample": True, "temperature": val.temperature, "top_p": val.top_p, "top_k": max(0, val.top_k)}
         return {
             "do_sample": True,
@@ -272,10 +516,8 @@ class CPUHFRollout(BaseRollout):
             "top_k": max(0, meta_info.get("top_k", cfg.top_k)),
         }
 
-    @torch.no_grad()
     def generate_sequences(self, prompts):
         from tensordict import TensorDict
-        from transformers import GenerationConfig
         from verl import DataProto
         from verl.utils.torch_functional import get_response_mask
 
@@ -285,41 +527,32 @@ class CPUHFRollout(BaseRollout):
         eos_token_id = prompts.meta_info["eos_token_id"]
         pad_token_id = prompts.meta_info["pad_token_id"]
         response_length = self.config.response_length
-        batch_size, prompt_length = input_ids.shape
+        batch_size, _ = input_ids.shape
+        want_log_probs = bool(getattr(self.config, "calculate_log_probs", False))
 
         # cut the left-padding columns shared by every row
         real_columns = attention_mask.bool().any(dim=0).nonzero()
         start = int(real_columns[0]) if len(real_columns) else 0
-        generation_config = GenerationConfig(
-            max_new_tokens=response_length,
-            eos_token_id=eos_token_id,
-            pad_token_id=pad_token_id,
-            num_beams=1,
-            **self._sampling_kwargs(prompts.meta_info),
-        )
-        output = self.module.generate(
-            input_ids=input_ids[:, start:],
-            attention_mask=attention_mask[:, start:],
-            generation_config=generation_config,
-            use_cache=True,
-        )
-        responses = output[:, prompt_length - start:]
+        responses, log_probs = sample_responses(
+            self.module, input_ids[:, start:], attention_mask[:, start:], max_new_tokens=response_length,
+            eos_token_ids=eos_token_id, pad_token_id=pad_token_id, return_log_probs=want_log_probs,
+            **self._sampling(prompts.meta_info))
         if responses.size(1) < response_length:  # every row stopped early: pad to the fixed length
             fill = responses.new_full((batch_size, response_length - responses.size(1)), pad_token_id)
             responses = torch.cat([responses, fill], dim=1)
-        responses = responses[:, :response_length]
+            if log_probs is not None:
+                log_probs = torch.cat([log_probs, log_probs.new_zeros(fill.shape)], dim=1)
 
         response_mask = get_response_mask(response_id=responses, eos_token=eos_token_id, dtype=attention_mask.dtype)
         offsets = torch.arange(1, response_length + 1, dtype=position_ids.dtype).unsqueeze(0)
-        batch = TensorDict(
-            {
-                "prompts": input_ids,
-                "responses": responses,
-                "input_ids": torch.cat([input_ids, responses], dim=1),
-                "attention_mask": torch.cat([attention_mask, response_mask], dim=1),
-                "position_ids": torch.cat([position_ids, position_ids[:, -1:] + offsets], dim=1),
-            },
-            batch_size=batch_size,
-        )
+        tensors = {
+            "prompts": input_ids,
+            "responses": responses,
+            "input_ids": torch.cat([input_ids, responses], dim=1),
+            "attention_mask": torch.cat([attention_mask, response_mask], dim=1),
+            "position_ids": torch.cat([position_ids, position_ids[:, -1:] + offsets], dim=1),
+        }
+        if log_probs is not None:
+            tensors["rollout_log_probs"] = log_probs
+        batch = TensorDict(tensors, batch_size=batch_size)
         return DataProto(batch=batch, non_tensor_batch=dict(prompts.non_tensor_batch))
-

@@ -13,7 +13,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("verl")
 
 from cpu_support import prepare_smollm2  # noqa: E402
-from cpu_support.verl_cpu_patch import CPUHFRollout  # noqa: E402
+from cpu_support import verl_cpu_patch  # noqa: E402
+from cpu_support.verl_cpu_patch import CPUHFRollout, group_index, sample_responses, weights_digest  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 SMOLLM_DIR = REPO / "models" / "SmolLM2-135M-Instruct"
@@ -62,10 +63,14 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     return path
 
 
-def make_rollout(model_dir: Path, response_length: int = 6) -> CPUHFRollout:
-    config = SimpleNamespace(response_length=response_length, do_sample=False, temperature=1.0, top_p=1.0, top_k=-1,
+def make_rollout(model_dir: Path, response_length: int = 6, dtype: str = "fp32", **config) -> CPUHFRollout:
+    """The rollout as verl builds it (fp32 here, so greedy output can be compared exactly)."""
+    config = SimpleNamespace(**{"response_length": response_length, "do_sample": False, "temperature": 1.0,
+                                "top_p": 1.0, "top_k": -1, **config},
                              val_kwargs=SimpleNamespace(do_sample=False, temperature=0, top_p=1.0, top_k=-1))
-    return CPUHFRollout(config=config, model_config=SimpleNamespace(local_path=str(model_dir)), device_mesh=None)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(verl_cpu_patch.DTYPE_ENV, dtype)
+        return CPUHFRollout(config=config, model_config=SimpleNamespace(local_path=str(model_dir)), device_mesh=None)
 
 
 def left_padded_prompts(pad: int, prompt_length: int = 12):
@@ -116,3 +121,96 @@ def test_update_weights_loads_the_actor_weights(tiny_model_dir):
     assert all(float(p.detach().abs().sum()) == 0 for p in rollout.module.parameters())
     with pytest.raises(RuntimeError, match="weight sync"):
         asyncio.run(rollout.update_weights(iter({"not.a.weight": torch.zeros(1)}.items())))
+
+
+def grouped_batch(pad: int = 0, n: int = 3):
+    """Two prompts of different lengths, each repeated n times in a row (verl's interleaved
+    repeat for a GRPO group of n), left-padded to a common length."""
+    rows = [[5, 6, 7], [9, 10, 11, 12, 13]]
+    width = 8
+    ids = torch.full((2 * n, width), pad, dtype=torch.long)
+    mask = torch.zeros((2 * n, width), dtype=torch.long)
+    for g, row in enumerate(rows):
+        for j in range(n):
+            ids[g * n + j, -len(row):] = torch.tensor(row)
+            mask[g * n + j, -len(row):] = 1
+    return ids, mask
+
+
+def test_group_index_finds_runs_of_identical_prompts():
+    ids, mask = grouped_batch(n=3)
+    firsts, groups = group_index(ids, mask)
+    assert firsts.tolist() == [0, 3] and groups.tolist() == [0, 0, 0, 1, 1, 1]
+    firsts, groups = group_index(ids[[0, 3, 1]], mask[[0, 3, 1]])  # not consecutive: no sharing
+    assert firsts.tolist() == [0, 1, 2]
+
+
+def test_shared_prefill_greedy_equals_generate(tiny_model_dir):
+    rollout = make_rollout(tiny_model_dir)
+    ids, mask = grouped_batch(n=3)
+    out, _ = sample_responses(rollout.module, ids, mask, max_new_tokens=6, eos_token_ids=3, pad_token_id=0,
+                              do_sample=False)
+    ref = rollout.module.generate(input_ids=ids, attention_mask=mask, max_new_tokens=6, do_sample=False,
+                                  eos_token_id=3, pad_token_id=0)[:, ids.size(1):]
+    assert torch.equal(out[:, :ref.size(1)], ref)
+
+
+def test_sampled_log_probs_are_the_full_forward_log_probs(tiny_model_dir):
+    """rollout_log_probs must be what the actor computes: log softmax(logits / T) of the
+    sampled token, from one forward pass over prompt + response."""
+    rollout = make_rollout(tiny_model_dir)
+    ids, mask = grouped_batch(n=2)
+    torch.manual_seed(0)
+    out, lp = sample_responses(rollout.module, ids, mask, max_new_tokens=5, eos_token_ids=-1, pad_token_id=0,
+                               do_sample=True, temperature=0.7, return_log_probs=True)
+    full = torch.cat([ids, out], dim=1)
+    full_mask = torch.cat([mask, torch.ones_like(out)], dim=1)
+    pos = (full_mask.cumsum(-1) - 1).clamp(min=0)
+    with torch.no_grad():
+        logits = rollout.module(input_ids=full, attention_mask=full_mask, position_ids=pos).logits
+    logits = logits[:, ids.size(1) - 1:-1].float() / 0.7
+    ref = torch.log_softmax(logits, dim=-1).gather(2, out[..., None]).squeeze(-1)
+    assert torch.allclose(lp, ref, atol=1e-4)
+    assert len({tuple(r) for r in out.tolist()}) > 1  # rows of one group sample independently
+
+
+def test_rows_stop_at_eos_and_are_padded_after_it(tiny_model_dir):
+    rollout = make_rollout(tiny_model_dir)
+    ids, mask = grouped_batch(n=2)
+    torch.manual_seed(1)
+    eos = list(range(20, 64))  # most of the vocabulary ends a row: rows stop early, at different steps
+    out, lp = sample_responses(rollout.module, ids, mask, max_new_tokens=8, eos_token_ids=eos, pad_token_id=0,
+                               do_sample=True, return_log_probs=True)
+    for row, row_lp in zip(out.tolist(), lp.tolist()):
+        stop = next((i for i, t in enumerate(row) if t in eos), len(row) - 1)
+        assert all(t == 0 for t in row[stop + 1:]) and all(v == 0.0 for v in row_lp[stop + 1:])
+
+
+def test_rollout_returns_rollout_log_probs_when_asked(tiny_model_dir):
+    rollout = make_rollout(tiny_model_dir, calculate_log_probs=True)
+    out = rollout.generate_sequences(left_padded_prompts(pad=0))
+    assert out.batch["rollout_log_probs"].shape == out.batch["responses"].shape
+
+
+def test_weight_sync_digest_is_logged_and_matches_the_weights(tiny_model_dir, tmp_path, monkeypatch):
+    log = tmp_path / "digests.jsonl"
+    monkeypatch.setenv(verl_cpu_patch.DIGEST_ENV, str(log))
+    rollout = make_rollout(tiny_model_dir)
+    new = {k: torch.full_like(v, 0.5) for k, v in rollout.module.state_dict().items() if k != "lm_head.weight"}
+    asyncio.run(rollout.update_weights(iter(new.items())))
+    entry = json.loads(log.read_text())
+    assert entry["sync"] == 1 and entry["digest"] == weights_digest(new.items(), torch.float32)
+    assert entry["digest"] != weights_digest({k: v * 0 for k, v in new.items()}.items(), torch.float32)
+
+
+def test_rollout_dtype_comes_from_cpu_dtype_and_bad_values_are_refused(tiny_model_dir, monkeypatch):
+    cfg = SimpleNamespace(response_length=4, do_sample=False)
+    build = lambda: CPUHFRollout(config=cfg, model_config=SimpleNamespace(local_path=str(tiny_model_dir)),  # noqa: E731
+                                 device_mesh=None)
+    monkeypatch.delenv(verl_cpu_patch.DTYPE_ENV, raising=False)
+    assert next(build().module.parameters()).dtype == torch.float32  # unset: exact fp32
+    monkeypatch.setenv(verl_cpu_patch.DTYPE_ENV, "bf16")
+    assert next(build().module.parameters()).dtype == torch.bfloat16
+    monkeypatch.setenv(verl_cpu_patch.DTYPE_ENV, "fp8")
+    with pytest.raises(ValueError, match="CPU_DTYPE"):
+        build()

@@ -43,6 +43,7 @@ PROFILES = {
     "cuda_8": ("cuda", {"trainer.n_gpus_per_node": 8, **CUDA}),
     "cuda_2x8": ("cuda", {**TWO_NODES, **CUDA}),
     "cpu": ("cpu", None),
+    "cpu_learn": ("cpu", None),
 }
 
 

@@ -1,0 +1,131 @@
+"""Run the cpu_learn profile (or read a finished run) and report whether it learned.
+
+Usage::
+
+    python -m benchmarks.bench_cpu_learn [--output-dir DIR] [--markdown FILE] [--plot FILE.png] [-- HYDRA...]
+    python -m benchmarks.bench_cpu_learn --run-dir DIR [--markdown FILE] [--plot FILE.png]
+
+Runs ``PROFILE=cpu_learn bash run_qwen2_5_1_5b.sh`` (SmolLM2-135M-Instruct, MATH Level-1
+prompts, reward = the answer contract's format, new_math_reward.compute_format_score) with
+OUTPUT_DIR=DIR, then reads its TensorBoard events and prints:
+
+- per global step: training reward ``critic/score/mean`` (the share of the contract
+  followed, 0..1), ``critic/score/max``, ``actor/kl_loss``, ``actor/grad_norm``, mean
+  response length (tokens) and the rollout/actor absolute log-prob difference;
+- the bar the profile is meant to clear: the mean training reward over the last 3 steps is
+  at least twice, and at least 0.15 above, the mean over the first 3 steps;
+- validation (greedy, held-out Level-1 problems) before training and at the last step:
+  format compliance (``val-core/<data_source>/format/mean@1``) and accuracy (``acc``);
+- wall time (s) from launcher start to exit and peak memory (GiB, sum of RSS: an upper bound).
+
+``--plot`` draws the training reward per step with the two validation points (matplotlib).
+Exit status: the launcher's, else 1 when the bar is not met, else 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+from benchmarks.bench_cpu_run import run_launcher, write_atomic
+from health_report import scalars_by_step
+
+TAGS = ("critic/score/mean", "critic/score/max", "actor/kl_loss", "actor/grad_norm", "response_length/mean",
+        "training/rollout_log_prob_absdiff_mean")
+
+
+def val_tag(scalars: dict, key: str) -> str | None:
+    return next((t for t in sorted(scalars) if t.startswith("val-core/") and t.endswith(f"/{key}/mean@1")), None)
+
+
+def report(scalars: dict, wall_s: float | None, peak: int | None) -> tuple[bool, str]:
+    score = scalars.get("critic/score/mean", {})
+    steps = sorted(score)
+    if len(steps) < 6:
+        raise ValueError(f"critic/score/mean: {len(steps)} steps logged; expected at least 6")
+    first = sum(score[s] for s in steps[:3]) / 3
+    last = sum(score[s] for s in steps[-3:]) / 3
+    ok = last >= 2 * first and last >= first + 0.15
+    lines = ["| global step | " + " | ".join(TAGS) + " |", "|---" * (len(TAGS) + 1) + "|"]
+    for s in steps:
+        cells = [f"{scalars[t][s]:.3f}" if s in scalars.get(t, {}) else "-" for t in TAGS]
+        lines.append(f"| {s} | " + " | ".join(cells) + " |")
+    lines += ["", "| run | value |", "|---|---|",
+              f"| training reward, mean of the first 3 steps | {first:.3f} |",
+              f"| training reward, mean of the last 3 steps | {last:.3f} |",
+              f"| bar: last >= 2 x first and last >= first + 0.15 | {'met' if ok else 'NOT met'} |"]
+    for key, name in (("format", "validation format compliance"), ("acc", "validation accuracy")):
+        tag = val_tag(scalars, key)
+        if tag:
+            points = scalars[tag]
+            lines.append(f"| {name}, step {min(points)} -> step {max(points)} | "
+                         f"{points[min(points)]:.3f} -> {points[max(points)]:.3f} |")
+    if wall_s is not None:
+        lines.append(f"| wall time, launcher start to exit (s) | {wall_s:.0f} |")
+    if peak is not None:
+        lines.append(f"| peak memory, sum of RSS over the process tree (GiB) | {peak / 2**30:.1f} |")
+    return ok, "\n".join(lines)
+
+
+def plot(scalars: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    score = scalars["critic/score/mean"]
+    fig, ax = plt.subplots(figsize=(6.4, 3.6), dpi=120)
+    ax.plot(sorted(score), [score[s] for s in sorted(score)], marker="o", label="training reward (critic/score/mean)")
+    tag = val_tag(scalars, "format")
+    if tag:
+        points = scalars[tag]
+        ax.plot(sorted(points), [points[s] for s in sorted(points)], marker="s", linestyle="--",
+                label="validation format compliance (greedy)")
+    ax.set_xlabel("global step")
+    ax.set_ylabel("share of the answer contract followed")
+    ax.set_ylim(0, 1)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", fontsize=8)
+    ax.set_title("cpu_learn: SmolLM2-135M-Instruct, GRPO on the contract's format", fontsize=9)
+    fig.tight_layout()
+    tmp = path.with_name(path.stem + ".tmp.png")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(tmp)
+    plt.close(fig)
+    tmp.replace(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    parser.add_argument("--output-dir", type=Path, help="OUTPUT_DIR of the new run (default: a temp dir)")
+    parser.add_argument("--run-dir", type=Path, help="read this finished run instead of running one")
+    parser.add_argument("--markdown", type=Path, help="also write the tables to this file")
+    parser.add_argument("--plot", type=Path, help="write the learning curve PNG here")
+    parser.add_argument("extra", nargs="*", help="Hydra overrides passed to the launcher (after --)")
+    args = parser.parse_args(argv)
+    rc, wall_s, peak = 0, None, None
+    if args.run_dir:
+        run_dir = args.run_dir
+    else:
+        run_dir = args.output_dir or Path(tempfile.mkdtemp(prefix="bench_cpu_learn-"))
+        rc, wall_s, peak = run_launcher(run_dir, args.extra, env_extra={"PROFILE": "cpu_learn"})
+    events = run_dir / "tensorboard"
+    scalars = scalars_by_step(events) if events.is_dir() else {}
+    try:
+        ok, text = report(scalars, wall_s, peak)
+    except (ValueError, KeyError) as exc:
+        print(f"bench_cpu_learn: {events}: {exc} (launcher exit status {rc})", file=sys.stderr)
+        return rc or 1
+    print(text)
+    if args.markdown:
+        write_atomic(args.markdown, text)
+    if args.plot:
+        plot(scalars, args.plot)
+    return rc or (0 if ok else 1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

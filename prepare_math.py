@@ -40,7 +40,9 @@ Output: one row per problem, the columns of verl's MATH example
                   content of the solution's last ``\\boxed{}`` / ``\\fbox{}`` (nested braces kept,
                   whitespace kept), from new_math_reward.extract_last_boxed
     extra_info    struct<split: string, index: int64 (0-based row position in the source split),
-                  level: string (e.g. "Level 3"), type: string (e.g. "Algebra")>
+                  level: string (e.g. "Level 3"), type: string (e.g. "Algebra"),
+                  question: string (the problem text alone; the reward reads it to refuse a
+                  final answer that restates the problem's own expression)>
 
 verl's RLHFDataset reads ``prompt`` (data.prompt_key) and ``extra_info.index``; its reward manager
 passes ``data_source``, ``reward_model.ground_truth`` and ``extra_info`` to the reward function.
@@ -120,6 +122,7 @@ OUTPUT_SCHEMA = pa.schema(
                     ("index", pa.int64()),
                     ("level", pa.string()),
                     ("type", pa.string()),
+                    ("question", pa.string()),
                 ]
             ),
         ),
@@ -257,7 +260,7 @@ def to_record(problem: str, level: str, subject: str, answer: str, split: str, i
         "prompt": [{"role": "user", "content": problem + " " + INSTRUCTION}],
         "ability": "math",
         "reward_model": {"style": "rule", "ground_truth": answer},
-        "extra_info": {"split": split, "index": index, "level": level, "type": subject},
+        "extra_info": {"split": split, "index": index, "level": level, "type": subject, "question": problem},
     }
 
 

@@ -99,7 +99,7 @@ def test_schema_is_verl_math_layout(full):
         assert str(schema.field("prompt").type) == "list<element: struct<role: string, content: string>>"
         assert str(schema.field("reward_model").type) == "struct<style: string, ground_truth: string>"
         assert str(schema.field("extra_info").type) == (
-            "struct<split: string, index: int64, level: string, type: string>")
+            "struct<split: string, index: int64, level: string, type: string, question: string>")
 
 
 def test_full_row_counts_and_summary(full):
@@ -127,7 +127,7 @@ def test_rows_match_source(full, split):
         assert r["reward_model"] == {"style": "rule",
                                      "ground_truth": extract_last_boxed(src.solution[i])}
         assert r["extra_info"] == {"split": split, "index": i, "level": src.level[i],
-                                   "type": src.type[i]}
+                                   "type": src.type[i], "question": src.problem[i]}
 
 
 def _gt(full, split: str, index: int) -> str:

@@ -147,7 +147,7 @@ _UNIT_HINT_RE = re.compile(r"\\%|\\\$|\^\s*\{?\\circ\}?|°|" + _TEXT_CMD + r"\{\
 
 def _squash(s: str) -> str:
     """The gt without spacing commands, \\left/\\right, outer $ and whitespace."""
-    s = s.strip().strip("$").replace(",\\!", "{,}")
+    s = re.sub(r",\s*\\!\s*", "{,}", s.strip().strip("$"))
     s = re.sub(r"\\left|\\right|\\[,!;: ]|~|\s+", "", s)
     return s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
 
@@ -161,7 +161,7 @@ def split_top(s: str, seps=(",",)) -> list[str]:
             depth += 1
         elif c in "})]":
             depth -= 1
-        if depth == 0 and any(s.startswith(x, i) for x in seps) and not s.startswith(",\\!", i):
+        if depth == 0 and any(s.startswith(x, i) for x in seps) and not re.match(r",\s*\\!", s[i:]):
             parts.append("".join(cur))
             cur = []
             i += len(next(x for x in seps if s.startswith(x, i)))

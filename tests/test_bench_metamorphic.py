@@ -27,6 +27,7 @@ def truth(gt: str, problem: str = "") -> bm.Truth:
 @pytest.mark.parametrize("gt,problem,form", [
     ("42", "", "integer"),
     ("33,\\!800,\\!000", "", "integer"),
+    ("111, \\! 111, \\! 111", "", "integer"),
     ("-17", "", "integer"),
     ("157.5", "", "decimal"),
     ("\\frac{9}{49}", "", "fraction"),

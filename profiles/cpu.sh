@@ -25,6 +25,9 @@ ROLLOUT_NAME=${ROLLOUT_NAME:-hf}
 ROLLOUT_TP=${ROLLOUT_TP:-1}
 # Threads of every Ray worker (Ray starts them with OMP_NUM_THREADS=1, leaving the other cores idle).
 CPU_THREADS=${CPU_THREADS:-$(nproc)}
+# Worker threads sleep between parallel regions instead of spinning: with other work on the
+# cores, spinning threads waste their time slices (a decode benchmark took 47 s spinning, 12 s passive).
+OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 # Compute dtype of rollout, actor and ref: bf16 where the CPU multiplies bf16 natively (AMX or
 # AVX512-BF16 in /proc/cpuinfo), else fp32 (emulated bf16 matmuls measured ~8x slower than fp32).
 CPU_DTYPE=${CPU_DTYPE:-$(grep -qwE 'amx_bf16|avx512_bf16' /proc/cpuinfo 2>/dev/null && echo bf16 || echo fp32)}
@@ -44,6 +47,7 @@ PROFILE_ARGS+=(
   "actor_rollout_ref.ref.use_torch_compile=False"
   "+ray_kwargs.ray_init.runtime_env.env_vars.CPU_THREADS='$CPU_THREADS'"
   "+ray_kwargs.ray_init.runtime_env.env_vars.CPU_DTYPE='$CPU_DTYPE'"
+  "+ray_kwargs.ray_init.runtime_env.env_vars.OMP_WAIT_POLICY='$OMP_WAIT_POLICY'"
   "+actor_rollout_ref.actor.fsdp_config.mixed_precision={param_dtype:$CPU_DTYPE,reduce_dtype:fp32,buffer_dtype:fp32}"
   "+actor_rollout_ref.ref.fsdp_config.mixed_precision={param_dtype:$CPU_DTYPE,reduce_dtype:fp32,buffer_dtype:fp32}"
   # the rollout returns its log-probs; verl logs how far they are from the actor's

@@ -11,16 +11,18 @@
 EXPERIMENT_NAME=${EXPERIMENT_NAME:-smollm2_135m_format_cpu}
 # the format-only reward (the answer is still judged and logged as acc)
 REWARD_NAME=${REWARD_NAME:-compute_format_score}
-# 8 prompts x 8 responses: with a ~10 % base rate most GRPO groups hold a rewarded response
-TRAIN_BATCH_SIZE=${TRAIN_BATCH_SIZE:-8}
+# 4 prompts x 8 responses: with a ~10 % base rate about half the GRPO groups hold a rewarded
+# response; 64 tokens hold the whole contract layout and keep a step within a minute on 2 cores
+TRAIN_BATCH_SIZE=${TRAIN_BATCH_SIZE:-4}
 N_SAMPLES=${N_SAMPLES:-8}
-# two PPO updates per step (mini-batches of 4 prompts), and a learning rate for tens of steps
+MAX_RESPONSE_LENGTH=${MAX_RESPONSE_LENGTH:-64}
+# two PPO updates per step (mini-batches of 2 prompts), and a learning rate for tens of steps
 # rather than the reference's hundreds (1e-6)
-PPO_MINI_BATCH_SIZE=${PPO_MINI_BATCH_SIZE:-4}
-ACTOR_LR=${ACTOR_LR:-2e-5}
+PPO_MINI_BATCH_SIZE=${PPO_MINI_BATCH_SIZE:-2}
+ACTOR_LR=${ACTOR_LR:-3e-5}
 TOTAL_STEPS=${TOTAL_STEPS:-20}
 # validation on the held-out Level-1 problems before training and at the last step; one checkpoint
 TEST_FREQ=${TEST_FREQ:-$TOTAL_STEPS}
 SAVE_FREQ=${SAVE_FREQ:-$TOTAL_STEPS}
-# shellcheck source=profiles/cpu.sh
+# shellcheck source-path=SCRIPTDIR source=cpu.sh
 source "$REPO_DIR/profiles/cpu.sh"

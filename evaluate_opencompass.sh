@@ -50,6 +50,7 @@ for knob in MAX_OUT_LEN BATCH_SIZE; do
 done
 [[ -z $LIMIT || $LIMIT =~ ^[1-9][0-9]*$ ]] || EXIT=2 die "LIMIT=$LIMIT: expected empty (all problems) or an integer >= 1"
 case $BACKEND in auto | hf | vllm) ;; *) EXIT=2 die "BACKEND=$BACKEND: expected auto, hf or vllm" ;; esac
+[[ -z $CPU_THREADS || $CPU_THREADS =~ ^[1-9][0-9]*$ ]] || EXIT=2 die "CPU_THREADS=$CPU_THREADS: expected empty or an integer >= 1"
 
 # ---- inputs: model folder, OpenCompass environment, math.json
 [[ -d $MODEL_DIR ]] || die "$MODEL_DIR: model folder not found (expected a Hugging Face model directory)"
@@ -106,20 +107,21 @@ RUN_MODE=(--max-num-workers "$MAX_WORKERS")
 [[ $DEVICE == cpu ]] && RUN_MODE=(--debug)
 export OC_MODEL_PATH=$MODEL_DIR OC_MATH_JSON=$MATH_JSON OC_ABBR=$ABBR OC_BACKEND=$BACKEND \
   OC_MAX_OUT_LEN=$MAX_OUT_LEN OC_BATCH_SIZE=$BATCH_SIZE OC_NUM_GPUS=$NUM_GPUS OC_LIMIT=$LIMIT
-[[ -z $CPU_THREADS || $CPU_THREADS =~ ^[1-9][0-9]*$ ]] || EXIT=2 die "CPU_THREADS=$CPU_THREADS: expected empty or an integer >= 1"
 [[ -n $CPU_THREADS ]] && export OMP_NUM_THREADS=$CPU_THREADS MKL_NUM_THREADS=$CPU_THREADS
 export LANG=C.UTF-8 LC_ALL=C.UTF-8      # MATHDataset opens math.json without an explicit encoding
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-before=$(find "$WORK_DIR" -mindepth 1 -maxdepth 1 -type d | sort)
+RUN_CWD=$WORK_DIR/.cwd                  # OpenCompass writes tmp/, .cache/, icl_inference_output/ into its working directory
+mkdir -p "$RUN_CWD"
+list_runs() { find "$WORK_DIR" -mindepth 1 -maxdepth 1 -type d -name '[0-9]*_[0-9]*' | sort; }  # <timestamp>/ folders
+before=$(list_runs)
 echo "evaluate_opencompass.sh: $ABBR ($BACKEND, device $DEVICE, max_out_len $MAX_OUT_LEN, batch $BATCH_SIZE, problems ${LIMIT:-all}) -> $WORK_DIR" >&2
 start=$SECONDS
-# from WORK_DIR: OpenCompass writes tmp/ and .cache/ into its working directory
-(cd "$WORK_DIR" && "$OC_VENV/bin/opencompass" "$CONFIG" -w "$WORK_DIR" "${RUN_MODE[@]}") ||
+(cd "$RUN_CWD" && "$OC_VENV/bin/opencompass" "$CONFIG" -w "$WORK_DIR" "${RUN_MODE[@]}") ||
   die "OpenCompass failed (config $CONFIG, work folder $WORK_DIR)"
 wall_s=$((SECONDS - start))
 
 # ---- report: the new timestamped folder, its summary table, one closing line
-OUT_DIR=$(comm -13 <(echo "$before") <(find "$WORK_DIR" -mindepth 1 -maxdepth 1 -type d | sort) | tail -n 1)
+OUT_DIR=$(comm -13 <(echo "$before") <(list_runs) | tail -n 1)
 [[ -n $OUT_DIR ]] || die "$WORK_DIR: OpenCompass wrote no new output folder"
 SUMMARY_CSV=$(find "$OUT_DIR/summary" -name 'summary_*.csv' 2>/dev/null | sort | tail -n 1)
 [[ -n $SUMMARY_CSV ]] || die "$OUT_DIR/summary: no summary_*.csv (OpenCompass's evaluation did not finish)"

@@ -184,11 +184,24 @@ def parse_reference(reference: Optional[str], timeout: Optional[int]):
                  parsing_timeout=timeout)
 
 
+def _once(record, _seen=set()) -> bool:  # noqa: B006 - the set is the memory of this filter
+    """A logging filter that lets each distinct message through once."""
+    key = record.getMessage()
+    if key in _seen:
+        return False
+    _seen.add(key)
+    return True
+
+
 def parse_prediction(prediction: str, timeout: Optional[int]):
     """math-verify's parse of the raw prediction as MATHVerifyEvaluator does it."""
+    import logging
+
     from latex2sympy2_extended import NormalizationConfig
     from math_verify import LatexExtractionConfig, parse
 
+    # equations=True (OpenCompass's setting) logs a deprecation line on every parse; keep it once
+    logging.getLogger("latex2sympy2_extended.math_normalization").addFilter(_once)
     config = LatexExtractionConfig(
         normalization_config=NormalizationConfig(nits=False, malformed_operators=False, basic_latex=True,
                                                  equations=True, boxed="all", units=True),

@@ -1,6 +1,5 @@
 #!/usr/bin/env python3
-"""Evaluate a model on MATH the way the recipe trains it (and measure the reward's hacking gap),
-or the way OpenCompass's math_gen_a58d9d does.
+"""Evaluate a model on MATH: the recipe's protocol (with the reward's hacking gap) or OpenCompass's.
 
 Usage
 -----
@@ -142,7 +141,11 @@ For the opencompass protocol: problems, correct, skipped, accuracy (correct / pr
 fraction) and accuracy_percent (OpenCompass's figure), by level and type, mean response length,
 truncation rate.
 
-Errors: bad arguments -> usage message, exit 2. A missing or unreadable file, an unknown data
+Errors: bad arguments -> usage message, exit 2 (also --protocol opencompass with --temperature
+> 0 or --n > 1, and a missing --model / --data without --rescore-opencompass).
+--rescore-opencompass: a missing path, no predictions/<abbr>/math.json below it, a file that is
+not OpenCompass's predictions JSON, or a results file with another number of details -> one line
+naming the file, exit 1. A missing or unreadable file, an unknown data
 layout, a row without problem or answer, a model directory without config.json or chat
 template, an output directory holding samples of a different run -> one line on stderr naming
 the file, the field and what was expected; exit 1; nothing in the output directory is
@@ -887,7 +890,7 @@ def _positive_int(text: str) -> int:
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     """Parse and cross-check the command line (exit 2 with a message on bad values)."""
-    p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0],
+    p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0], epilog=__doc__.split("\n", 1)[1],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", type=Path, default=None, help="Hugging Face model directory (required)")
     p.add_argument("--data", type=Path, default=None,

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Evaluate a model on MATH the way the recipe trains it, and measure the reward's hacking gap.
+"""Evaluate a model on MATH: the recipe's protocol (with the reward's hacking gap) or OpenCompass's.
 
 Usage
 -----
-    python evaluate.py --model MODEL_DIR --data DATA_FILE [--output-dir DIR] [--limit N]
+    python evaluate.py --model MODEL_DIR --data DATA_FILE [--protocol recipe|opencompass]
+        [--output-dir DIR] [--limit N]
         [--batch-size B] [--max-new-tokens T] [--temperature X] [--top-p P] [--n N] [--k 1,4]
         [--seed S] [--backend auto|vllm|hf] [--dtype auto|float32|bfloat16|float16]
         [--tensor-parallel-size TP] [--gpu-memory-utilization F] [--cpu-threads T] [--overwrite]
+    python evaluate.py --rescore-opencompass PRED_DIR_OR_FILE [--output-dir DIR]
 
     # base model vs. the merged GRPO checkpoint (merge_checkpoint.sh), MATH-500, greedy
     python evaluate.py --model models/Qwen2.5-1.5B-Instruct --data /path/to/math500/test.jsonl
@@ -14,11 +16,43 @@ Usage
         --data data/math-lighteval/data/test-00000-of-00001.parquet
     # pass@k with sampling
     python evaluate.py --model M --data D --n 8 --k 1,4,8 --temperature 1.0
+    # OpenCompass's MATH protocol without OpenCompass (4-shot, its judge), then re-judge a real
+    # OpenCompass run's predictions with the same judge
+    python evaluate.py --protocol opencompass --model M --data data/opencompass/math.json --limit 50
+    python evaluate.py --rescore-opencompass outputs/opencompass/<abbr>/<timestamp>
 
 Arguments
 ---------
 --model DIR          path; a Hugging Face model directory (config.json, weights, tokenizer files with
                      a chat template). Required.
+--protocol NAME      recipe (default) or opencompass; the two differ in everything but the model:
+                     * recipe: 0-shot, the training prompt (problem + INSTRUCTION, the answer
+                       contract), sampling knobs as below, judged by the training reward and a
+                       strict math-verify check of the last box (see "What it does");
+                     * opencompass: OpenCompass 0.5.4's math_gen_a58d9d as it really runs
+                       (opencompass_math.py): the 4-shot Minerva-style turns exactly as sent
+                       (their doubled braces included), the problem as "Problem:\n...\nSolution:\n",
+                       the model's chat template; greedy decoding with the model's
+                       generation_config.json otherwise in force (transformers; vLLM: temperature
+                       0 only), cut at the EOS strings; reference = the solution's last \boxed{}
+                       as OpenCompass's MATHDataset reads it (MATH-500 jsonl: ``answer``);
+                       judged as MATHVerifyEvaluator judges (math-verify on the raw response,
+                       first LaTeX match, boxed first). Needs greedy decoding (--temperature 0,
+                       --n 1) and a layout with the problem text (not a verl parquet). Records:
+                       id, level, type, sample_index, ground_truth, response, correct, status
+                       (ok / skipped / error), pred and answer (math-verify's parses, as in
+                       OpenCompass's results file), response_tokens, prompt_tokens, truncated.
+--rescore-opencompass PATH
+                     path; re-judge predictions a real OpenCompass run made, with this script's
+                     opencompass-protocol judge, so both judges see identical generations. PATH is
+                     a predictions file (``predictions/<abbr>/math.json``), or a folder holding
+                     ``predictions/*/math.json`` (an OpenCompass output folder, or a parent of
+                     one: the newest timestamped run is used). Per problem it compares the verdict
+                     with OpenCompass's own (``results/<abbr>/math.json`` beside the predictions,
+                     when present) and the sent turns (``origin_prompt``) with build_messages
+                     (the problem is taken from the last turn). Writes rescore.jsonl and
+                     summary.json to --output-dir (default outputs/eval/rescore-<abbr>); prints
+                     the agreement and every disagreement. --model/--data are not used.
 --data FILE          path; one of (detected by columns / fields, never by file name):
                      * MATH-lighteval parquet (``problem, level, type, solution``; e.g. the shipped
                        ``data/math-lighteval/data/test-00000-of-00001.parquet``); ground truth = the
@@ -29,7 +63,10 @@ Arguments
                        subject, level, solution``); ground truth = ``answer``; id = ``unique_id``;
                      * verl parquet from prepare_math.py (``data_source, prompt, reward_model,
                        extra_info``); ground truth = ``reward_model.ground_truth``; the prompt is
-                       the row's ``prompt``; id = ``{extra_info.split}-{extra_info.index}``.
+                       the row's ``prompt``; id = ``{extra_info.split}-{extra_info.index}``;
+                     * OpenCompass's ``math.json`` (parquet2json.py: one JSON object whose values
+                       are MATH-lighteval records), read as the MATH-lighteval layout in key
+                       order; id = ``math-{row}``.
                      Anything else -> one-line error naming the file and the columns found.
 --output-dir DIR     path; receives samples.jsonl, summary.json, run_config.json. Default, beside
                      this script: ``outputs/eval/<experiment>-global_step_N-<data file stem>`` for a
@@ -38,7 +75,7 @@ Arguments
 --limit N            int >= 1; evaluate the first N problems of the file only.
 --batch-size B       int >= 1; prompts per generate call. Default 8 (transformers), 256 (vLLM).
 --max-new-tokens T   int >= 1; response budget in tokens. Default 1024 (the recipe's
-                     data.max_response_length).
+                     data.max_response_length; OpenCompass's max_out_len in the reference).
 --temperature X      float >= 0; 0 = greedy (default, verl's validation setting
                      rollout.val_kwargs: temperature 0, do_sample False, top_p 1, top_k -1).
 --top-p P            float in (0, 1]; nucleus sampling, used when X > 0. Default 1.0.
@@ -90,7 +127,7 @@ the EOS token, as verl's response mask counts them), prompt_tokens, truncated (n
 
 Summary (summary.json)
 ----------------------
-accuracy by the reward (``acc``) and by the strict check, overall and by level and type; mean
+``protocol`` (recipe / opencompass) and, for the recipe protocol: accuracy by the reward (``acc``) and by the strict check, overall and by level and type; mean
 reward; format compliance = share of responses whose format credit is the full
 ``len(FORMAT_MARKERS) * FORMAT_TAG_CREDIT`` (= 0.2: all four layout markers of SYSTEM_PROMPT
 once each, no stray text; new_math_reward.format_credit); mean response length (tokens);
@@ -100,8 +137,15 @@ truncation rate; pass@k (reward and strict) with the unbiased estimator of Chen 
 correct but strictly wrong, and strictly right but not rewarded, with counts, rates (over all
 samples) and up to 5 examples each. Neither judge is ground truth: math-verify misses some
 equivalent forms the reward accepts, so read the examples before calling a gap hacking.
+For the opencompass protocol: problems, correct, skipped, accuracy (correct / problems, as a
+fraction) and accuracy_percent (OpenCompass's figure), by level and type, mean response length,
+truncation rate.
 
-Errors: bad arguments -> usage message, exit 2. A missing or unreadable file, an unknown data
+Errors: bad arguments -> usage message, exit 2 (also --protocol opencompass with --temperature
+> 0 or --n > 1, and a missing --model / --data without --rescore-opencompass).
+--rescore-opencompass: a missing path, no predictions/<abbr>/math.json below it, a file that is
+not OpenCompass's predictions JSON, or a results file with another number of details -> one line
+naming the file, exit 1. A missing or unreadable file, an unknown data
 layout, a row without problem or answer, a model directory without config.json or chat
 template, an output directory holding samples of a different run -> one line on stderr naming
 the file, the field and what was expected; exit 1; nothing in the output directory is
@@ -131,6 +175,7 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 import new_math_reward as nmr  # noqa: E402
+import opencompass_math as ocm  # noqa: E402
 
 #: data_source given to the reward for rows that carry none (verl's name for MATH-lighteval).
 DEFAULT_DATA_SOURCE = "DigitalLearningGmbH/MATH-lighteval"
@@ -149,7 +194,9 @@ SAMPLES_FILE = "samples.jsonl"
 SUMMARY_FILE = "summary.json"
 RUN_CONFIG_FILE = "run_config.json"
 #: run_config.json keys that must match for samples to be resumed.
-RESUME_KEYS = ("model", "data", "n", "temperature", "top_p", "max_new_tokens")
+RESUME_KEYS = ("model", "data", "protocol", "n", "temperature", "top_p", "max_new_tokens")
+PROTOCOLS = ("recipe", "opencompass")
+RESCORE_FILE = "rescore.jsonl"
 #: Full format credit: the four layout markers, each FORMAT_TAG_CREDIT (new_math_reward).
 FULL_FORMAT_CREDIT = round(len(nmr.FORMAT_MARKERS) * nmr.FORMAT_TAG_CREDIT, 6)
 
@@ -213,6 +260,13 @@ def _read_rows(path: Path) -> list[dict]:
             return pq.read_table(path).to_pylist()
         except (OSError, pa.ArrowException) as exc:
             raise DataError(f"{path}: not a readable parquet file ({_one_line(exc)})") from None
+    if path.suffix == ".json" and path.read_bytes().lstrip()[:1] == b"{":
+        try:
+            obj = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError:
+            obj = None  # one JSON object per line, read below
+        if isinstance(obj, dict) and obj and all(isinstance(v, dict) for v in obj.values()):
+            return list(obj.values())  # OpenCompass's math.json: records in key order
     if path.suffix in (".jsonl", ".json"):
         rows = []
         with open(path, encoding="utf-8") as fh:
@@ -239,8 +293,12 @@ def _require_str(path: Path, where: str, field: str, value: object) -> str:
     return value
 
 
-def load_problems(path: Path) -> tuple[str, list[dict], list[str]]:
-    """Read MATH problems from ``path`` in any of the three layouts (module docstring).
+def load_problems(path: Path, protocol: str = "recipe") -> tuple[str, list[dict], list[str]]:
+    """Read MATH problems from ``path`` in any of the layouts (module docstring).
+
+    ``protocol`` opencompass: ``messages`` are OpenCompass's 4-shot turns and ``ground_truth`` its
+    reference (``opencompass_math.reference_answer`` of the solution, or MATH-500's ``answer``;
+    None when OpenCompass would read none); a verl parquet is refused (no problem text).
 
     Returns ``(format, problems, dropped)``: ``problems`` in file order, each a dict with
     ``id, problem, level, type, ground_truth, data_source, messages`` (chat messages: list of
@@ -256,6 +314,9 @@ def load_problems(path: Path) -> tuple[str, list[dict], list[str]]:
     if fmt is None:
         raise DataError(f"{path}: unknown MATH data layout: fields {sorted(rows[0].keys())}; expected "
                         f"{_expected_layouts()}")
+    if protocol == "opencompass" and fmt == "verl":
+        raise DataError(f"{path}: --protocol opencompass needs the problem text; expected a MATH-lighteval "
+                        "parquet, OpenCompass's math.json or a MATH-500 jsonl, not a verl parquet")
     split = path.name.split("-")[0] if path.name.split("-")[0] in ("train", "test") else path.stem
     problems: list[dict] = []
     dropped: list[str] = []
@@ -292,7 +353,7 @@ def load_problems(path: Path) -> tuple[str, list[dict], list[str]]:
                                     f"answer, found ...{_one_line(solution[-60:], 60)}")
                 pid = f"{split}-{i}"
                 level, subject = _level_name(row["level"]), str(row["type"] or "")
-                if not gt.strip():
+                if not gt.strip() and protocol == "recipe":
                     dropped.append(pid)
                     continue
             else:
@@ -302,6 +363,10 @@ def load_problems(path: Path) -> tuple[str, list[dict], list[str]]:
                 level = _level_name(row.get("level"))
                 subject = str(row.get("subject") or row.get("type") or "")
             messages = [{"role": "user", "content": problem + " " + nmr.INSTRUCTION}]
+            if protocol == "opencompass":
+                messages = ocm.build_messages(problem)
+                if fmt == "lighteval":
+                    gt = ocm.reference_answer(row["solution"])
         if data_source not in nmr.SUPPORTED_DATA_SOURCES:
             raise DataError(f"{path}: {where}: field 'data_source': {data_source!r} is not judged by "
                             f"new_math_reward; expected one of {sorted(nmr.SUPPORTED_DATA_SOURCES)}")
@@ -361,6 +426,19 @@ def score_sample(problem: dict, sample_index: int, response: str, response_token
         "reward_format": float(res.get("format", 0.0)), "reward_cot": float(res.get("cot", 0.0)),
         "format_credit": float(fmt_fn(response)) if fmt_fn else float(res.get("format", 0.0)),
         "strict_correct": bool(strict), "response_tokens": int(response_tokens),
+        "prompt_tokens": int(prompt_tokens), "truncated": bool(truncated),
+    }
+
+
+def score_sample_opencompass(problem: dict, sample_index: int, response: str, response_tokens: int,
+                             prompt_tokens: int, truncated: bool) -> dict:
+    """One samples.jsonl record of the opencompass protocol: MATHVerifyEvaluator's verdict."""
+    verdict = ocm.score(response, problem["ground_truth"])
+    return {
+        "id": problem["id"], "level": problem["level"], "type": problem["type"],
+        "sample_index": sample_index, "ground_truth": problem["ground_truth"], "response": response,
+        "correct": verdict["correct"], "status": verdict["status"], "pred": verdict["pred"],
+        "answer": verdict["answer"], "response_tokens": int(response_tokens),
         "prompt_tokens": int(prompt_tokens), "truncated": bool(truncated),
     }
 
@@ -458,6 +536,55 @@ def summarize(records: Sequence[dict], ks: Sequence[int], n: int) -> dict:
         "by_type": _group(records, "type"),
         "hacking_gap": hacking_gap(records),
     }
+
+
+def summarize_opencompass(records: Sequence[dict]) -> dict:
+    """Aggregate opencompass-protocol records (fields of score_sample_opencompass).
+
+    accuracy = correct / problems (a fraction; ``accuracy_percent`` is OpenCompass's figure);
+    skipped problems (reference unparsable) count in the denominator, as in OpenCompass.
+    """
+    def group(key: str) -> dict:
+        groups: dict[str, list[dict]] = defaultdict(list)
+        for r in records:
+            groups[r.get(key) or "(none)"].append(r)
+        return {g: {"samples": len(rs), "accuracy": _mean([float(r["correct"]) for r in rs])}
+                for g, rs in sorted(groups.items())}
+
+    return {
+        "protocol": "opencompass",
+        "problems": len(records),
+        "correct": sum(1 for r in records if r["correct"]),
+        "skipped": sum(1 for r in records if r.get("status") == "skipped"),
+        "errors": sum(1 for r in records if r.get("status") == "error"),
+        "accuracy": _mean([float(r["correct"]) for r in records]),
+        "accuracy_percent": ocm.accuracy_percent(list(records)),
+        "mean_response_tokens": _mean([r["response_tokens"] for r in records]),
+        "truncated_rate": _mean([float(r["truncated"]) for r in records]),
+        "by_level": group("level"),
+        "by_type": group("type"),
+    }
+
+
+def format_table_opencompass(summary: dict) -> str:
+    """The printed report of an opencompass-protocol summary."""
+    s = summary
+    run = s.get("run", {})
+    lines = [f"protocol opencompass ({ocm.CONFIG_NAME})"
+             + (f"  model {run.get('model')}  data {run.get('data')}  backend {run.get('backend')}" if run else "")]
+    rows = [("problems / correct / skipped / errors", f"{s['problems']} / {s['correct']} / {s['skipped']} / {s['errors']}"),
+            ("accuracy (OpenCompass %)", f"{s['accuracy_percent']:.2f}"),
+            ("mean response length (tokens)", f"{s['mean_response_tokens']:.1f}"),
+            ("truncated (no EOS)", f"{s['truncated_rate']:.4f}")]
+    width = max(len(a) for a, _ in rows)
+    lines += [f"{a:<{width}}  {b}" for a, b in rows]
+    for title, key in (("level", "by_level"), ("type", "by_type")):
+        groups = s[key]
+        if groups:
+            w = max(len(title), *(len(g) for g in groups))
+            lines.append(f"{title:<{w}}  samples  acc")
+            lines += [f"{g:<{w}}  {v['samples']:>7}  {v['accuracy']:.4f}" for g, v in groups.items()]
+    return "\n".join(lines)
 
 
 def format_table(summary: dict) -> str:
@@ -600,11 +727,18 @@ class HFGenerator:
         self.eos_ids = sorted(set(eos) | ({tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()))
         pad = tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else (self.eos_ids[0] if self.eos_ids else 0)
+        self.stop_words = stop_words(tokenizer, self.model.generation_config)
         torch.manual_seed(seed)
 
     def generate(self, prompts: list[list[int]], n: int, temperature: float, top_p: float,
-                 max_new_tokens: int) -> list[list[tuple[str, int, bool]]]:
-        """For each prompt (token ids), ``n`` results ``(text, response tokens, truncated)``."""
+                 max_new_tokens: int, protocol: str = "recipe") -> list[list[tuple[str, int, bool]]]:
+        """For each prompt (token ids), ``n`` results ``(text, response tokens, truncated)``.
+
+        ``protocol`` opencompass: greedy with the model's generation_config otherwise in force,
+        special tokens kept in the text and the text cut at the stop words (OpenCompass's
+        HuggingFacewithChatTemplate)."""
+        import copy
+
         from transformers import GenerationConfig
 
         torch = self.torch
@@ -619,6 +753,9 @@ class HFGenerator:
         cfg = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=sample, num_return_sequences=n,
                                repetition_penalty=1.0, eos_token_id=self.eos_ids, pad_token_id=self.pad_id,
                                **knobs)
+        if protocol == "opencompass":
+            cfg = copy.deepcopy(self.model.generation_config)
+            cfg.update(do_sample=False, max_new_tokens=max_new_tokens, pad_token_id=self.pad_id)
         with torch.no_grad():
             out = self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
                                       generation_config=cfg)
@@ -629,7 +766,10 @@ class HFGenerator:
             toks = gen[row]
             hits = torch.nonzero(torch.isin(toks, eos)).flatten()
             length = int(hits[0]) + 1 if len(hits) else int(toks.shape[0])
-            text = self.tokenizer.decode(toks[:length].tolist(), skip_special_tokens=True)
+            if protocol == "opencompass":
+                text = ocm.cut_at_stop_words(self.tokenizer.decode(toks.tolist()), self.stop_words)
+            else:
+                text = self.tokenizer.decode(toks[:length].tolist(), skip_special_tokens=True)
             results[row // n].append((text, length, not len(hits)))
         return results
 
@@ -645,15 +785,40 @@ class VLLMGenerator:
                        dtype=dtype, seed=seed)
 
     def generate(self, prompts: list[list[int]], n: int, temperature: float, top_p: float,
-                 max_new_tokens: int) -> list[list[tuple[str, int, bool]]]:
-        """As HFGenerator.generate."""
+                 max_new_tokens: int, protocol: str = "recipe") -> list[list[tuple[str, int, bool]]]:
+        """As HFGenerator.generate; ``protocol`` opencompass: temperature 0, the stop words, other
+        parameters vLLM's defaults (OpenCompass's VLLMwithChatTemplate)."""
         from vllm import SamplingParams
 
+        if protocol == "opencompass":
+            stops = stop_words(self.llm.get_tokenizer(), None)
+            params = SamplingParams(temperature=0, max_tokens=max_new_tokens, stop=stops)
+            outs = self.llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
+            return [[(o.text, len(o.token_ids), o.finish_reason == "length") for o in req.outputs]
+                    for req in outs]
         params = SamplingParams(n=n, temperature=temperature, top_p=top_p if temperature > 0 else 1.0,
                                 top_k=-1, repetition_penalty=1.0, max_tokens=max_new_tokens,
                                 seed=self.seed if temperature > 0 else None, skip_special_tokens=True)
         outs = self.llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
         return [[(o.text, len(o.token_ids), o.finish_reason == "length") for o in req.outputs] for req in outs]
+
+
+def stop_words(tokenizer, generation_config) -> list[str]:
+    """OpenCompass's stop words for a chat model: the decoded EOS ids of generation_config (the
+    model folder's generation_config.json when None is given) and the tokenizer's EOS token."""
+    if generation_config is None:
+        from transformers import GenerationConfig
+
+        try:
+            generation_config = GenerationConfig.from_pretrained(tokenizer.name_or_path)
+        except OSError:
+            generation_config = None
+    eos = getattr(generation_config, "eos_token_id", None)
+    ids = [] if eos is None else ([eos] if isinstance(eos, int) else list(eos))
+    words = {tokenizer.decode(i) for i in ids}
+    if tokenizer.eos_token:
+        words.add(tokenizer.eos_token)
+    return sorted(w for w in words if w)
 
 
 def check_model(model_dir: Path) -> None:
@@ -725,10 +890,15 @@ def _positive_int(text: str) -> int:
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     """Parse and cross-check the command line (exit 2 with a message on bad values)."""
-    p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0],
+    p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0], epilog=__doc__.split("\n", 1)[1],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", type=Path, required=True, help="Hugging Face model directory")
-    p.add_argument("--data", type=Path, required=True, help="MATH-lighteval parquet, MATH-500 jsonl or verl parquet")
+    p.add_argument("--model", type=Path, default=None, help="Hugging Face model directory (required)")
+    p.add_argument("--data", type=Path, default=None,
+                   help="MATH-lighteval parquet, OpenCompass math.json, MATH-500 jsonl or verl parquet (required)")
+    p.add_argument("--protocol", choices=PROTOCOLS, default="recipe",
+                   help="recipe (0-shot training prompt, reward + strict check) or opencompass (math_gen_a58d9d)")
+    p.add_argument("--rescore-opencompass", type=Path, default=None, metavar="PATH",
+                   help="re-judge an OpenCompass run's predictions (file or folder); no generation")
     p.add_argument("--output-dir", type=Path, default=None, help="default outputs/eval/<model>-<data>")
     p.add_argument("--limit", type=_positive_int, default=None, help="first N problems only")
     p.add_argument("--batch-size", type=_positive_int, default=None, help="prompts per generate call")
@@ -745,6 +915,13 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--cpu-threads", type=int, default=0, help="torch CPU threads (transformers); 0 = torch default")
     p.add_argument("--overwrite", action="store_true", help="discard this output dir's samples")
     args = p.parse_args(argv)
+    if args.rescore_opencompass is not None:
+        return args
+    for name in ("model", "data"):
+        if getattr(args, name) is None:
+            p.error(f"--{name} is required (or --rescore-opencompass PATH)")
+    if args.protocol == "opencompass" and (args.temperature != 0 or args.n != 1):
+        p.error("--protocol opencompass decodes greedily: expected --temperature 0 and --n 1")
     if args.cpu_threads < 0:
         p.error(f"--cpu-threads {args.cpu_threads}: expected >= 0")
     if args.temperature < 0:
@@ -761,7 +938,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         p.error(f"--k {args.k}: each k must satisfy 1 <= k <= n = {args.n}")
     args.ks = ks
     if args.output_dir is None:
-        args.output_dir = HERE / "outputs" / "eval" / default_output_name(args.model, args.data)
+        suffix = "" if args.protocol == "recipe" else f"-{args.protocol}"
+        args.output_dir = HERE / "outputs" / "eval" / (default_output_name(args.model, args.data) + suffix)
     return args
 
 
@@ -771,7 +949,7 @@ def _prepare_output(args: argparse.Namespace, fmt: str) -> tuple[Path, list[dict
     out.mkdir(parents=True, exist_ok=True)
     samples_path = out / SAMPLES_FILE
     config = {"model": str(args.model.resolve()), "data": str(args.data.resolve()), "format": fmt,
-              "n": args.n, "temperature": args.temperature, "top_p": args.top_p,
+              "protocol": args.protocol, "n": args.n, "temperature": args.temperature, "top_p": args.top_p,
               "max_new_tokens": args.max_new_tokens, "seed": args.seed}
     cfg_path = out / RUN_CONFIG_FILE
     if args.overwrite:
@@ -785,7 +963,7 @@ def _prepare_output(args: argparse.Namespace, fmt: str) -> tuple[Path, list[dict
             raise DataError(f"{cfg_path}: not valid JSON; expected the run_config.json this script "
                             "writes (use --overwrite or a new --output-dir)") from None
         for key in RESUME_KEYS:
-            if old.get(key) != config[key]:
+            if old.get(key, "recipe" if key == "protocol" else None) != config[key]:
                 raise DataError(f"{cfg_path}: field '{key}': the samples here were made with "
                                 f"{old.get(key)!r}, this run asks for {config[key]!r}; expected the same "
                                 "settings to resume (use --overwrite or a new --output-dir)")
@@ -795,7 +973,7 @@ def _prepare_output(args: argparse.Namespace, fmt: str) -> tuple[Path, list[dict
 
 def run(args: argparse.Namespace) -> dict:
     """Evaluate as described in the module docstring; return the summary dict."""
-    fmt, problems, dropped = load_problems(args.data)
+    fmt, problems, dropped = load_problems(args.data, args.protocol)
     if args.limit:
         problems = problems[: args.limit]
     model_dir = args.model
@@ -828,6 +1006,7 @@ def run(args: argparse.Namespace) -> dict:
             raise DataError(f"--model {model_dir}: the model does not load ({_one_line(exc)}); expected "
                             "readable weights matching config.json") from None
         batch = args.batch_size or DEFAULT_BATCH_SIZE[backend]
+        scorer = score_sample_opencompass if args.protocol == "opencompass" else score_sample
         order = sorted(todo, key=lambda p: len(prompt_ids[p["id"]]))  # less padding per batch
         bar = tqdm_bar(total=len(order) * args.n)
         with open(samples_path, "a", encoding="utf-8") as fh:
@@ -835,13 +1014,13 @@ def run(args: argparse.Namespace) -> dict:
                 chunk = order[start:start + batch]
                 t0 = time.perf_counter()
                 outs = gen.generate([prompt_ids[p["id"]] for p in chunk], args.n, args.temperature,
-                                    args.top_p, args.max_new_tokens)
+                                    args.top_p, args.max_new_tokens, args.protocol)
                 timing["generate_s"] += time.perf_counter() - t0
                 for p, samples in zip(chunk, outs):
                     for j, (text, ntok, truncated) in enumerate(samples):
                         if j in have[p["id"]]:
                             continue
-                        rec = score_sample(p, j, text, ntok, len(prompt_ids[p["id"]]), truncated)
+                        rec = scorer(p, j, text, ntok, len(prompt_ids[p["id"]]), truncated)
                         fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
                         old.append(rec)
                         timing["samples_generated"] += 1
@@ -857,14 +1036,146 @@ def run(args: argparse.Namespace) -> dict:
         if r["id"] in wanted and key[1] < args.n and key not in seen_keys:
             seen_keys.add(key)
             records.append(r)
-    summary = summarize(records, args.ks, args.n)
+    if args.protocol == "opencompass":
+        summary = summarize_opencompass(records)
+    else:
+        summary = {"protocol": "recipe", **summarize(records, args.ks, args.n)}
     summary["run"] = {"model": str(model_dir), "data": str(args.data), "format": fmt, "backend": backend,
+                      "protocol": args.protocol,
                       "limit": args.limit, "dropped_rows": dropped, "temperature": args.temperature,
                       "top_p": args.top_p, "max_new_tokens": args.max_new_tokens, "seed": args.seed,
                       "timing": timing}
     write_json_atomic(args.output_dir / SUMMARY_FILE, summary)
-    print(format_table(summary))
+    print(format_table_opencompass(summary) if args.protocol == "opencompass" else format_table(summary))
     return summary
+
+
+# ==========================================================================================
+# Re-judging a real OpenCompass run
+# ==========================================================================================
+def find_opencompass_predictions(path: Path) -> Path:
+    """The predictions file under ``path`` (see --rescore-opencompass). Raises DataError."""
+    if path.is_file():
+        return path
+    if not path.is_dir():
+        raise DataError(f"{path}: not found; expected an OpenCompass predictions file or output folder")
+    hits = sorted(path.glob("predictions/*/math.json")) or sorted(path.glob("*/predictions/*/math.json"))
+    if not hits:
+        raise DataError(f"{path}: no predictions/<abbr>/math.json below it; expected an OpenCompass output "
+                        "folder (evaluate_opencompass.sh prints it)")
+    return hits[-1]  # timestamps sort in time order
+
+
+def _load_json_object(path: Path, what: str) -> dict:
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise DataError(f"{path}: not readable JSON ({_one_line(exc, 80)}); expected {what}") from None
+    if not isinstance(obj, dict):
+        raise DataError(f"{path}: expected a JSON object ({what}), found {type(obj).__name__}")
+    return obj
+
+
+def load_opencompass_predictions(path: Path) -> list[dict]:
+    """Rows of an OpenCompass predictions file: ``{"0": {origin_prompt, prediction, gold}, ...}``
+    in index order, each returned as ``{index, origin_prompt, prediction, gold}``. Raises DataError."""
+    obj = _load_json_object(path, "OpenCompass predictions {index: {origin_prompt, prediction, gold}}")
+    rows = []
+    for key in sorted(obj, key=lambda k: int(k) if str(k).isdigit() else -1):
+        rec = obj[key]
+        if not str(key).isdigit() or not isinstance(rec, dict) or not isinstance(rec.get("prediction"), str):
+            raise DataError(f"{path}: entry {key!r}: field 'prediction': expected a string under a numeric key")
+        rows.append({"index": int(key), "origin_prompt": rec.get("origin_prompt"),
+                     "prediction": rec["prediction"], "gold": rec.get("gold")})
+    if not rows:
+        raise DataError(f"{path}: no predictions; expected at least one")
+    return rows
+
+
+def opencompass_verdicts(pred_file: Path) -> Optional[list[dict]]:
+    """OpenCompass's own per-problem details (results/<abbr>/math.json beside predictions/), or None."""
+    results = pred_file.parent.parent.parent / "results" / pred_file.parent.name / pred_file.name
+    if not results.is_file():
+        return None
+    details = _load_json_object(results, "OpenCompass results with 'details'").get("details")
+    if isinstance(details, dict):
+        details = [details[k] for k in sorted(details, key=lambda k: int(k) if str(k).isdigit() else -1)]
+    if not isinstance(details, list) or not all(isinstance(d, dict) for d in details):
+        raise DataError(f"{results}: field 'details': expected per-problem results (run with details dumped)")
+
+    def one(value):  # OpenCompass 0.5.4 stores each detail field as a one-element list
+        return value[0] if isinstance(value, list) and len(value) == 1 else value
+
+    return [{k: one(v) for k, v in d.items()} for d in details]
+
+
+def rescore_opencompass(path: Path, output_dir: Optional[Path]) -> dict:
+    """Re-judge an OpenCompass run's predictions with opencompass_math.score (module docstring)."""
+    pred_file = find_opencompass_predictions(path)
+    rows = load_opencompass_predictions(pred_file)
+    theirs = opencompass_verdicts(pred_file)
+    if theirs is not None and len(theirs) != len(rows):
+        raise DataError(f"{pred_file.parent.parent.parent / 'results'}: {len(theirs)} details for {len(rows)} "
+                        "predictions; expected one per prediction (a skipped reference has no detail)")
+    records, disagreements, prompt_mismatch = [], [], []
+    for i, row in enumerate(rows):
+        verdict = ocm.score(row["prediction"], row["gold"])
+        try:
+            sent = ocm.messages_from_origin_prompt(row["origin_prompt"])
+        except ValueError:
+            sent = []
+        problem = ocm.problem_from_messages(sent)
+        prompt_ok = problem is not None and sent == ocm.build_messages(problem)
+        rec = {"index": row["index"], "gold": row["gold"], "prediction": row["prediction"],
+               "correct": verdict["correct"], "status": verdict["status"], "pred": verdict["pred"],
+               "answer": verdict["answer"], "prompt_matches": prompt_ok}
+        if theirs is not None:
+            rec["opencompass_correct"] = bool(theirs[i].get("correct"))
+            rec["opencompass_pred"] = theirs[i].get("pred")
+            if rec["opencompass_correct"] != rec["correct"]:
+                disagreements.append(rec)
+        if not prompt_ok:
+            prompt_mismatch.append(row["index"])
+        records.append(rec)
+    abbr = pred_file.parent.name
+    out = output_dir or HERE / "outputs" / "eval" / f"rescore-{abbr}"
+    out.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(out / RESCORE_FILE, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+    summary = {
+        "protocol": "opencompass", "mode": "rescore", "predictions": str(pred_file),
+        "problems": len(records), "correct": sum(r["correct"] for r in records),
+        "accuracy_percent": ocm.accuracy_percent(records),
+        "opencompass_correct": None if theirs is None else sum(r["opencompass_correct"] for r in records),
+        "agreement": None if theirs is None else (len(records) - len(disagreements)) / len(records),
+        "disagreements": [{k: r[k] for k in ("index", "gold", "pred", "opencompass_pred", "correct",
+                                             "opencompass_correct")} for r in disagreements],
+        "prompt_mismatches": prompt_mismatch,
+    }
+    write_json_atomic(out / SUMMARY_FILE, summary)
+    agree = ("OpenCompass's verdicts not found (results/<abbr>/math.json)" if theirs is None else
+             f"agrees with OpenCompass on {len(records) - len(disagreements)}/{len(records)} problems "
+             f"(OpenCompass {summary['opencompass_correct']} correct)")
+    print(f"protocol opencompass (rescore of {pred_file}): {summary['correct']}/{len(records)} correct "
+          f"({summary['accuracy_percent']:.2f} %); {agree}; prompts equal to build_messages: "
+          f"{len(records) - len(prompt_mismatch)}/{len(records)}; -> {out}")
+    for r in disagreements:
+        print(f"  disagreement #{r['index']}: gold={_one_line(r['gold'], 40)} ours={r['correct']} "
+              f"({_one_line(r['pred'], 60)}) opencompass={r['opencompass_correct']} "
+              f"({_one_line(r['opencompass_pred'], 60)})")
+    return summary
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to a temp file beside ``path`` and rename it into place."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
 
 
 def tqdm_bar(total: int):
@@ -878,7 +1189,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """CLI entry point: 0 on success, 1 on bad input (one line on stderr), 2 on bad arguments."""
     args = parse_args(argv)
     try:
-        run(args)
+        if args.rescore_opencompass is not None:
+            rescore_opencompass(args.rescore_opencompass, args.output_dir)
+        else:
+            run(args)
     except DataError as exc:
         print(f"evaluate.py: {exc}", file=sys.stderr)
         return 1

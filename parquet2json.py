@@ -5,7 +5,7 @@ Usage
 -----
     python parquet2json.py                                   # shipped test split, default output
     python parquet2json.py --input data/math-lighteval/data/test-00000-of-00001.parquet \\
-        --output data/opencompass/data/math/math.json
+        --output data/opencompass/math.json
 
 Arguments
 ---------
@@ -13,11 +13,9 @@ Arguments
                 MATH-lighteval layout). Default: the shipped test split,
                 ``data/math-lighteval/data/test-00000-of-00001.parquet`` beside this script.
 --output PATH   path of the JSON file to write; parent directories are created. Default:
-                ``data/opencompass/data/math/math.json`` beside this script. OpenCompass maps its
-                dataset id ``opencompass/math`` to ``./data/math/`` (joined to the
-                ``COMPASS_DATA_CACHE`` directory when that variable is set) and reads
-                ``math.json`` there, so the default works with
-                ``COMPASS_DATA_CACHE=<repo>/data/opencompass``.
+                ``data/opencompass/math.json`` beside this script, where evaluate_opencompass.sh
+                reads it (its config gives OpenCompass this absolute path, which OpenCompass's
+                ``get_data_path`` uses as is).
 
 Output layout
 -------------
@@ -27,7 +25,7 @@ each value is ``{"problem", "level", "type", "solution"}`` copied verbatim from 
 as UTF-8 with ``ensure_ascii=False`` and 2-space indentation; object order = input row order.
 
 How OpenCompass reads it (``opencompass/datasets/math.py``, ``MATHDataset.load``, used by the
-config ``configs/datasets/math/math_gen_a58d9d.py`` with ``path='opencompass/math'``): it
+config ``configs/datasets/math/math_gen_a58d9d.py``; opencompass/eval_math.py sets its ``path``): it
 ``json.load``s the file, iterates over the keys (which only identify records), and keeps
 ``problem`` plus the last boxed answer of ``solution`` as the reference. Two caveats of that
 loader: its answer extractor accepts only ``\\boxed{...}``, so a solution ending in ``\\fbox{...}``
@@ -63,7 +61,7 @@ from prepare_math import (HERE, SOURCE_COLUMNS, DataError, _Parser, _umask, chec
                           read_table)
 
 DEFAULT_INPUT = HERE / "data" / "math-lighteval" / "data" / "test-00000-of-00001.parquet"
-DEFAULT_OUTPUT = HERE / "data" / "opencompass" / "data" / "math" / "math.json"
+DEFAULT_OUTPUT = HERE / "data" / "opencompass" / "math.json"
 
 
 def to_math_json(table: pa.Table, label: str) -> dict[str, dict[str, str]]:

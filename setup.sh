@@ -1,9 +1,17 @@
 #!/usr/bin/env bash
 # One-time setup of the recipe; idempotent, safe to re-run.
 #
-# Usage: bash setup.sh [--device npu|cuda|cpu] [--skip-model] [--skip-data]
+# Usage: bash setup.sh [--device npu|cuda|cpu] [--skip-model] [--skip-data] [--with-opencompass] [--with-swanlab]
 #   --device   default: detect (npu: torch_npu importable or /dev/davinci*; cuda: nvidia-smi; else cpu)
 #   --skip-model / --skip-data   leave the model / the prepared parquet files alone
+#   --with-opencompass  also make OpenCompass's own environment OC_VENV_DIR (.venv-opencompass) from
+#      opencompass/requirements.txt + opencompass/constraints.txt (the tested set; it needs
+#      datasets<4, the recipe pins 4.1.1, so it never shares the recipe's environment), and
+#      data/opencompass/math.json; cpu/cuda: requirements-cpu.txt's torch pin first (cpu: the CPU
+#      build); npu: a venv over the container's python (--system-site-packages) that uses its
+#      torch, torch_npu, vllm, vllm-ascend
+#   --with-swanlab  also install requirements-swanlab.txt into the recipe's environment, with
+#      constraints.txt (less the packages that file pins) and that file as constraints
 # What it does:
 #   1. dependencies, pinned (requirements.txt + constraints.txt, the tested set):
 #      npu  -> the container's python3 (torch, torch_npu, vllm, vllm-ascend come with the image)
@@ -25,8 +33,11 @@ QWEN_MODEL_DIR=${QWEN_MODEL_DIR:-$REPO_DIR/models/Qwen2.5-1.5B-Instruct}  # wher
 CPU_MODEL_DIR=${CPU_MODEL_DIR:-$REPO_DIR/models/SmolLM2-135M-Instruct}   # where the cpu profile reads it
 DATA_DIR=${DATA_DIR:-$REPO_DIR/data/verl}               # prepared verl parquet files
 CPU_VAL_ROWS=${CPU_VAL_ROWS:-8}                         # validation problems of the cpu profile
+OC_VENV_DIR=${OC_VENV_DIR:-$REPO_DIR/.venv-opencompass}  # OpenCompass's environment (--with-opencompass)
 SKIP_MODEL=0
 SKIP_DATA=0
+WITH_OPENCOMPASS=0
+WITH_SWANLAB=0
 
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -34,7 +45,9 @@ while [[ $# -gt 0 ]]; do
     --device=*) DEVICE=${1#--device=}; shift ;;
     --skip-model) SKIP_MODEL=1; shift ;;
     --skip-data) SKIP_DATA=1; shift ;;
-    -h | --help) sed -n '2,18p' "$0"; exit 0 ;;
+    --with-opencompass) WITH_OPENCOMPASS=1; shift ;;
+    --with-swanlab) WITH_SWANLAB=1; shift ;;
+    -h | --help) sed -n '2,27p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -66,12 +79,37 @@ else
 fi
 "$PY" -c 'import verl, math_verify; print(f"setup.sh: verl {verl.__version__}, math-verify ok")'
 
+if [[ $WITH_SWANLAB == 1 ]]; then
+  # requirements-swanlab.txt's pins win over constraints.txt's (swanlab needs protobuf<7)
+  swan_constraints=$(mktemp)
+  trap 'rm -f "$swan_constraints"' EXIT
+  "$PY" tools/constraints_without.py constraints.txt requirements-swanlab.txt >"$swan_constraints"
+  "$PY" -m pip install --quiet --disable-pip-version-check -c "$swan_constraints" -c requirements-swanlab.txt \
+    -r requirements-swanlab.txt
+  "$PY" -c 'import swanlab; print(f"setup.sh: swanlab {swanlab.__version__}")'
+fi
+
+if [[ $WITH_OPENCOMPASS == 1 ]]; then
+  OC_FLAGS=(--quiet --disable-pip-version-check -c "$REPO_DIR/opencompass/constraints.txt")
+  if [[ $DEVICE == npu ]]; then
+    [[ -x $OC_VENV_DIR/bin/python ]] || "$BASE_PYTHON" -m venv --system-site-packages "$OC_VENV_DIR"
+  else
+    [[ -x $OC_VENV_DIR/bin/python ]] || "$BASE_PYTHON" -m venv "$OC_VENV_DIR"
+  fi
+  if [[ $DEVICE != npu ]]; then  # torch first, the recipe's pin: on cpu its CPU build, on cuda PyPI's (CUDA)
+    "$OC_VENV_DIR/bin/python" -m pip install "${OC_FLAGS[@]}" "$(grep -E '^torch==' requirements-cpu.txt)"
+  fi
+  "$OC_VENV_DIR/bin/python" -m pip install "${OC_FLAGS[@]}" -r opencompass/requirements.txt
+  "$OC_VENV_DIR/bin/python" -c 'import opencompass, math_verify; print("setup.sh: opencompass", opencompass.__version__)'
+fi
+
 # ---- 2. data
 if [[ $SKIP_DATA == 0 ]]; then
   "$PY" prepare_math.py --output-dir "$DATA_DIR/math"
   if [[ $DEVICE == cpu ]]; then
     "$PY" prepare_math.py --output-dir "$DATA_DIR/math_level1" --levels 1 --max-test-rows "$CPU_VAL_ROWS"
   fi
+  if [[ $WITH_OPENCOMPASS == 1 ]]; then "$PY" parquet2json.py; fi    # -> data/opencompass/math.json
 fi
 
 # ---- 3. model
@@ -101,3 +139,4 @@ if [[ $SKIP_MODEL == 0 ]]; then
   fi
 fi
 echo "setup.sh: done. Next: bash run_qwen2_5_1_5b.sh"
+if [[ $WITH_OPENCOMPASS == 1 ]]; then echo "setup.sh: OpenCompass: bash evaluate_opencompass.sh MODEL_DIR"; fi

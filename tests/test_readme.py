@@ -9,7 +9,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 README = (REPO / "README.md").read_text()
 MAIN_LINE = "bash setup.sh && bash run_qwen2_5_1_5b.sh"
-TEST_LINE = 'bash setup.sh --device cpu && .venv/bin/python -m pytest -m "slow or not slow"'
+TEST_LINE = 'bash setup.sh --device cpu --with-opencompass --with-swanlab && .venv/bin/python -m pytest -m "slow or not slow"'
 
 
 def test_quick_start_lines_are_in_the_readme():
@@ -29,5 +29,6 @@ def test_generated_tables_are_in_sync():
 
 def test_pipeline_files_named_in_the_readme_exist():
     for name in ("setup.sh", "prepare_math.py", "run_qwen2_5_1_5b.sh", "merge_checkpoint.sh", "evaluate.py",
-                 "parquet2json.py", "health_report.py", "new_math_reward.py", "tokenizer_config.json"):
+                 "evaluate_opencompass.sh", "parquet2json.py", "health_report.py", "new_math_reward.py",
+                 "tokenizer_config.json"):
         assert f"`{name}`" in README and (REPO / name).is_file(), name

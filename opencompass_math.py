@@ -1,0 +1,237 @@
+"""OpenCompass's MATH protocol (``math_gen_a58d9d``, OpenCompass 0.5.4) without OpenCompass.
+
+The steps, in the order a problem goes through them:
+
+1. ``reference_answer(solution)``: the ground truth OpenCompass's ``MATHDataset`` keeps, the
+   content of the solution's last ``\\boxed{...}`` (``\\fbox`` only when there is no ``\\boxed``;
+   anything but a braced ``\\boxed{...}`` gives None).
+2. ``build_messages(problem)``: the 4-shot, Minerva-style chat turns ``HuggingFacewithChatTemplate``
+   sends: eight worked-example turns (user / assistant), then ``Problem:\\n{problem}\\nSolution:\\n``.
+   The example turns are sent as the config spells them, with DOUBLED braces
+   (``\\frac{{\\sqrt{{x-2}}}}``, and a stray ``}}`` after the first problem): OpenCompass replaces
+   the text ``{problem}`` (then ``{solution}``, the answer column, by nothing) and leaves every
+   other brace alone. Every user turn then gains one trailing newline: OpenCompass's default
+   chat meta-template has an empty SYSTEM slot in each round, mapped to the human role, and
+   merging it into the user turn adds ``"\\n"`` (seen in ``origin_prompt``; the config's turns
+   end in ``Solution:``, the sent ones in ``Solution:\\n``). The model's chat template then
+   renders these turns (``apply_chat_template(..., add_generation_prompt=True)``), so the
+   template's default system prompt (the recipe's, from tokenizer_config.json) is in force.
+3. Generation (evaluate.py): greedy, up to 1024 new tokens, cut at the stop words (the model's
+   EOS strings).
+4. ``score(prediction, reference)``: ``MATHVerifyEvaluator``'s judgement: math-verify parses the
+   reference wrapped in ``$...$`` (first match, LaTeX then plain expressions) and the raw
+   prediction (first match, LaTeX only, boxed answers first, no anchor-free extraction), then
+   ``verify(prediction_parsed, reference_parsed)``. A reference that parses to nothing is
+   skipped: OpenCompass counts the problem in the denominator but reports no detail for it.
+
+Sources (the installed opencompass 0.5.4 package): ``configs/datasets/math/math_gen_a58d9d.py``
+(the turns, ``MATHDataset``, ``MATHVerifyEvaluator``, no post-processor), ``datasets/math.py``
+(``MATHDataset.load``, ``extract_boxed_answer``), ``models/huggingface_above_v4_33.py`` (role
+mapping HUMAN -> user, BOT -> assistant, merge of consecutive same-role turns with a newline, stop
+words, greedy decoding), ``evaluator/math_evaluator.py`` (the math-verify settings, the 10 s
+per-problem limit, accuracy = 100 * correct / problems).
+
+One difference: OpenCompass runs each judgement in a child process killed after 10 s; here
+math-verify's own time limits apply (5 s for parsing and for verifying, in the main thread; off
+the main thread none, as math-verify's SIGALRM timer cannot run there).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Optional
+
+#: The dataset config's name in OpenCompass.
+CONFIG_NAME = "math_gen_a58d9d"
+#: OpenCompass's generation budget in the reference's model configs (tokens).
+DEFAULT_MAX_OUT_LEN = 1024
+#: The problem slot of the last user turn.
+PROBLEM_TEMPLATE = "Problem:\n{problem}\nSolution:\n"
+#: The few-shot turns exactly as sent (role, text); braces doubled as in OpenCompass's config.
+FEW_SHOT_TURNS: tuple[tuple[str, str], ...] = (
+    ("user", "Problem:\nFind the domain of the expression "
+             "$\\frac{{\\sqrt{{x-2}}}}{{\\sqrt{{5-x}}}}$.}}\nSolution:"),
+    ("assistant", "The expressions inside each square root must be non-negative. Therefore, "
+                  "$x-2 \\ge 0$, so $x\\ge2$, and $5 - x \\ge 0$, so $x \\le 5$. Also, the denominator "
+                  "cannot be equal to zero, so $5-x>0$, which gives $x<5$. Therefore, the domain of "
+                  "the expression is $\\boxed{{[2,5)}}$.\nFinal Answer: The final answer is $[2,5)$. "
+                  "I hope it is correct.\n"),
+    ("user", "Problem:\nIf $\\det \\mathbf{{A}} = 2$ and $\\det \\mathbf{{B}} = 12,$ then find "
+             "$\\det (\\mathbf{{A}} \\mathbf{{B}}).$\nSolution:"),
+    ("assistant", "We have that $\\det (\\mathbf{{A}} \\mathbf{{B}}) = (\\det \\mathbf{{A}})"
+                  "(\\det \\mathbf{{B}}) = (2)(12) = \\boxed{{24}}.$\nFinal Answer: The final answer "
+                  "is $24$. I hope it is correct.\n"),
+    ("user", "Problem:\nTerrell usually lifts two 20-pound weights 12 times. If he uses two 15-pound "
+             "weights instead, how many times must Terrell lift them in order to lift the same total "
+             "weight?\nSolution:"),
+    ("assistant", "If Terrell lifts two 20-pound weights 12 times, he lifts a total of "
+                  "$2\\cdot 12\\cdot20=480$ pounds of weight. If he lifts two 15-pound weights instead "
+                  "for $n$ times, he will lift a total of $2\\cdot15\\cdot n=30n$ pounds of weight. "
+                  "Equating this to 480 pounds, we can solve for $n$: \\begin{{align*}} 30n&=480\\\\ "
+                  "\\Rightarrow\\qquad n&=480/30=\\boxed{{16}} \\end{{align*}}\nFinal Answer: The final "
+                  "answer is $16$. I hope it is correct.\n"),
+    ("user", "Problem:\nIf the system of equations: \\begin{{align*}} 6x-4y&=a,\\\\ 6y-9x &=b. "
+             "\\end{{align*}}has a solution $(x, y)$ where $x$ and $y$ are both nonzero, find "
+             "$\\frac{{a}}{{b}},$ assuming $b$ is nonzero.\nSolution:"),
+    ("assistant", "If we multiply the first equation by $-\\frac{{3}}{{2}}$, we obtain "
+                  "$$6y-9x=-\\frac{{3}}{{2}}a.$$Since we also know that $6y-9x=b$, we have "
+                  "$$-\\frac{{3}}{{2}}a=b\\Rightarrow\\frac{{a}}{{b}}=\\boxed{{-\\frac{{2}}{{3}}}}.$$\n"
+                  "Final Answer: The final answer is $-\\frac{{2}}{{3}}$. I hope it is correct.\n"),
+)
+#: What every user turn gains on its way out (the merged empty SYSTEM slot).
+USER_TURN_END = "\n"
+#: OpenCompass's role names for chat roles (origin_prompt uses them).
+OC_ROLES = {"user": "HUMAN", "assistant": "BOT", "system": "SYSTEM"}
+#: math-verify's parse / verify time limits used here (seconds; math-verify 0.9.0's defaults).
+TIMEOUT_S = 5
+
+
+# ------------------------------------------------------------------------------------------
+# 1. reference
+# ------------------------------------------------------------------------------------------
+def reference_answer(solution: str) -> Optional[str]:
+    """The answer OpenCompass's MATHDataset keeps from ``solution``.
+
+    Take the last ``\\boxed`` (the last ``\\fbox`` only when there is no ``\\boxed``), scan from it
+    to the brace that closes the first one opened, and return what lies inside ``\\boxed{...}``.
+    None when there is no box, the braces never close, or the box is not ``\\boxed{`` (e.g.
+    ``\\fbox{4}`` or ``\\boxed 5``).
+    """
+    start = solution.rfind("\\boxed")
+    if start < 0:
+        start = solution.rfind("\\fbox")
+        if start < 0:
+            return None
+    depth = 0
+    for i in range(start, len(solution)):
+        ch = solution[i]
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                box = solution[start:i + 1]
+                return box[len("\\boxed{"):-1] if box.startswith("\\boxed{") else None
+    return None
+
+
+# ------------------------------------------------------------------------------------------
+# 2. prompt
+# ------------------------------------------------------------------------------------------
+def build_messages(problem: str) -> list[dict]:
+    """The chat messages OpenCompass sends for ``problem``: the eight few-shot turns, then the
+    problem turn, each user turn ending in one extra newline (module docstring, step 2).
+    Consecutive turns of one role are joined with a newline and empty turns are dropped, as
+    OpenCompass does (no such turns occur with a non-empty problem)."""
+    turns = [{"role": r, "content": t} for r, t in FEW_SHOT_TURNS]
+    turns.append({"role": "user", "content": PROBLEM_TEMPLATE.replace("{problem}", problem)})
+    for turn in turns:
+        turn["content"] = turn["content"].replace("{solution}", "")
+        if turn["role"] == "user":
+            turn["content"] += USER_TURN_END
+    merged: list[dict] = []
+    for turn in turns:
+        if not turn["content"]:
+            continue
+        if merged and merged[-1]["role"] == turn["role"]:
+            merged[-1]["content"] += "\n" + turn["content"]
+        else:
+            merged.append(dict(turn))
+    return merged
+
+
+def messages_from_origin_prompt(origin_prompt: object) -> list[dict]:
+    """OpenCompass's ``origin_prompt`` (a list of ``{role: HUMAN|BOT|SYSTEM, prompt}``) as chat
+    messages, so it can be compared with ``build_messages``. Raises ValueError on another shape."""
+    if not isinstance(origin_prompt, list):
+        raise ValueError(f"expected a list of {{role, prompt}} turns, found {type(origin_prompt).__name__}")
+    back = {v: k for k, v in OC_ROLES.items()}
+    out = []
+    for turn in origin_prompt:
+        if not isinstance(turn, dict) or turn.get("role") not in back or not isinstance(turn.get("prompt"), str):
+            raise ValueError(f"expected a turn {{role: HUMAN|BOT|SYSTEM, prompt: str}}, found {turn!r:.80}")
+        out.append({"role": back[turn["role"]], "content": turn["prompt"]})
+    return out
+
+
+def problem_from_messages(messages: list[dict]) -> Optional[str]:
+    """The problem inside the last user turn of messages built as ``build_messages`` builds them
+    (e.g. OpenCompass's ``origin_prompt``), or None when that turn does not have the shape."""
+    head, tail = PROBLEM_TEMPLATE.split("{problem}")
+    tail += USER_TURN_END
+    last = messages[-1]["content"] if messages and messages[-1].get("role") == "user" else ""
+    if not (last.startswith(head) and last.endswith(tail) and len(last) >= len(head) + len(tail)):
+        return None
+    return last[len(head):len(last) - len(tail)]
+
+
+def cut_at_stop_words(text: str, stop_words: list[str]) -> str:
+    """The prediction OpenCompass keeps: ``text`` cut before each stop word in turn."""
+    for stop in stop_words:
+        text = text.split(stop)[0]
+    return text
+
+
+# ------------------------------------------------------------------------------------------
+# 4. scoring
+# ------------------------------------------------------------------------------------------
+def parse_reference(reference: Optional[str], timeout: Optional[int]):
+    """math-verify's parse of the reference as MATHVerifyEvaluator does it (``$ref$``)."""
+    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse
+
+    return parse(f"${reference}$", extraction_mode="first_match",
+                 extraction_config=[LatexExtractionConfig(), ExprExtractionConfig()],
+                 parsing_timeout=timeout)
+
+
+def _once(record, _seen=set()) -> bool:  # noqa: B006 - the set is the memory of this filter
+    """A logging filter that lets each distinct message through once."""
+    key = record.getMessage()
+    if key in _seen:
+        return False
+    _seen.add(key)
+    return True
+
+
+def parse_prediction(prediction: str, timeout: Optional[int]):
+    """math-verify's parse of the raw prediction as MATHVerifyEvaluator does it."""
+    import logging
+
+    from latex2sympy2_extended import NormalizationConfig
+    from math_verify import LatexExtractionConfig, parse
+
+    # equations=True (OpenCompass's setting) logs a deprecation line on every parse; keep it once
+    logging.getLogger("latex2sympy2_extended.math_normalization").addFilter(_once)
+    config = LatexExtractionConfig(
+        normalization_config=NormalizationConfig(nits=False, malformed_operators=False, basic_latex=True,
+                                                 equations=True, boxed="all", units=True),
+        boxed_match_priority=0, try_extract_without_anchor=False)
+    return parse(prediction, extraction_config=[config], extraction_mode="first_match",
+                 parsing_timeout=timeout)
+
+
+def score(prediction: str, reference: Optional[str]) -> dict:
+    """Judge one prediction as MATHVerifyEvaluator does.
+
+    Returns ``{"status", "correct", "pred", "answer"}``: status ``ok`` (``pred`` / ``answer`` are
+    the parsed prediction / reference as strings, as in OpenCompass's results file), ``skipped``
+    (the reference parses to nothing: counted as a problem, never correct, no detail in
+    OpenCompass), or ``error`` (math-verify raised or timed out: wrong). Never raises.
+    """
+    from math_verify import verify
+
+    timeout = TIMEOUT_S if threading.current_thread() is threading.main_thread() else None
+    try:
+        gold = parse_reference(reference, timeout)
+        if len(gold) == 0:
+            return {"status": "skipped", "correct": False, "pred": None, "answer": None}
+        pred = parse_prediction(prediction, timeout)
+        ok = bool(float(verify(pred, gold, timeout_seconds=timeout)))
+        return {"status": "ok", "correct": ok, "pred": str(pred), "answer": str(gold)}
+    except Exception as exc:  # noqa: BLE001 - a judge failure is a wrong answer, as in OpenCompass
+        return {"status": "error", "correct": False, "pred": str(exc), "answer": reference}
+
+
+def accuracy_percent(verdicts: list[dict]) -> float:
+    """OpenCompass's accuracy: 100 * correct / problems (skipped ones count as problems)."""
+    return 100.0 * sum(v["correct"] for v in verdicts) / len(verdicts) if verdicts else 0.0

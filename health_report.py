@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Health report for a verl 0.6.0 GRPO run, read from its TensorBoard scalars.
+"""Health report for a verl 0.6.0 GRPO run, read from its TensorBoard or SwanLab scalars.
 
 Usage::
 
@@ -10,28 +10,43 @@ Usage::
                             [--rollout-dir DIR] [--no-figures] [--quiet]
     python health_report.py --list-rules
 
-``LOGDIR`` (path) is searched recursively for TensorBoard event files
-(``events.out.tfevents.*``). verl's tensorboard logger (``verl/utils/tracking.py``,
-``_TensorboardAdapter``) writes them to ``$TENSORBOARD_DIR`` or, when that variable is
-unset, to ``tensorboard_log/<trainer.project_name>/<trainer.experiment_name>`` relative to
-the launch directory, so ``LOGDIR`` may be that run directory or any folder above it. Every
-directory that directly holds event files is one run; when several runs are found, each is
-reported (figures go to ``DIR/<run path with '/' replaced by '__'>``); ``--run SUBSTR``
-keeps only runs whose path relative to ``LOGDIR`` contains ``SUBSTR``. ``LOGDIR`` may also
-be a single event file. Several event files in one directory (a resumed run) are read in
-order; a step logged twice keeps its last value.
+``LOGDIR`` (path) is either kind of log directory; which one is detected from what it holds:
 
-Scalars are read with TensorBoard's own reader,
+* SwanLab: a ``swanlog`` folder holding ``runs.swanlab`` (verl's swanlab logger writes it to
+  ``$SWANLAB_LOG_DIR``, the launcher's ``OUTPUT_DIR/swanlog``, with ``SWANLAB_MODE=local``),
+  one ``run-*`` folder inside it, or the ``runs.swanlab`` file itself. Every experiment in the
+  database is one run, named ``<project>/<experiment>``.
+* TensorBoard: anything else is searched recursively for event files
+  (``events.out.tfevents.*``). verl's tensorboard logger (``verl/utils/tracking.py``,
+  ``_TensorboardAdapter``) writes them to ``$TENSORBOARD_DIR`` or, when that variable is
+  unset, to ``tensorboard_log/<trainer.project_name>/<trainer.experiment_name>`` relative to
+  the launch directory, so ``LOGDIR`` may be that run directory or any folder above it. Every
+  directory that directly holds event files is one run, named by its path relative to
+  ``LOGDIR``. ``LOGDIR`` may also be a single event file. Several event files in one
+  directory (a resumed run) are read in order.
+
+A directory that is neither is refused with a one-line error. When several runs are found,
+each is reported (figures go to ``DIR/<run name with '/' replaced by '__'>``); ``--run
+SUBSTR`` keeps only runs whose name (or SwanLab ``run-*`` folder) contains ``SUBSTR``. A
+step logged twice keeps its last value.
+
+TensorBoard scalars are read with TensorBoard's own reader,
 ``tensorboard.backend.event_processing.event_accumulator.EventAccumulator`` with
 ``size_guidance`` 0 (keep every point) for scalars and tensors; 0-d tensor summaries (what
 TensorFlow 2 / ``tensorboard.summary`` writers produce) are read as scalars too. The reader
 stops at a truncated last record, so a run still being written can be reported at any time.
 
-SwanLab: not supported. The swanlab package's reading API (``swanlab.Api``,
-``swanlab api run metrics``) queries the SwanLab cloud or a self-hosted server; local
-``swanlog`` folders are only read by the legacy offline dashboard (``swanlab watch``) or
-uploaded with ``swanlab sync``; there is no documented offline reader for them. Log with
-``trainer.logger='[console,tensorboard,swanlab]'`` to get event files this tool can read.
+SwanLab scalars are read with the standard library, since the swanlab package (0.10.3) has
+no offline reader: ``swanlab.Api`` queries the SwanLab cloud or a self-hosted server, and the
+local files are otherwise read only by the ``swanlab watch`` dashboard (the ``swanboard``
+package of ``swanlab[dashboard]``, an internal ORM, not installed by default). The layout, as
+swanlab 0.10.3's local mode (``swanlab/deprecated/local.py``) writes it:
+``runs.swanlab`` is a SQLite database (tables ``project``, ``experiment`` with the
+``run_id`` folder name, ``tag`` with each metric's ``name``, ``type`` and ``folder``), and
+each scalar tag's points are JSON lines ``{"index": <global step>, "data": <value>, ...}`` in
+``<run_id>/logs/<folder>/<n>.log`` (1000 points a file; ``_summary.json`` beside them is not
+read). The database is opened read-only; a line cut short by a run still being written is
+skipped.
 
 Outputs (everything is computed first, then each file is written atomically: temporary file
 in the same directory + ``os.replace``; on a bad input nothing is written):
@@ -93,6 +108,7 @@ import json
 import math
 import os
 import re
+import sqlite3
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -278,11 +294,14 @@ class Series:
 
 @dataclass
 class Run:
-    """One run's scalars. ``name`` is its path relative to LOGDIR ("." for LOGDIR itself)."""
+    """One run's scalars. ``name``: a TensorBoard run's path relative to LOGDIR ("." for
+    LOGDIR itself), a SwanLab run's ``<project>/<experiment>``. ``about``: what the log says
+    of the run beyond its path (SwanLab: the experiment and its state), or ""."""
 
     name: str
     path: Path
     scalars: Dict[str, Series]
+    about: str = ""
 
     def get(self, tag: str) -> Optional[Series]:
         s = self.scalars.get(tag)
@@ -301,6 +320,15 @@ class InputError(Exception):
     """Bad input: the message is a one-line explanation naming the path."""
 
 
+#: The SQLite database that swanlab's local mode keeps in its log directory.
+SWANLAB_DB = "runs.swanlab"
+EXPECTED_LOGDIR = (
+    "a TensorBoard log directory (events.out.tfevents.*: trainer.logger with 'tensorboard', "
+    "$TENSORBOARD_DIR) or a SwanLab log directory (swanlog/ holding " + SWANLAB_DB + ": trainer.logger "
+    "with 'swanlab', SWANLAB_MODE=local, $SWANLAB_LOG_DIR)"
+)
+
+
 def find_event_files(logdir: Path) -> List[Path]:
     """Event files under ``logdir`` (recursive, sorted), or ``[logdir]`` if it is one.
 
@@ -308,20 +336,22 @@ def find_event_files(logdir: Path) -> List[Path]:
         InputError: ``logdir`` does not exist or holds no ``*tfevents*`` file.
     """
     if not logdir.exists():
-        raise InputError(f"{logdir}: no such file or directory (expected a TensorBoard log directory)")
+        raise InputError(f"{logdir}: no such file or directory (expected {EXPECTED_LOGDIR})")
     if logdir.is_file():
         if "tfevents" not in logdir.name:
-            raise InputError(f"{logdir}: not a TensorBoard event file (expected events.out.tfevents.*)")
+            raise InputError(f"{logdir}: not a TensorBoard event file (expected events.out.tfevents.* "
+                             f"or {SWANLAB_DB})")
         return [logdir]
-    files = []
+    files, swanlogs = [], []
     for root, dirs, names in os.walk(logdir):
         dirs.sort()
         files.extend(Path(root) / n for n in sorted(names) if "tfevents" in n)
+        if SWANLAB_DB in names:
+            swanlogs.append(root)
     if not files:
-        raise InputError(
-            f"{logdir}: no TensorBoard event files (events.out.tfevents.*) found; expected verl's "
-            "tensorboard_log/<project>/<experiment> (trainer.logger must include 'tensorboard')"
-        )
+        hint = f"; SwanLab logs found in {swanlogs[0]}: pass that folder" if swanlogs else ""
+        raise InputError(f"{logdir}: no TensorBoard event files (events.out.tfevents.*) and no SwanLab "
+                         f"{SWANLAB_DB} found; expected {EXPECTED_LOGDIR}{hint}")
     return files
 
 
@@ -373,20 +403,158 @@ def load_scalars(path: Path) -> Dict[str, Series]:
 
 
 def scalars_by_step(path: Path) -> Dict[str, Dict[int, float]]:
-    """``{tag: {global step: value}}`` of one run (see :func:`load_scalars`), for scripts and
-    tests that want plain dicts. Raises InputError like load_scalars."""
-    return {tag: dict(zip(s.steps.tolist(), s.values.tolist())) for tag, s in load_scalars(path).items()}
+    """``{tag: {global step: value}}`` of one run, for scripts and tests that want plain dicts.
+
+    ``path``: a TensorBoard run (see :func:`load_scalars`), or a SwanLab log directory that
+    holds one experiment (or a ``run-*`` folder in one; see :func:`discover_swanlab_runs`).
+    Raises InputError like those.
+    """
+    path = Path(path)
+    if swanlab_root(path) is not None:
+        runs = discover_swanlab_runs(path)
+        if len(runs) != 1:
+            raise InputError(f"{path}: {len(runs)} SwanLab experiments ({', '.join(r.name for r in runs)}); "
+                             "expected one: pass its run-* folder")
+        scalars = runs[0].scalars
+    else:
+        scalars = load_scalars(path)
+    return {tag: dict(zip(s.steps.tolist(), s.values.tolist())) for tag, s in scalars.items()}
+
+
+# --------------------------------------------------------------------------------------
+# SwanLab local logs (layout: module docstring)
+# --------------------------------------------------------------------------------------
+def swanlab_root(path: Path) -> Optional[Path]:
+    """The SwanLab log directory that ``path`` designates, or None when it is not one.
+
+    ``path`` may be the directory holding :data:`SWANLAB_DB`, that file, or a ``run-*``
+    folder directly inside such a directory.
+    """
+    path = Path(path)
+    if path.is_file():
+        return path.parent if path.name == SWANLAB_DB else None
+    if (path / SWANLAB_DB).is_file():
+        return path
+    if path.is_dir() and path.name.startswith("run-") and (path.parent / SWANLAB_DB).is_file():
+        return path.parent
+    return None
+
+
+def _open_swanlab_db(db: Path) -> sqlite3.Connection:
+    """Open the database read-only. SQLite in WAL mode (as swanboard sets it) needs a
+    writable folder for its shared-memory file even to read; a read-only copy of a finished
+    run is opened as immutable instead."""
+    try:
+        con = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
+        con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return con
+    except sqlite3.Error:
+        return sqlite3.connect(f"{db.resolve().as_uri()}?immutable=1", uri=True)
+
+
+def read_swanlab_points(tag_dir: Path) -> Series:
+    """One scalar tag's points from its ``<n>.log`` JSON lines (files in slice order).
+
+    Lines that are not a JSON object with an integer ``index`` and a numeric ``data`` (a
+    line still being written, a media entry) are skipped. NaN and infinities, which
+    swanlab writes as the JSON extensions ``NaN`` / ``Infinity``, are kept.
+    """
+    def slice_key(p: Path):
+        return (0, int(p.stem)) if p.stem.isdigit() else (1, p.name)
+
+    points = []
+    for f in sorted((p for p in tag_dir.glob("*.log") if p.is_file()), key=slice_key):
+        with open(f, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                try:
+                    rec = json.loads(line)
+                    step, value = rec["index"], rec["data"]
+                except (ValueError, KeyError, TypeError):
+                    continue
+                if isinstance(step, int) and isinstance(value, (int, float)) and not isinstance(value, bool):
+                    points.append((step, value))
+    return _make_series(points)
+
+
+_EXPERIMENT_STATES = {0: "running", 1: "finished", -1: "crashed or stopped"}
+
+
+def discover_swanlab_runs(path: Path, select: Optional[str] = None) -> List[Run]:
+    """Load the experiments of a SwanLab log directory (see :func:`swanlab_root`).
+
+    Each experiment is one :class:`Run` named ``<project>/<experiment>``, with ``path`` its
+    ``run-*`` folder; given a ``run-*`` folder, only that experiment. ``select`` keeps runs
+    whose name or folder contains it. Tags of type ``line`` are read (verl logs every
+    metric as a scalar); their points come from :func:`read_swanlab_points`.
+
+    Raises:
+        InputError: unreadable database, no experiment (matching ``select``), or no scalars.
+    """
+    path = Path(path)
+    root = swanlab_root(path)
+    if root is None:
+        raise InputError(f"{path}: not a SwanLab log directory (expected a folder holding {SWANLAB_DB})")
+    db = root / SWANLAB_DB
+    only = path.name if path.is_dir() and path != root else None
+    try:
+        con = _open_swanlab_db(db)
+        try:
+            rows = con.execute(
+                "SELECT e.id, e.run_id, e.name, e.status, p.name FROM experiment e "
+                "JOIN project p ON p.id = e.project_id ORDER BY e.id").fetchall()
+            tags = {}
+            for exp_id, name, folder, kind in con.execute("SELECT experiment_id, name, folder, type FROM tag"):
+                if kind == "line":
+                    tags.setdefault(exp_id, []).append((name, folder))
+        finally:
+            con.close()
+    except sqlite3.Error as exc:
+        raise InputError(f"{db}: cannot read the SwanLab database ({exc}; expected swanlab's local-mode "
+                         "runs.swanlab with tables project, experiment, tag)") from None
+    runs = []
+    for exp_id, run_id, exp_name, status, project in rows:
+        name = f"{project}/{exp_name}"
+        if only is not None and run_id != only:
+            continue
+        if select is not None and select not in name and select not in str(run_id):
+            continue
+        state = _EXPERIMENT_STATES.get(status, f"status {status}")
+        run = Run(name=name, path=root / str(run_id), scalars={},
+                  about=f"SwanLab experiment `{name}` ({state})")
+        logs = run.path / "logs"
+        for tag, folder in tags.get(exp_id, []):
+            tag_dir = logs / (folder if folder else tag)
+            if tag_dir.is_dir():
+                series = read_swanlab_points(tag_dir)
+                if len(series):
+                    run.scalars[tag] = series
+        runs.append(run)
+    if not runs:
+        names = ", ".join(f"{p}/{n} ({r})" for _, r, n, _, p in rows) or "none"
+        what = f"experiment {only!r}" if only else (f"experiment matching {select!r}" if select else "experiment")
+        raise InputError(f"{root}: no SwanLab {what} in {SWANLAB_DB} (experiments: {names})")
+    with_data = [r for r in runs if r.scalars]
+    for r in runs:
+        if with_data and not r.scalars:
+            print(f"note: {r.path}: no scalars yet, run not reported", file=sys.stderr)
+    if not with_data:
+        raise InputError(f"{path}: SwanLab logs hold no scalars yet (expected verl metrics such as "
+                         f"{TAG_PG_LOSS} under {runs[0].path / 'logs'}; is the run still starting?)")
+    return with_data
 
 
 def discover_runs(logdir: Path, select: Optional[str] = None) -> List[Run]:
     """Find and load the runs under ``logdir``.
 
     Args:
-        logdir: a directory (searched recursively) or one event file.
-        select: keep runs whose relative path contains this substring.
+        logdir: a SwanLab log directory (see :func:`discover_swanlab_runs`), else a
+            directory searched recursively for TensorBoard event files, or one event file.
+        select: keep runs whose name (TensorBoard: relative path) contains this substring.
     Raises:
-        InputError: no event files, no run matching ``select``, or no scalars at all.
+        InputError: neither kind of log, no run matching ``select``, or no scalars at all.
     """
+    if swanlab_root(logdir) is not None:
+        return discover_swanlab_runs(logdir, select)
     files = find_event_files(logdir)
     if logdir.is_file():
         groups = {logdir: [logdir]}
@@ -1126,7 +1294,8 @@ def render_markdown(run: Run, findings: Sequence[Finding], ctx: Context, logdir:
     lines = [
         f"# GRPO health report: {run.name if run.name != '.' else logdir.name}",
         "",
-        f"- log: `{run.path}`; training steps {_step_range(run)}; {len(run.scalars)} scalar tags",
+        f"- log: `{run.path}`{'; ' + run.about if run.about else ''}; training steps {_step_range(run)}; "
+        f"{len(run.scalars)} scalar tags",
         f"- validation tag: `{ctx.val_tag or 'none'}`" + (
             f" (compared with training via `{ctx.val_reward_tag}`)" if ctx.val_reward_tag and ctx.val_reward_tag != ctx.val_tag else ""),
         f"- policy updates per step: {ctx.updates_per_step if ctx.updates_per_step is not None else '?'} "
@@ -1319,16 +1488,22 @@ def rules_table() -> str:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="health_report.py",
-        description="Health report of a verl GRPO run from its TensorBoard scalars (rules from the reference "
-                    "recipe's metric guide, verl 0.6.0 metric names). Exit 0: report written; 1: --fail-on "
-                    "level reached; 2: bad input.",
+        description="Health report of a verl GRPO run from its TensorBoard or SwanLab scalars (rules from "
+                    "the reference recipe's metric guide, verl 0.6.0 metric names). LOGDIR is detected: a "
+                    f"SwanLab log directory (swanlog/ holding {SWANLAB_DB}, SWANLAB_MODE=local; one run-* "
+                    "folder in it) or a TensorBoard one (searched recursively for events.out.tfevents.*). "
+                    "Exit 0: report written; 1: --fail-on level reached; 2: bad input.",
     )
-    p.add_argument("logdir", nargs="?", type=Path, help="run directory, a folder above runs, or one event file")
+    p.add_argument("logdir", nargs="?", type=Path,
+                   help="SwanLab: the swanlog folder (or one run-* folder in it); TensorBoard: a run directory, "
+                        "a folder above runs, or one event file")
     p.add_argument("--output-dir", type=Path, help="where report and figures go (default LOGDIR/health)")
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the findings as JSON to FILE")
     p.add_argument("--fail-on", choices=("never", "warn", "alert"), default="never",
                    help="exit 1 when a rule reaches this level (default never)")
-    p.add_argument("--run", metavar="SUBSTR", help="only runs whose path relative to LOGDIR contains SUBSTR")
+    p.add_argument("--run", metavar="SUBSTR",
+                   help="only runs whose name contains SUBSTR (TensorBoard: path relative to LOGDIR; SwanLab: "
+                        "<project>/<experiment> or the run-* folder)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE",
                    help="override a threshold (repeatable; names: --list-rules)")
     p.add_argument("--updates-per-step", type=int, metavar="N",

@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -87,12 +88,13 @@ def healthy_val(s: int) -> float:
 
 
 def write_run(logdir: Path, steps: int = 20, override=None, val=healthy_val, val_every: int = 5,
-              drop=(), close: bool = True, seed: int = 0):
+              drop=(), close: bool = True, seed: int = 0, writer=None):
     """Write a run: ``override(step, metrics)`` edits a step's metrics in place; ``val(step)``
     gives the validation reward logged at step 0, every ``val_every`` steps and the last step;
-    tags in ``drop`` are not logged. Returns the writer (open when ``close`` is False)."""
+    tags in ``drop`` are not logged. ``writer``: where to log (default a TensorBoard writer on
+    ``logdir``). Returns the writer (open when ``close`` is False)."""
     rng = random.Random(seed)
-    w = make_writer(logdir)
+    w = writer if writer is not None else make_writer(logdir)
     if val is not None:
         w.add_scalar(VAL, val(0), 0)
     for s in range(1, steps + 1):
@@ -447,3 +449,174 @@ def test_mfu_on_a_cpu_run_is_info(tmp_path):
     write_run(tmp_path / "gpu", override=_set("perf/max_memory_allocated_gb", 30.0, 1))
     _, entries = report(tmp_path / "gpu")
     assert entries["mfu"]["level"] == "ok"
+
+
+# --------------------------------------------------------------------------------------
+# SwanLab local logs: the same rules on the same metrics
+# --------------------------------------------------------------------------------------
+class SwanLogWriter:
+    """Writes a swanlab 0.10.3 local-mode log directory the way its LocalCallbacker does
+    (layout checked against a real verl run by tests/test_swanlab.py): ``runs.swanlab``, a
+    SQLite database in WAL mode with tables project / experiment / tag, and each tag's points
+    as JSON lines ``{"index", "data", "create_time"}`` in ``<run_id>/logs/<folder>/<n>.log``,
+    ``slice_size`` points a file (swanlab: 1000), ``<n>`` the slice's last point number."""
+
+    def __init__(self, swanlog: Path, project: str = "proj", experiment: str = "exp", slice_size: int = 1000):
+        import sqlite3
+
+        swanlog.mkdir(parents=True, exist_ok=True)
+        self.con = sqlite3.connect(swanlog / "runs.swanlab")
+        self.con.execute("PRAGMA journal_mode=wal")
+        self.con.executescript(
+            "CREATE TABLE IF NOT EXISTS project (id INTEGER PRIMARY KEY, name VARCHAR(100) NOT NULL UNIQUE);"
+            "CREATE TABLE IF NOT EXISTS experiment (id INTEGER PRIMARY KEY, project_id INTEGER NOT NULL, "
+            "run_id TEXT NOT NULL UNIQUE, name VARCHAR(100) NOT NULL, status INTEGER NOT NULL);"
+            "CREATE TABLE IF NOT EXISTS tag (id INTEGER PRIMARY KEY, experiment_id INTEGER NOT NULL, "
+            "name VARCHAR(255) NOT NULL, folder VARCHAR(255), type VARCHAR(10) NOT NULL);")
+        self.con.execute("INSERT OR IGNORE INTO project (name) VALUES (?)", (project,))
+        project_id = self.con.execute("SELECT id FROM project WHERE name = ?", (project,)).fetchone()[0]
+        n = self.con.execute("SELECT count(*) FROM experiment").fetchone()[0]
+        self.run_id = f"run-20260101_00000{n}-abcd{n:04d}"
+        cur = self.con.execute("INSERT INTO experiment (project_id, run_id, name, status) VALUES (?, ?, ?, 0)",
+                               (project_id, self.run_id, experiment))
+        self.exp_id = cur.lastrowid
+        self.con.commit()
+        self.logs = swanlog / self.run_id / "logs"
+        self.logs.mkdir(parents=True)
+        self.slice_size = slice_size
+        self.folders, self.counts = {}, {}
+
+    def add_scalar(self, tag, value, step):
+        if tag not in self.folders:
+            self.folders[tag] = str(len(self.folders) + 1)
+            self.counts[tag] = 0
+            self.con.execute("INSERT INTO tag (experiment_id, name, folder, type) VALUES (?, ?, ?, 'line')",
+                             (self.exp_id, tag, self.folders[tag]))
+            self.con.commit()
+            (self.logs / self.folders[tag]).mkdir()
+        self.counts[tag] += 1
+        last = -(-self.counts[tag] // self.slice_size) * self.slice_size
+        line = json.dumps({"index": int(step), "data": float(value), "create_time": "2026-01-01T00:00:00+00:00"})
+        with open(self.logs / self.folders[tag] / f"{last}.log", "a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+
+    def flush(self):
+        pass
+
+    def close(self, status: int = 1):
+        self.con.execute("UPDATE experiment SET status = ? WHERE id = ?", (status, self.exp_id))
+        self.con.commit()
+        self.con.close()
+
+
+def write_swanlab_run(swanlog: Path, *, project="proj", experiment="exp", slice_size=1000, **kw):
+    w = SwanLogWriter(swanlog, project, experiment, slice_size)
+    write_run(swanlog, writer=w, **kw)
+    return w
+
+
+def _levels(entries: dict) -> dict:
+    return {k: (e["level"], e["step"], e["value_text"], e["message"]) for k, e in entries.items()}
+
+
+@pytest.mark.parametrize("override", [None, _set("actor/pg_loss", float("nan"), 7),
+                                      _set("actor/grad_norm", 5.0, 12, 12), _set("actor/entropy", 0.001, 9)],
+                         ids=["healthy", "nan_loss", "grad_spike", "entropy_collapse"])
+def test_swanlab_log_gives_the_same_report_as_tensorboard(tmp_path, override):
+    write_run(tmp_path / "tb", override=override)
+    write_swanlab_run(tmp_path / "swanlog", override=override, slice_size=4)  # several slices per tag
+    _, tb = report(tmp_path / "tb")
+    rc, sw = report(tmp_path / "swanlog")
+    assert rc == 0
+    assert _levels(sw) == _levels(tb)
+    tb_points, sw_points = hr.scalars_by_step(tmp_path / "tb"), hr.scalars_by_step(tmp_path / "swanlog")
+    assert {t: sorted(v) for t, v in sw_points.items()} == {t: sorted(v) for t, v in tb_points.items()}
+    for tag, points in tb_points.items():  # TensorBoard keeps float32, SwanLab's JSON float64
+        got = [sw_points[tag][step] for step in points]
+        assert np.allclose(got, list(points.values()), rtol=1e-6, atol=0, equal_nan=True), tag
+
+
+def test_swanlab_run_header_names_the_experiment_and_state(tmp_path):
+    w = write_swanlab_run(tmp_path / "swanlog", project="verl_grpo", experiment="cpu", steps=6, close=False)
+    try:
+        with open(w.logs / w.folders["actor/pg_loss"] / "1000.log", "a") as fh:
+            fh.write('{"index": 7, "da')  # a line still being written
+        rc = hr.main([str(tmp_path / "swanlog"), "--quiet", "--no-figures"])
+        md = (tmp_path / "swanlog" / "health" / "health_report.md").read_text()
+    finally:
+        w.close()
+    assert rc == 0
+    assert "# GRPO health report: verl_grpo/cpu" in md
+    assert f"- log: `{tmp_path / 'swanlog' / w.run_id}`; SwanLab experiment `verl_grpo/cpu` (running); " \
+           "training steps 1-6 (6 logged)" in md
+
+
+def test_swanlab_directory_forms_are_detected(tmp_path):
+    root = tmp_path / "swanlog"
+    w1 = write_swanlab_run(root, experiment="exp1", steps=3)
+    write_swanlab_run(root, experiment="exp2", steps=4)
+    assert hr.swanlab_root(root) == root and hr.swanlab_root(root / "runs.swanlab") == root
+    assert hr.swanlab_root(root / w1.run_id) == root and hr.swanlab_root(tmp_path) is None
+    assert [r.name for r in hr.discover_runs(root)] == ["proj/exp1", "proj/exp2"]
+    assert [r.name for r in hr.discover_runs(root / "runs.swanlab")] == ["proj/exp1", "proj/exp2"]
+    assert [r.name for r in hr.discover_runs(root / w1.run_id)] == ["proj/exp1"]
+    assert [r.name for r in hr.discover_runs(root, "exp2")] == ["proj/exp2"]
+    assert [r.name for r in hr.discover_runs(root, w1.run_id)] == ["proj/exp1"]
+    assert sorted(hr.scalars_by_step(root / w1.run_id)["actor/pg_loss"]) == [1, 2, 3]
+    with pytest.raises(hr.InputError, match="2 SwanLab experiments"):
+        hr.scalars_by_step(root)
+    out = tmp_path / "all.json"
+    assert hr.main([str(root), "--json", str(out), "--quiet", "--no-figures"]) == 0
+    assert json.loads(out.read_text())["runs"] == ["proj/exp1", "proj/exp2"]
+    assert (root / "health" / "proj__exp2" / "health_report.md").is_file()
+
+
+def test_swanlab_database_opened_immutable_when_read_only_fails(tmp_path, monkeypatch):
+    """A read-only folder (a copied run) cannot hold WAL's shared-memory file, so a plain
+    read-only open fails there (not reproducible as root): the reader retries as immutable."""
+    import sqlite3
+
+    write_swanlab_run(tmp_path / "swanlog", steps=3)
+    real_connect, uris = sqlite3.connect, []
+
+    def connect(database, *args, **kwargs):
+        uris.append(database)
+        if database.endswith("mode=ro"):
+            raise sqlite3.OperationalError("unable to open database file")
+        return real_connect(database, *args, **kwargs)
+
+    monkeypatch.setattr(hr.sqlite3, "connect", connect)
+    assert sorted(hr.scalars_by_step(tmp_path / "swanlog")["actor/entropy"]) == [1, 2, 3]
+    assert [u.rsplit("?", 1)[1] for u in uris] == ["mode=ro", "immutable=1"]
+
+
+def test_swanlab_and_neither_kind_errors_are_one_line(tmp_path, capsys):
+    neither = tmp_path / "neither"
+    (neither / "sub").mkdir(parents=True)
+    (neither / "sub" / "notes.txt").write_text("x")
+    outer = tmp_path / "outputs"
+    write_swanlab_run(outer / "swanlog", steps=2)
+    corrupt = tmp_path / "corrupt"
+    corrupt.mkdir()
+    (corrupt / "runs.swanlab").write_bytes(b"not a database" * 100)
+    empty = tmp_path / "empty_db"
+    SwanLogWriter(empty).close()  # an experiment that logged nothing
+    cases = [
+        (neither, ["no TensorBoard event files", "no SwanLab runs.swanlab", str(neither), "SWANLAB_MODE=local"]),
+        (outer, ["SwanLab logs found in " + str(outer / "swanlog")]),
+        (corrupt, [str(corrupt / "runs.swanlab"), "cannot read the SwanLab database"]),
+        (empty, [str(empty), "hold no scalars yet"]),
+        (tmp_path / "swanlog_missing", ["no such file", "SwanLab log directory"]),
+    ]
+    for path, needles in cases:
+        out = tmp_path / "o"
+        rc = hr.main([str(path), "--output-dir", str(out), "--json", str(tmp_path / "x.json")])
+        err = capsys.readouterr().err.strip()
+        assert rc == 2, path
+        assert err.startswith("error: ") and "\n" not in err, err
+        for needle in needles:
+            assert needle in err, (needle, err)
+        assert not out.exists() and not (tmp_path / "x.json").exists()
+    rc = hr.main([str(outer / "swanlog"), "--run", "nomatch", "--quiet", "--no-figures"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "nomatch" in err and "proj/exp" in err and "\n" not in err

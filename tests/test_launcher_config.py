@@ -122,3 +122,13 @@ def test_bad_knob_is_one_line_error(env, message):
     run_env = {**os.environ, "DRY_RUN": "1", "DEVICE": "cpu", **env}
     proc = subprocess.run(["bash", str(LAUNCHER)], env=run_env, capture_output=True, text=True)
     assert proc.returncode == 2 and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_swanlab_logger_without_the_package_names_the_setup_line(tmp_path):
+    no_swanlab = tmp_path / "python"  # an interpreter on which 'import swanlab' fails
+    no_swanlab.write_text("#!/bin/sh\nexit 1\n")
+    no_swanlab.chmod(0o755)
+    run_env = {**os.environ, "DEVICE": "cpu", "LOGGER": "swanlab", "PYTHON": str(no_swanlab)}
+    proc = subprocess.run(["bash", str(LAUNCHER)], env=run_env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "LOGGER=swanlab needs swanlab[dashboard]" in proc.stderr and "bash setup.sh --with-swanlab" in proc.stderr

@@ -121,7 +121,7 @@ case $LOGGER in
   *) echo "run_qwen2_5_1_5b.sh: LOGGER=$LOGGER; expected tensorboard, swanlab or console" >&2; exit 2 ;;
 esac
 
-if [[ $LOGGER == swanlab && $DRY_RUN != 1 ]] && ! "$PYTHON" -c 'import swanlab' >/dev/null 2>&1; then
+if [[ $LOGGER == swanlab && $DRY_RUN != 1 ]] && ! "$PYTHON" -c 'import swanlab, swanboard' >/dev/null 2>&1; then
   echo "run_qwen2_5_1_5b.sh: LOGGER=swanlab needs swanlab[dashboard] (its local mode writes through the dashboard's database) in $PYTHON: bash setup.sh --with-swanlab" >&2; exit 2
 fi
 

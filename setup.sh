@@ -80,12 +80,8 @@ fi
 "$PY" -c 'import verl, math_verify; print(f"setup.sh: verl {verl.__version__}, math-verify ok")'
 
 if [[ $WITH_SWANLAB == 1 ]]; then
-  # requirements-swanlab.txt's pins win over constraints.txt's (swanlab needs protobuf<7)
-  swan_constraints=$(mktemp)
-  trap 'rm -f "$swan_constraints"' EXIT
-  "$PY" tools/constraints_without.py constraints.txt requirements-swanlab.txt >"$swan_constraints"
-  "$PY" -m pip install --quiet --disable-pip-version-check -c "$swan_constraints" -c requirements-swanlab.txt \
-    -r requirements-swanlab.txt
+  # requirements-swanlab.txt pins only what constraints.txt does not (constraints.txt's protobuf suits swanlab)
+  "$PY" -m pip install "${PIP_FLAGS[@]}" -r requirements-swanlab.txt
   "$PY" -c 'import swanlab; print(f"setup.sh: swanlab {swanlab.__version__}")'
 fi
 

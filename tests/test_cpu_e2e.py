@@ -1,6 +1,6 @@
 """End to end on CPU: the launcher's cpu profile runs real verl GRPO steps (slow; CI runs it).
 
-What must hold (issue 2): exit 0; >= 2 GRPO steps; the last step's checkpoint exists and
+What must hold: exit 0; >= 2 GRPO steps; the last step's checkpoint exists and
 ``python -m verl.model_merger merge --backend fsdp`` turns it into a Hugging Face model that
 loads and generates; TensorBoard events hold the key metrics for every step; the recipe's
 reward function (new_math_reward.compute_score) is the one verl called.

@@ -26,6 +26,14 @@ rollout ``hf`` is not registered and          :class:`CPUHFRollout` registered a
 ``HFRollout`` is abstract in 0.6.0            ``("hf", "sync")``
 profiler ``all_gather`` of a 0-d tensor       the timing tensor is made 1-d
 fails on gloo (``topk_reduce_ratio_min_max``)
+Ray workers run torch on one thread           ``torch.set_num_threads(CPU_THREADS)``
+(``OMP_NUM_THREADS=1``)
+actor/ref forward on every padding column     columns that are padding in every row of the
+(no remove-padding without flash-attention)   micro-batch are cut (:func:`_patch_actor_padding`)
+hard-coded bf16 autocast in the actor/ref      disabled when ``CPU_DTYPE=fp32`` (CPUs without
+forward (emulated bf16 is ~8x slower)         native bf16 matmuls)
+rollout-vs-actor metrics give probability     absolute log-prob difference added
+differences only                              (``training/rollout_log_prob_absdiff_*``)
 ==========================================  ===============================================
 
 Settings that need no code and are therefore passed by the launcher instead (see

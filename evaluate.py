@@ -632,16 +632,7 @@ def format_table(summary: dict) -> str:
 # ==========================================================================================
 def write_json_atomic(path: Path, obj: object) -> None:
     """Write ``obj`` as JSON to a temp file beside ``path`` and rename it into place."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(obj, fh, indent=2, ensure_ascii=False)
-            fh.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_text_atomic(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
 
 
 def read_samples(path: Path) -> list[dict]:

@@ -111,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from benchmarks.bench_cpu_run import write_atomic
     from cpu_support.verl_cpu_patch import sample_responses
 
     torch.set_num_threads(args.threads)
@@ -172,10 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     text = "\n".join(lines)
     print(text)
     if args.markdown:
-        tmp = args.markdown.with_suffix(args.markdown.suffix + ".tmp")
-        tmp.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(text + "\n")
-        os.replace(tmp, args.markdown)
+        write_atomic(args.markdown, text)
     return 0
 
 

@@ -170,15 +170,6 @@ def table(title: str, items: list[dict]) -> list[str]:
     return lines + [""]
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temp file and rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
-
-
 def main(argv: Optional[list[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
@@ -219,7 +210,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     text = "\n".join(out) + "\n"
     print(text)
     if args.markdown:
-        write_atomic(args.markdown, text)
+        args.markdown.parent.mkdir(parents=True, exist_ok=True)
+        ev.write_text_atomic(args.markdown, text)
     return 0
 
 

@@ -34,6 +34,9 @@ hard-coded bf16 autocast in the actor/ref      disabled when ``CPU_DTYPE=fp32`` 
 forward (emulated bf16 is ~8x slower)         native bf16 matmuls)
 rollout-vs-actor metrics give probability     absolute log-prob difference added
 differences only                              (``training/rollout_log_prob_absdiff_*``)
+transformers' SDPA attention copies the KV    torch's SDPA is called with ``enable_gqa``
+heads to every query head whenever a mask     (:func:`enable_sdpa_gqa`)
+is given (GQA is used on CUDA only)
 ==========================================  ===============================================
 
 Settings that need no code and are therefore passed by the launcher instead (see
@@ -299,6 +302,30 @@ def _patch_debug_metrics() -> None:
     metrics.calculate_debug_metrics = calculate_debug_metrics
 
 
+def enable_sdpa_gqa() -> None:
+    """Let transformers' SDPA attention pass grouped KV heads to torch with ``enable_gqa=True``
+    on CPU even when an attention mask is given.
+
+    transformers 4.56 (``integrations/sdpa_attention.use_gqa_in_sdpa``) allows GQA only without a
+    mask, a limit of CUDA's fused kernels, and otherwise copies every KV head to its query heads
+    (``repeat_kv``) in every layer of every forward pass. torch >= 2.5 on CPU takes ``enable_gqa``
+    with a mask. Measured on this recipe's 2-core machine for SmolLM2-135M's shapes (9 query
+    heads, 3 KV heads, 64 rows, 300 cached positions, one decode step, one layer): 71 ms with the
+    copy, 4.6 ms with ``enable_gqa``, identical output; forward plus backward of a masked prefill
+    agree within 1.2e-5 (summation order)."""
+    from transformers.integrations import sdpa_attention
+
+    original = sdpa_attention.use_gqa_in_sdpa
+    if getattr(original, "_cpu_patched", False):
+        return
+
+    def use_gqa_in_sdpa(attention_mask, key) -> bool:
+        return key.device.type == "cpu" and not isinstance(key, torch.fx.Proxy) or original(attention_mask, key)
+
+    use_gqa_in_sdpa._cpu_patched = True
+    sdpa_attention.use_gqa_in_sdpa = use_gqa_in_sdpa
+
+
 def _register_hf_rollout() -> None:
     from verl.workers.rollout import base
 
@@ -328,6 +355,7 @@ def apply() -> None:
     _patch_actor_padding()
     _patch_actor_autocast()
     _patch_debug_metrics()
+    enable_sdpa_gqa()
     _register_hf_rollout()
     _APPLIED = True
 
@@ -380,6 +408,27 @@ def group_index(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[
     return firsts, torch.cumsum(new_run.long(), dim=0) - 1
 
 
+def sample_categorical(probs: torch.Tensor, block: int = 256) -> torch.Tensor:
+    """One token per row of ``probs`` (rows sum to 1), by inverse-CDF sampling in two levels:
+    pick a block of ``block`` vocabulary entries by its total mass, then the entry within it.
+
+    Same distribution as ``torch.multinomial(probs, 1)``, which on CPU draws one exponential
+    random number per vocabulary entry: measured 88-117 ms per decode step for 64 rows of
+    SmolLM2's 49,152-token vocabulary on the recipe's 2-core machine, against 6 ms here (64 random
+    numbers and one pass over the probabilities). A zero-probability entry (top-k / top-p
+    filtered) is never drawn."""
+    rows, vocab = probs.shape
+    blocks = torch.nn.functional.pad(probs, (0, -vocab % block)).view(rows, -1, block)
+    mass = blocks.sum(-1, dtype=torch.float64)
+    cdf = mass.cumsum(-1)
+    u = torch.rand(rows, 1, dtype=torch.float64) * cdf[:, -1:]
+    chosen = torch.searchsorted(cdf, u, right=True).clamp_(max=mass.size(1) - 1)
+    inner = blocks[torch.arange(rows), chosen.squeeze(1)].double().cumsum(-1)
+    u = (u - (cdf.gather(1, chosen) - mass.gather(1, chosen))).clamp(min=0)
+    u = torch.minimum(u, inner[:, -1:] * (1 - 1e-9))  # rounding must not step past the block's last mass
+    return (chosen * block + torch.searchsorted(inner, u, right=True)).squeeze(1)
+
+
 @torch.no_grad()
 def sample_responses(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, *, max_new_tokens: int,
                      eos_token_ids, pad_token_id: int, do_sample: bool, temperature: float = 1.0,
@@ -387,7 +436,8 @@ def sample_responses(model, input_ids: torch.Tensor, attention_mask: torch.Tenso
     """Sample up to ``max_new_tokens`` tokens for each left-padded prompt row.
 
     The semantics are ``model.generate``'s for the same settings (temperature, top-k, top-p
-    through transformers' own logits warpers, multinomial sampling or greedy; a row stops at
+    through transformers' own logits warpers, sampling from the softmax (:func:`sample_categorical`)
+    or greedy; a row stops at
     its first EOS and is padded with ``pad_token_id`` after it). What differs is the work:
     identical consecutive prompt rows (one GRPO group) are prefilled once and their KV cache
     is shared by index, and only the last position's logits are computed in the prefill.
@@ -397,7 +447,7 @@ def sample_responses(model, input_ids: torch.Tensor, attention_mask: torch.Tenso
     log-probabilities under ``logits / temperature``, the quantity verl's actor computes as
     ``old_log_probs`` (0 after a row's EOS).
     """
-    from transformers import DynamicCache, LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+    from transformers import LogitsProcessorList, StaticCache, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
     eos = torch.tensor(eos_token_ids if isinstance(eos_token_ids, (list, tuple)) else [eos_token_ids])
     warpers = LogitsProcessorList()
@@ -408,24 +458,27 @@ def sample_responses(model, input_ids: torch.Tensor, attention_mask: torch.Tenso
             warpers.append(TopKLogitsWarper(top_k))
         if top_p < 1.0:
             warpers.append(TopPLogitsWarper(top_p))
-    batch_size = input_ids.size(0)
+    batch_size, prompt_length = input_ids.shape
     firsts, groups = group_index(input_ids, attention_mask)
     positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
 
-    cache = DynamicCache()
-    out = model(input_ids=input_ids[firsts], attention_mask=attention_mask[firsts], position_ids=positions[firsts],
-                past_key_values=cache, use_cache=True, logits_to_keep=1)
+    # A static cache holds every position from the start: a dynamic cache concatenates the whole
+    # cache in every layer at every decode step (measured 40 % of a decode step at batch 64).
+    cache = StaticCache(config=model.config, max_cache_len=prompt_length + max_new_tokens)
+    mask = attention_mask.new_zeros((batch_size, prompt_length + max_new_tokens))
+    mask[:, :prompt_length] = attention_mask
+    out = model(input_ids=input_ids[firsts], attention_mask=mask[firsts], position_ids=positions[firsts],
+                past_key_values=cache, use_cache=True, cache_position=torch.arange(prompt_length), logits_to_keep=1)
     if len(firsts) < batch_size:
-        cache.batch_select_indices(groups)
+        cache.reorder_cache(groups)  # every row of a group reads its prompt's prefilled keys and values
     logits = out.logits[:, -1].float()[groups]
-    mask = attention_mask.clone()
     next_pos = positions[:, -1:] + 1
     finished = torch.zeros(batch_size, dtype=torch.bool)
     tokens, log_probs = [], []
     for step in range(max_new_tokens):
         if do_sample:
             scores = warpers(None, logits)
-            token = torch.multinomial(torch.softmax(scores, dim=-1), num_samples=1).squeeze(1)
+            token = sample_categorical(torch.softmax(scores, dim=-1))
         else:
             token = logits.argmax(dim=-1)
         if return_log_probs:
@@ -438,9 +491,10 @@ def sample_responses(model, input_ids: torch.Tensor, attention_mask: torch.Tenso
         finished = finished | torch.isin(token, eos)
         if bool(finished.all()) or step == max_new_tokens - 1:
             break
-        mask = torch.cat([mask, alive[:, None].to(mask.dtype)], dim=1)
+        column = prompt_length + step
+        mask[:, column] = alive.to(mask.dtype)
         out = model(input_ids=token[:, None], attention_mask=mask, position_ids=next_pos, past_key_values=cache,
-                    use_cache=True)
+                    use_cache=True, cache_position=torch.tensor([column]))
         next_pos = next_pos + 1
         logits = out.logits[:, -1].float()
     responses = torch.stack(tokens, dim=1)

@@ -214,3 +214,38 @@ def test_rollout_dtype_comes_from_cpu_dtype_and_bad_values_are_refused(tiny_mode
     monkeypatch.setenv(verl_cpu_patch.DTYPE_ENV, "fp8")
     with pytest.raises(ValueError, match="CPU_DTYPE"):
         build()
+
+
+def test_sdpa_gqa_skips_the_kv_copy_and_keeps_the_logits(tiny_model_dir, monkeypatch):
+    """With a padding mask, transformers copies the KV heads (``repeat_kv``) unless told that
+    torch's SDPA takes ``enable_gqa``; the logits must not change when it is."""
+    from transformers.integrations import sdpa_attention
+
+    rollout = make_rollout(tiny_model_dir)
+    ids, mask = grouped_batch(n=2)
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)
+    monkeypatch.setattr(sdpa_attention, "use_gqa_in_sdpa", sdpa_attention.use_gqa_in_sdpa)  # undone after
+    with torch.no_grad():
+        copied = rollout.module(input_ids=ids, attention_mask=mask, position_ids=pos).logits
+        verl_cpu_patch.enable_sdpa_gqa()
+
+        def no_copy(*_args):
+            raise AssertionError("repeat_kv called")
+
+        monkeypatch.setattr(sdpa_attention, "repeat_kv", no_copy)
+        grouped = rollout.module(input_ids=ids, attention_mask=mask, position_ids=pos).logits
+    assert torch.allclose(copied, grouped, atol=1e-5)
+
+
+def test_sample_categorical_draws_from_the_distribution_and_never_a_zero_entry():
+    torch.manual_seed(0)
+    probs = torch.softmax(torch.randn(1000), dim=0)
+    probs[::7] = 0.0  # filtered entries (top-k / top-p)
+    probs /= probs.sum()
+    draws = verl_cpu_patch.sample_categorical(probs.expand(200_000, -1).contiguous(), block=64)
+    freq = torch.bincount(draws, minlength=1000).double() / draws.numel()
+    assert draws.max() < 1000 and freq[::7].sum() == 0
+    assert (freq - probs.double()).abs().max() < 1e-3  # about 4 standard errors of the largest entry
+    one_hot = torch.zeros(3, 10)
+    one_hot[0, 9], one_hot[1, 0], one_hot[2, 5] = 1, 1, 1
+    assert verl_cpu_patch.sample_categorical(one_hot, block=4).tolist() == [9, 0, 5]

@@ -10,14 +10,13 @@ import re
 import subprocess
 import sys
 from fractions import Fraction
-from pathlib import Path
 
 import pytest
 import sympy
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "benchmarks"))
-import bench_metamorphic as bm  # noqa: E402
+from conftest import REPO
+
+from benchmarks import bench_metamorphic as bm
 
 
 def truth(gt: str, problem: str = "") -> bm.Truth:

@@ -161,21 +161,18 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import os
 import sys
-import tempfile
 import threading
 import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
-HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
+import new_math_reward as nmr
+import opencompass_math as ocm
+from script_utils import DataError, one_line, positive_int, write_json_atomic, write_text_atomic
 
-import new_math_reward as nmr  # noqa: E402
-import opencompass_math as ocm  # noqa: E402
+HERE = Path(__file__).resolve().parent
 
 #: data_source given to the reward for rows that carry none (verl's name for MATH-lighteval).
 DEFAULT_DATA_SOURCE = "DigitalLearningGmbH/MATH-lighteval"
@@ -207,18 +204,9 @@ FORMATS = {
 }
 
 
-class DataError(Exception):
-    """Bad input (data, model directory, output directory); the message is one line."""
-
-
 def _plural(count: int, noun: str) -> str:
     """``1 problem``, ``2 problems``."""
     return f"{count} {noun}{'' if count == 1 else 's'}"
-
-
-def _one_line(text: object, limit: int = 120) -> str:
-    s = " ".join(str(text).split())
-    return s if len(s) <= limit else s[: limit - 3] + "..."
 
 
 # ==========================================================================================
@@ -259,7 +247,7 @@ def _read_rows(path: Path) -> list[dict]:
         try:
             return pq.read_table(path).to_pylist()
         except (OSError, pa.ArrowException) as exc:
-            raise DataError(f"{path}: not a readable parquet file ({_one_line(exc)})") from None
+            raise DataError(f"{path}: not a readable parquet file ({one_line(exc)})") from None
     if path.suffix == ".json" and path.read_bytes().lstrip()[:1] == b"{":
         try:
             obj = json.loads(path.read_text(encoding="utf-8"))
@@ -289,7 +277,7 @@ def _read_rows(path: Path) -> list[dict]:
 def _require_str(path: Path, where: str, field: str, value: object) -> str:
     if not isinstance(value, str) or not value.strip():
         raise DataError(f"{path}: {where}: field '{field}': expected a non-empty string, found "
-                        f"{_one_line(repr(value), 60)}")
+                        f"{one_line(repr(value), 60)}")
     return value
 
 
@@ -332,7 +320,7 @@ def load_problems(path: Path, protocol: str = "recipe") -> tuple[str, list[dict]
             if (not isinstance(prompt, (list, tuple)) or not prompt
                     or not all(isinstance(m, dict) and {"role", "content"} <= set(m) for m in prompt)):
                 raise DataError(f"{path}: {where}: field 'prompt': expected a list of {{role, content}} "
-                                f"messages, found {_one_line(repr(prompt), 60)}")
+                                f"messages, found {one_line(repr(prompt), 60)}")
             messages = [{"role": m["role"], "content": m["content"]} for m in prompt]
             user = [m["content"] for m in messages if m["role"] == "user"]
             problem = user[-1] if user else messages[-1]["content"]
@@ -350,7 +338,7 @@ def load_problems(path: Path, protocol: str = "recipe") -> tuple[str, list[dict]
                 gt = nmr.extract_last_boxed(solution)
                 if gt is None:
                     raise DataError(f"{path}: {where}: field 'solution': expected a complete \\boxed{{...}} "
-                                    f"answer, found ...{_one_line(solution[-60:], 60)}")
+                                    f"answer, found ...{one_line(solution[-60:], 60)}")
                 pid = f"{split}-{i}"
                 level, subject = _level_name(row["level"]), str(row["type"] or "")
                 if not gt.strip() and protocol == "recipe":
@@ -622,19 +610,14 @@ def format_table(summary: dict) -> str:
             lines.append(f"{g:<{w}}  {v['samples']:>7}  {v['accuracy']:.4f}  {v['strict_accuracy']:.4f}")
     for name, label in (("reward_only", "rewarded but strictly wrong"), ("strict_only", "strictly right but not rewarded")):
         for ex in gap[name]["examples"]:
-            lines.append(f"[{label}] {ex['id']}#{ex['sample_index']}: gt={_one_line(ex['ground_truth'], 40)!s} "
-                         f"pred={_one_line(ex['extracted_answer'], 40)!s} box={_one_line(ex['boxed_answer'], 40)!s}")
+            lines.append(f"[{label}] {ex['id']}#{ex['sample_index']}: gt={one_line(ex['ground_truth'], 40)!s} "
+                         f"pred={one_line(ex['extracted_answer'], 40)!s} box={one_line(ex['boxed_answer'], 40)!s}")
     return "\n".join(lines)
 
 
 # ==========================================================================================
 # Output files
 # ==========================================================================================
-def write_json_atomic(path: Path, obj: object) -> None:
-    """Write ``obj`` as JSON to a temp file beside ``path`` and rename it into place."""
-    write_text_atomic(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
-
-
 def read_samples(path: Path) -> list[dict]:
     """Records of samples.jsonl. A last line without its newline that is not valid JSON (an
     interrupted write) is cut off the file; any other bad line raises DataError."""
@@ -655,7 +638,7 @@ def read_samples(path: Path) -> list[dict]:
                     with open(path, "r+b") as fh:
                         fh.truncate(offset)
                     break
-                raise DataError(f"{path}: line {lineno}: not a sample record ({_one_line(exc, 60)}); "
+                raise DataError(f"{path}: line {lineno}: not a sample record ({one_line(exc, 60)}); "
                                 "expected one JSON object per line with id and sample_index") from None
             records.append(rec)
         offset += len(raw) + 1
@@ -830,7 +813,7 @@ def check_model(model_dir: Path) -> None:
         AutoConfig.from_pretrained(model_dir)
     except Exception as exc:  # noqa: BLE001 - one line for any config failure
         raise DataError(f"--model {model_dir}: config.json does not load as a transformers model config "
-                        f"({_one_line(exc)}); expected the config.json of a Hugging Face causal LM") from None
+                        f"({one_line(exc)}); expected the config.json of a Hugging Face causal LM") from None
     try:
         system_prompt, stock_prompt = pf.recipe_prompts()
     except Exception:  # noqa: BLE001 - the reward import fails later with its own error
@@ -861,7 +844,7 @@ def load_tokenizer(model_dir: Path):
     try:
         tok = AutoTokenizer.from_pretrained(model_dir)
     except Exception as exc:  # noqa: BLE001 - one line for any tokenizer failure
-        raise DataError(f"{model_dir}: tokenizer does not load ({_one_line(exc)})") from None
+        raise DataError(f"{model_dir}: tokenizer does not load ({one_line(exc)})") from None
     if not tok.chat_template:
         raise DataError(f"{model_dir}: field 'chat_template': missing in tokenizer_config.json / "
                         "chat_template.jinja; expected the chat template training used")
@@ -872,13 +855,6 @@ def load_tokenizer(model_dir: Path):
 # ==========================================================================================
 # CLI
 # ==========================================================================================
-def _positive_int(text: str) -> int:
-    v = int(text)
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text}")
-    return v
-
-
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     """Parse and cross-check the command line (exit 2 with a message on bad values)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0], epilog=__doc__.split("\n", 1)[1],
@@ -891,17 +867,17 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--rescore-opencompass", type=Path, default=None, metavar="PATH",
                    help="re-judge an OpenCompass run's predictions (file or folder); no generation")
     p.add_argument("--output-dir", type=Path, default=None, help="default outputs/eval/<model>-<data>")
-    p.add_argument("--limit", type=_positive_int, default=None, help="first N problems only")
-    p.add_argument("--batch-size", type=_positive_int, default=None, help="prompts per generate call")
-    p.add_argument("--max-new-tokens", type=_positive_int, default=DEFAULT_MAX_NEW_TOKENS, help="tokens")
+    p.add_argument("--limit", type=positive_int, default=None, help="first N problems only")
+    p.add_argument("--batch-size", type=positive_int, default=None, help="prompts per generate call")
+    p.add_argument("--max-new-tokens", type=positive_int, default=DEFAULT_MAX_NEW_TOKENS, help="tokens")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--n", type=_positive_int, default=1, help="samples per problem")
+    p.add_argument("--n", type=positive_int, default=1, help="samples per problem")
     p.add_argument("--k", type=str, default=None, help="comma-separated pass@k values, each <= n")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--backend", choices=("auto", "vllm", "hf"), default="auto")
     p.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"), default="auto")
-    p.add_argument("--tensor-parallel-size", type=_positive_int, default=1)
+    p.add_argument("--tensor-parallel-size", type=positive_int, default=1)
     p.add_argument("--gpu-memory-utilization", type=float, default=0.8)
     p.add_argument("--cpu-threads", type=int, default=0, help="torch CPU threads (transformers); 0 = torch default")
     p.add_argument("--overwrite", action="store_true", help="discard this output dir's samples")
@@ -994,7 +970,7 @@ def run(args: argparse.Namespace) -> dict:
             else:
                 gen = HFGenerator(model_dir, tokenizer, args.dtype, args.seed, args.cpu_threads)
         except (OSError, ValueError, RuntimeError, KeyError) as exc:  # bad weights: one line
-            raise DataError(f"--model {model_dir}: the model does not load ({_one_line(exc)}); expected "
+            raise DataError(f"--model {model_dir}: the model does not load ({one_line(exc)}); expected "
                             "readable weights matching config.json") from None
         batch = args.batch_size or DEFAULT_BATCH_SIZE[backend]
         scorer = score_sample_opencompass if args.protocol == "opencompass" else score_sample
@@ -1061,7 +1037,7 @@ def _load_json_object(path: Path, what: str) -> dict:
     try:
         obj = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise DataError(f"{path}: not readable JSON ({_one_line(exc, 80)}); expected {what}") from None
+        raise DataError(f"{path}: not readable JSON ({one_line(exc, 80)}); expected {what}") from None
     if not isinstance(obj, dict):
         raise DataError(f"{path}: expected a JSON object ({what}), found {type(obj).__name__}")
     return obj
@@ -1150,23 +1126,10 @@ def rescore_opencompass(path: Path, output_dir: Optional[Path]) -> dict:
           f"({summary['accuracy_percent']:.2f} %); {agree}; prompts equal to build_messages: "
           f"{len(records) - len(prompt_mismatch)}/{len(records)}; -> {out}")
     for r in disagreements:
-        print(f"  disagreement #{r['index']}: gold={_one_line(r['gold'], 40)} ours={r['correct']} "
-              f"({_one_line(r['pred'], 60)}) opencompass={r['opencompass_correct']} "
-              f"({_one_line(r['opencompass_pred'], 60)})")
+        print(f"  disagreement #{r['index']}: gold={one_line(r['gold'], 40)} ours={r['correct']} "
+              f"({one_line(r['pred'], 60)}) opencompass={r['opencompass_correct']} "
+              f"({one_line(r['opencompass_pred'], 60)})")
     return summary
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to a temp file beside ``path`` and rename it into place."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def tqdm_bar(total: int):

@@ -47,18 +47,15 @@ Sources: columns from the dataset card of DigitalLearningGmbH/MATH-lighteval (He
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
-import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Optional, Sequence
 
 import pyarrow as pa
 
-from prepare_math import (HERE, SOURCE_COLUMNS, DataError, _Parser, _umask, check_columns, ensure_output_dir,
-                          read_table)
+from prepare_math import HERE, SOURCE_COLUMNS, check_columns, read_table
+from script_utils import ArgumentParser, DataError, ensure_output_dir, write_json_atomic
 
 DEFAULT_INPUT = HERE / "data" / "math-lighteval" / "data" / "test-00000-of-00001.parquet"
 DEFAULT_OUTPUT = HERE / "data" / "opencompass" / "math.json"
@@ -89,27 +86,9 @@ def opencompass_reads_answer(solution: str) -> bool:
     return pos >= 0 and solution.startswith("{", pos + len("\\boxed"))
 
 
-def write_json_atomic(obj: object, path: Path) -> None:
-    """Write ``obj`` as indented UTF-8 JSON to ``path`` via a temp file and ``os.replace``.
-
-    Raises DataError (one line) when the output folder cannot be created or written."""
-    ensure_output_dir(path.parent, "--output")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(obj, f, ensure_ascii=False, indent=2)
-            f.write("\n")
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="parquet2json.py",
-                description="MATH-lighteval parquet -> OpenCompass math.json")
+    p = ArgumentParser(prog="parquet2json.py",
+                       description="MATH-lighteval parquet -> OpenCompass math.json")
     p.add_argument("--input", type=Path, default=DEFAULT_INPUT,
                    help="MATH-lighteval parquet file (default: %(default)s)")
     p.add_argument("--output", type=Path, default=DEFAULT_OUTPUT,
@@ -122,7 +101,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         data = to_math_json(read_table(args.input), str(args.input))
-        write_json_atomic(data, args.output)
+        ensure_output_dir(args.output.parent, "--output")
+        write_json_atomic(args.output, data)
     except DataError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -71,10 +71,8 @@ from __future__ import annotations
 
 import argparse
 import glob
-import os
 import re
 import sys
-import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Optional, Sequence
@@ -85,6 +83,7 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from new_math_reward import INSTRUCTION, extract_last_boxed
+from script_utils import ArgumentParser, DataError, ensure_output_dir, one_line, positive_int, write_parquet_atomic
 
 HERE = Path(__file__).resolve().parent
 
@@ -130,22 +129,12 @@ OUTPUT_SCHEMA = pa.schema(
 )
 
 
-class DataError(Exception):
-    """Bad input data; the message is the single line printed to the user."""
-
-
-def _one_line(text: object, limit: int = 80) -> str:
-    """Collapse whitespace so that an error stays on one line; cut to ``limit`` characters."""
-    s = " ".join(str(text).split())
-    return s if len(s) <= limit else s[: limit - 3] + "..."
-
-
 def _bad_rows(label: str, field: str, expected: str, bad: Sequence[int], total: int,
               values: Sequence[object]) -> DataError:
     first = bad[0]
     return DataError(
         f"{label}: field '{field}': expected {expected}; {len(bad)} of {total} rows do not match,"
-        f" first at row {first}: {_one_line(repr(values[first]))}"
+        f" first at row {first}: {one_line(repr(values[first]), 80)}"
     )
 
 
@@ -174,7 +163,7 @@ def read_table(path: Path) -> pa.Table:
     try:
         return pq.read_table(path)
     except (OSError, pa.ArrowException) as exc:
-        raise DataError(f"{path}: not a readable parquet file ({_one_line(exc, 120)})") from None
+        raise DataError(f"{path}: not a readable parquet file ({one_line(exc)})") from None
 
 
 def check_columns(table: pa.Table, label: str) -> dict[str, list]:
@@ -227,7 +216,7 @@ def load_split(split: str, input_dir: Optional[Path], from_hub: bool) -> list[tu
         try:
             ds = datasets.load_dataset(HUB_ID, split=split)
         except Exception as exc:  # network, auth, missing split: one line, not a traceback
-            raise DataError(f"{label}: could not load ({_one_line(exc, 160)})") from None
+            raise DataError(f"{label}: could not load ({one_line(exc, 160)})") from None
         table = pa.Table.from_pandas(ds.to_pandas(), preserve_index=False)
         return [(label, check_columns(table, label))]
     return [(str(p), check_columns(read_table(p), str(p))) for p in split_files(input_dir, split)]
@@ -312,75 +301,8 @@ def build_split(split: str, parts: list[tuple[str, dict]], levels: Optional[set[
 
 
 # ------------------------------------------------------------------------------------------
-# writing
-# ------------------------------------------------------------------------------------------
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def ensure_output_dir(folder: Path, knob: str) -> None:
-    """Create ``folder`` (and parents) and check it is writable; DataError (one line) if not.
-
-    ``knob`` names the option in the message (``--output``, ``--output-dir``).
-    """
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise DataError(f"{knob} {folder}: output folder missing and cannot be created"
-                        f" ({exc.strerror or type(exc).__name__}); expected a writable folder") from None
-    if not folder.is_dir():
-        raise DataError(f"{knob} {folder}: not a folder; expected a writable folder")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise DataError(f"{knob} {folder}: output folder not writable; expected a writable folder")
-
-
-def write_tables_atomic(tables: dict[Path, pa.Table], knob: str = "--output-dir") -> None:
-    """Write every table to a temp file beside its target, then ``os.replace`` them all.
-
-    If any write fails, the temp files are removed and no target is touched. An output folder
-    that cannot be created or written raises DataError before anything is written.
-    """
-    for folder in dict.fromkeys(path.parent for path in tables):
-        ensure_output_dir(folder, knob)
-    pending: list[tuple[str, Path]] = []
-    try:
-        for path, table in tables.items():
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-            os.close(fd)
-            pending.append((tmp, path))
-            pq.write_table(table, tmp)
-            os.chmod(tmp, 0o666 & ~_umask())
-    except BaseException:
-        for tmp, _ in pending:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-        raise
-    for tmp, path in pending:
-        os.replace(tmp, path)
-
-
-# ------------------------------------------------------------------------------------------
 # command line
 # ------------------------------------------------------------------------------------------
-class _Parser(argparse.ArgumentParser):
-    """argparse with a one-line error message (exit status 2)."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
-    return value
-
-
 def _csv(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
@@ -426,7 +348,7 @@ def parse_splits(text: str) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    p = ArgumentParser(
         prog="prepare_math.py",
         description="MATH-lighteval parquet -> verl RL parquet (train.parquet / test.parquet).",
     )
@@ -443,9 +365,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated level numbers 1-5 or ? to keep (default: all)")
     p.add_argument("--types", type=parse_types, default=None,
                    help="comma-separated subjects to keep, e.g. Algebra,Prealgebra (default: all)")
-    p.add_argument("--max-train-rows", type=_positive_int, default=None,
+    p.add_argument("--max-train-rows", type=positive_int, default=None,
                    help="keep at most N train rows after filtering (default: all)")
-    p.add_argument("--max-test-rows", type=_positive_int, default=None,
+    p.add_argument("--max-test-rows", type=positive_int, default=None,
                    help="keep at most N test rows after filtering (default: all)")
     p.add_argument("--seed", type=int, default=None,
                    help="with a row cap, take a seeded random sample instead of the first N rows")
@@ -466,7 +388,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for split in args.splits:
             parts = load_split(split, args.input_dir, args.from_hub)
             built[split] = build_split(split, parts, args.levels, args.types, caps[split], args.seed)
-        write_tables_atomic({args.output_dir / f"{s}.parquet": b["table"] for s, b in built.items()})
+        ensure_output_dir(args.output_dir, "--output-dir")
+        write_parquet_atomic({args.output_dir / f"{s}.parquet": b["table"] for s, b in built.items()})
     except DataError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

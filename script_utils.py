@@ -61,8 +61,6 @@ def ensure_output_dir(folder: Path, knob: str) -> None:
     except OSError as exc:
         raise DataError(f"{knob} {folder}: output folder missing and cannot be created"
                         f" ({exc.strerror or type(exc).__name__}); expected a writable folder") from None
-    if not folder.is_dir():
-        raise DataError(f"{knob} {folder}: not a folder; expected a writable folder")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise DataError(f"{knob} {folder}: output folder not writable; expected a writable folder")
 

@@ -29,8 +29,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.bench_cpu_run import run_launcher, write_atomic
+from benchmarks.bench_cpu_run import run_launcher
 from health_report import scalars_by_step
+from script_utils import write_text_atomic
 
 TAGS = ("critic/score/mean", "critic/score/max", "actor/kl_loss", "actor/grad_norm", "response_length/mean",
         "training/rollout_log_prob_absdiff_mean")
@@ -121,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         return rc or 1
     print(text)
     if args.markdown:
-        write_atomic(args.markdown, text)
+        write_text_atomic(args.markdown, text + "\n")
     if args.plot:
         plot(scalars, args.plot)
     return rc or (0 if ok else 1)

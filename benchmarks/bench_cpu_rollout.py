@@ -111,8 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from benchmarks.bench_cpu_run import write_atomic
     from cpu_support.verl_cpu_patch import enable_sdpa_gqa, sample_responses
+    from script_utils import write_text_atomic
 
     torch.set_num_threads(args.threads)
     tokenizer = AutoTokenizer.from_pretrained(args.model)
@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     text = "\n".join(lines)
     print(text)
     if args.markdown:
-        write_atomic(args.markdown, text)
+        write_text_atomic(args.markdown, text + "\n")
     return 0
 
 

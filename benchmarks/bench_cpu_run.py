@@ -2,9 +2,9 @@
 
 Usage::
 
-    python benchmarks/bench_cpu_run.py [--output-dir DIR] [--markdown FILE] [-- EXTRA_HYDRA_OVERRIDES...]
-    python benchmarks/bench_cpu_run.py --run-dir DIR        # only read an existing run
-    python benchmarks/bench_cpu_run.py --compare REF [--rounds N] [--markdown FILE]
+    python -m benchmarks.bench_cpu_run [--output-dir DIR] [--markdown FILE] [-- EXTRA_HYDRA_OVERRIDES...]
+    python -m benchmarks.bench_cpu_run --run-dir DIR        # only read an existing run
+    python -m benchmarks.bench_cpu_run --compare REF [--rounds N] [--markdown FILE]
 
 ``--compare REF`` measures this checkout against a git commit side by side in one
 invocation: REF is checked out into a temporary git worktree (sharing this checkout's
@@ -40,9 +40,10 @@ from pathlib import Path
 
 import psutil
 
+from health_report import scalars_by_step  # TensorBoard's reader, one place
+from script_utils import write_text_atomic
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-from health_report import scalars_by_step  # noqa: E402  (TensorBoard's reader, one place)
 PHASES = ("gen", "reward", "old_log_prob", "ref", "adv", "update_actor", "testing", "save_checkpoint", "step")
 RUN_FACTS = ("critic/score/mean", "response_length/mean", "response_length/clip_ratio", "perf/throughput")
 
@@ -176,13 +177,6 @@ def compare(ref: str, rounds: int, extra: list[str]) -> tuple[int, str]:
     return status, "\n".join(lines)
 
 
-def write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.parent.mkdir(parents=True, exist_ok=True)
-    tmp.write_text(text + "\n")
-    os.replace(tmp, path)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--output-dir", type=Path, help="OUTPUT_DIR of the new run (default: a temp dir)")
@@ -196,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         rc, text = compare(args.compare, args.rounds, args.extra)
         print(text)
         if args.markdown:
-            write_atomic(args.markdown, text)
+            write_text_atomic(args.markdown, text + "\n")
         return rc
 
     rc, wall_s, peak = 0, None, None
@@ -213,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     text = tables(scalars, wall_s, peak)
     print(text)
     if args.markdown:
-        write_atomic(args.markdown, text)
+        write_text_atomic(args.markdown, text + "\n")
     return rc
 
 

@@ -2,7 +2,7 @@
 """Agreement of the MATH judges on identical predictions: OpenCompass's own evaluator against
 evaluate.py's reproduction of it, evaluate.py's strict check and the recipe's reward.
 
-    python benchmarks/bench_eval_agreement.py [--predictions OC_OUT_DIR] [--synthetic N]
+    python -m benchmarks.bench_eval_agreement [--predictions OC_OUT_DIR] [--synthetic N]
         [--markdown benchmarks/results/eval_agreement.md]
 
 Inputs (one or both; each becomes one table):
@@ -46,13 +46,12 @@ import time
 from pathlib import Path
 from typing import Optional
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-sys.path.insert(0, str(REPO))
+import evaluate as ev
+import new_math_reward as nmr
+import opencompass_math as ocm
+from script_utils import DataError, one_line, write_text_atomic
 
-import evaluate as ev  # noqa: E402
-import new_math_reward as nmr  # noqa: E402
-import opencompass_math as ocm  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 DEFAULT_MATH500 = REPO.parent / "shared" / "data" / "math500" / "test.jsonl"
 DEFAULT_OC_PYTHON = REPO / ".venv-opencompass" / "bin" / "python"
@@ -115,7 +114,7 @@ def opencompass_judge(items: list[dict], oc_python: Path) -> list[Optional[bool]
     finally:
         os.unlink(fh.name)
     if proc.returncode != 0:
-        raise BenchError(f"{oc_python}: MATHVerifyEvaluator failed ({ev._one_line(proc.stderr[-300:])})")
+        raise BenchError(f"{oc_python}: MATHVerifyEvaluator failed ({one_line(proc.stderr[-300:])})")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -125,7 +124,7 @@ def real_items(path: Path) -> tuple[list[dict], str]:
         pred_file = ev.find_opencompass_predictions(path)
         rows = ev.load_opencompass_predictions(pred_file)
         details = ev.opencompass_verdicts(pred_file)
-    except ev.DataError as exc:
+    except DataError as exc:
         raise BenchError(str(exc)) from None
     if details is None or len(details) != len(rows):
         raise BenchError(f"{pred_file}: OpenCompass's per-problem results missing or of another length")
@@ -161,9 +160,9 @@ def table(title: str, items: list[dict]) -> list[str]:
         lines += ["", "| prediction | reference | OpenCompass | " + " | ".join(JUDGES) + " | prediction's tail |",
                   "|---|---|---|" + "---|" * len(JUDGES) + "---|"]
         for it in diffs:
-            tail = ev._one_line(it["prediction"][-TAIL_CHARS:], TAIL_CHARS + 3).replace("|", "\\|")
+            tail = one_line(it["prediction"][-TAIL_CHARS:], TAIL_CHARS + 3).replace("|", "\\|")
             verdicts = " | ".join("yes" if it[j] else "no" for j in ("OpenCompass", *JUDGES))
-            gold = ev._one_line(it["gold"], 40).replace("|", "\\|")
+            gold = one_line(it["gold"], 40).replace("|", "\\|")
             lines.append(f"| {it['id']} | `{gold}` | {verdicts} | `...{tail}` |")
     else:
         lines += ["", "No disagreements."]
@@ -210,8 +209,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     text = "\n".join(out) + "\n"
     print(text)
     if args.markdown:
-        args.markdown.parent.mkdir(parents=True, exist_ok=True)
-        ev.write_text_atomic(args.markdown, text)
+        write_text_atomic(args.markdown, text)
     return 0
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Metamorphic bench for a MATH reward, made from the real MATH ground truths.
 
-    python benchmarks/bench_metamorphic.py [--markdown benchmarks/results/metamorphic.md]
+    python -m benchmarks.bench_metamorphic [--markdown benchmarks/results/metamorphic.md]
         [--cases-out cases.jsonl] [--per-truth 4] [--limit N] [--seed 0] [--timeout 2]
 
 Pipeline, in the order data flows through this file:
@@ -52,9 +52,9 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib.util
 import json
 import math
-import os
 import platform
 import random
 import re
@@ -68,6 +68,9 @@ from fractions import Fraction
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Callable, Optional
+
+from benchmarks import bench_reward
+from script_utils import ArgumentParser, positive_int, write_text_atomic
 
 HERE = Path(__file__).resolve()
 REPO = HERE.parents[1]
@@ -111,8 +114,7 @@ class Truth:
 
 def load_truths(data_dir: Path = DATA_DIR) -> list[Truth]:
     """Every distinct ground truth of the train and test splits, in first-seen order."""
-    sys.path.insert(0, str(REPO))
-    import prepare_math
+    import prepare_math  # pyarrow: only when the cases are built
 
     seen: dict[str, Truth] = {}
     for split in ("train", "test"):
@@ -1333,20 +1335,7 @@ def write_cases(cases: list[dict], path: Path) -> None:
     """verifier_bench's jsonl layout; the form is the category."""
     rows = [dict(id=c["id"], category=c["form"], response=c["response"], ground_truth=c["ground_truth"],
                  label=c["label"], rationale=c["rationale"], source=c["source"]) for c in cases]
-    _atomic_write(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=str(path.parent), prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_text_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
 
 
 # =======================================================================================
@@ -1357,11 +1346,9 @@ SCORERS = [("new_math_reward", "new_reward_score"), ("math-verify", "math_verify
 
 def score_cases(cases: list[dict], func: str, timeout: float, cpu: Optional[int], mem_mb: int) -> list[dict]:
     """Score every case with one of bench_reward's scorers in verifier_bench's time-limited worker."""
-    sys.path.insert(0, str(SHARED / "tools"))
-    sys.path.insert(0, str(HERE.parent))
-    import bench_reward
-    import verifier_bench
-
+    spec = importlib.util.spec_from_file_location("verifier_bench", SHARED / "tools" / "verifier_bench.py")
+    verifier_bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(verifier_bench)
     out = []
     with tempfile.TemporaryDirectory() as tmp:
         scorer = bench_reward._scorer_module(Path(tmp), func)
@@ -1453,7 +1440,7 @@ def report(cases, results, args, n_truths: int, form_counts: Counter, gen_s: flo
     pos = sum(c["label"] == "equivalent" for c in cases)
     lines = [f"Metamorphic bench: {len(cases)} cases ({pos} equivalent / {len(cases) - pos} not) from "
              f"{n_truths} distinct MATH train+test ground truths, seed {args.seed}, {args.per_truth} rewrites per "
-             f"ground truth, generated in {gen_s:.0f} s; `python benchmarks/bench_metamorphic.py --seed {args.seed} "
+             f"ground truth, generated in {gen_s:.0f} s; `python -m benchmarks.bench_metamorphic --seed {args.seed} "
              f"--per-truth {args.per_truth}{f' --limit {args.limit}' if args.limit else ''}`, each case in "
              f"verifier_bench.py's worker (one process pinned to one CPU, --timeout {args.timeout:g} s).",
              "",
@@ -1485,21 +1472,6 @@ def report(cases, results, args, n_truths: int, form_counts: Counter, gen_s: flo
 # =======================================================================================
 # Entry point
 # =======================================================================================
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2
-        self.exit(2, f"bench_metamorphic.py: error: {message}\n")
-
-
-def _positive(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return v
-
-
 def _timeout(text: str) -> float:
     try:
         v = float(text)
@@ -1514,13 +1486,12 @@ def build_parser() -> argparse.ArgumentParser:
     forms = "\n".join(f"  {f:11s} {FORM_HELP[f]}" for f in FORMS)
     kinds = "\n".join(f"  keep   {k:15s} {(f.__doc__ or '').splitlines()[0]}" for k, f in KEEP.items())
     kinds += "\n" + "\n".join(f"  change {k:15s} {(f.__doc__ or '').splitlines()[0]}" for k, f in CHANGE.items())
-    ap = _Parser(prog="bench_metamorphic.py", description=__doc__,
-                 formatter_class=argparse.RawDescriptionHelpFormatter,
-                 epilog=f"Forms:\n{forms}\n\nRewrite kinds:\n{kinds}\n\nLayouts: {', '.join(LAYOUTS)}")
+    ap = ArgumentParser(prog="bench_metamorphic.py", description=__doc__,
+                        epilog=f"Forms:\n{forms}\n\nRewrite kinds:\n{kinds}\n\nLayouts: {', '.join(LAYOUTS)}")
     ap.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of every random choice (default %(default)s)")
-    ap.add_argument("--per-truth", type=_positive, default=DEFAULT_PER_TRUTH,
+    ap.add_argument("--per-truth", type=positive_int, default=DEFAULT_PER_TRUTH,
                     help="rewrites drawn per ground truth, half keeping meaning (default %(default)s)")
-    ap.add_argument("--limit", type=_positive, help="only a seeded sample of this many ground truths (quick run)")
+    ap.add_argument("--limit", type=positive_int, help="only a seeded sample of this many ground truths (quick run)")
     ap.add_argument("--data-dir", type=Path, default=DATA_DIR,
                     help="MATH-lighteval folder with data/{train,test}-*.parquet (default: the shipped copy)")
     ap.add_argument("--timeout", type=_timeout, default=2.0, help="per-case wall limit in seconds (default %(default)s)")
@@ -1575,7 +1546,7 @@ def main(argv=None) -> int:
     out = report(cases, results, args, len(used), form_counts, gen_s)
     print(out)
     if args.markdown:
-        _atomic_write(args.markdown, out + "\n")
+        write_text_atomic(args.markdown, out + "\n")
     return 0
 
 

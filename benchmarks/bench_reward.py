@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark the recipe's MATH reward against math-verify and verl's built-in MATH reward.
 
-    python benchmarks/bench_reward.py [--markdown benchmarks/results/reward_bench.md]
+    python -m benchmarks.bench_reward [--markdown benchmarks/results/reward_bench.md]
 
 Part 1, answer judging: each scorer runs over the labelled dev bench
 (../shared/bench/verifier_dev.jsonl) through ../shared/tools/verifier_bench.py, which scores
@@ -49,17 +49,17 @@ import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve()
-REPO = HERE.parents[1]
+from script_utils import write_text_atomic
+
+REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 DATA_SOURCE = "DigitalLearningGmbH/MATH-lighteval"
 
 
 # ---------------------------------------------------------------------------------------
-# Scorers, loadable by verifier_bench.py as "benchmarks/bench_reward.py:<function>"
+# Scorers, loaded by verifier_bench.py through _scorer_module (the repository on the path)
 # ---------------------------------------------------------------------------------------
 def new_reward_score(data_source, solution_str, ground_truth, extra_info=None):
-    sys.path.insert(0, str(REPO))
     import new_math_reward
 
     return new_math_reward.compute_score(data_source, solution_str, ground_truth, extra_info)
@@ -89,23 +89,27 @@ _PRELOAD = {"new_reward_score": ("new_math_reward",), "math_verify_score": ("mat
 def preload(func_name: str) -> None:
     import importlib
 
-    sys.path.insert(0, str(REPO))
     for mod in _PRELOAD[func_name]:
         importlib.import_module(mod)
 
 
 def _scorer_module(tmp: Path, func: str) -> Path:
-    """A two-line module for verifier_bench.py that preloads the scorer's libraries at load
-    time (the harness allows 120 s for loading) and exposes the scorer as compute_score."""
+    """A small module for verifier_bench.py that preloads the scorer's libraries at load time
+    (the harness allows 120 s for loading) and exposes the scorer as compute_score. It imports
+    ``benchmarks.bench_reward``: its process needs the repository on the path (``repo_env``)."""
     path = tmp / f"scorer_{func}.py"
-    path.write_text(f"import sys\nsys.path.insert(0, {str(HERE.parent)!r})\nimport bench_reward as _b\n"
-                    f"_b.preload({func!r})\ncompute_score = _b.{func}\n")
+    path.write_text(f"from benchmarks import bench_reward as _b\n_b.preload({func!r})\ncompute_score = _b.{func}\n")
     return path
 
 
 # ---------------------------------------------------------------------------------------
 # Part 1: dev bench through verifier_bench.py
 # ---------------------------------------------------------------------------------------
+def repo_env() -> dict:
+    """This process's environment with the repository first on PYTHONPATH (for child processes)."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+
+
 def run_bench(tool: Path, bench: Path, func: str, timeout: float, cpu: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "summary.json"
@@ -113,7 +117,7 @@ def run_bench(tool: Path, bench: Path, func: str, timeout: float, cpu: int) -> d
         cmd = [sys.executable, str(tool), "--bench", str(bench), "--scorer", f"{scorer}:compute_score",
                "--timeout", str(timeout), "--threshold", "0.0", "--key", "auto", "--cpu", str(cpu),
                "--data-source", DATA_SOURCE, "--json", str(out)]
-        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=str(REPO))
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=str(REPO), env=repo_env())
         if proc.returncode != 0 or not out.exists():
             raise SystemExit(f"verifier_bench failed for {func}:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
         return json.loads(out.read_text())
@@ -180,7 +184,6 @@ def step_workload(n_prompts: int, n_samples: int, seed: int = 0):
     """(response, ground_truth) pairs: n_prompts MATH train problems x n_samples responses."""
     import pandas as pd
 
-    sys.path.insert(0, str(REPO))
     from new_math_reward import extract_last_boxed
 
     df = pd.read_parquet(SHARED / "data" / "math-lighteval" / "data" / "train-00000-of-00001.parquet",
@@ -228,8 +231,8 @@ def time_step(func_name: str, pairs, cpu: int) -> dict:
 
 
 def run_step_subprocess(func_name: str, args) -> dict:
-    cmd = [sys.executable, str(HERE), "--_time-step", func_name, "--responses", str(args.responses),
-           "--samples", str(args.samples), "--cpu", str(args.cpu)]
+    cmd = [sys.executable, "-m", "benchmarks.bench_reward", "--_time-step", func_name,
+           "--responses", str(args.responses), "--samples", str(args.samples), "--cpu", str(args.cpu)]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=str(REPO))
     if proc.returncode != 0:
         raise SystemExit(f"step timing failed for {func_name}:\n{proc.stderr[-2000:]}")
@@ -315,8 +318,7 @@ def main(argv=None) -> int:
     ])
     print(out)
     if args.markdown:
-        args.markdown.parent.mkdir(parents=True, exist_ok=True)
-        args.markdown.write_text(out + "\n", encoding="utf-8")
+        write_text_atomic(args.markdown, out + "\n")
     return 0
 
 

@@ -33,8 +33,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # new_math_reward (the contract)
-
 #: SmolLM2-Instruct's stock default system prompt (its chat template).
 SMOLLM_STOCK_SYSTEM_PROMPT = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
 #: Released SmolLM2-Instruct special tokens (HuggingFaceTB/SmolLM2-135M-Instruct).

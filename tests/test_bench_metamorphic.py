@@ -10,14 +10,13 @@ import re
 import subprocess
 import sys
 from fractions import Fraction
-from pathlib import Path
 
 import pytest
 import sympy
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "benchmarks"))
-import bench_metamorphic as bm  # noqa: E402
+from conftest import REPO
+
+from benchmarks import bench_metamorphic as bm
 
 
 def truth(gt: str, problem: str = "") -> bm.Truth:
@@ -161,8 +160,8 @@ def test_cases_are_reproducible_with_the_seed():
 
 
 def test_help_and_bad_options():
-    script = str(REPO / "benchmarks" / "bench_metamorphic.py")
-    out = subprocess.run([sys.executable, script, "--help"], capture_output=True, text=True)
+    cmd = [sys.executable, "-m", "benchmarks.bench_metamorphic"]
+    out = subprocess.run([*cmd, "--help"], capture_output=True, text=True, cwd=REPO)
     assert out.returncode == 0 and "--per-truth" in out.stdout and "Rewrite kinds" in out.stdout
-    bad = subprocess.run([sys.executable, script, "--per-truth", "0"], capture_output=True, text=True)
+    bad = subprocess.run([*cmd, "--per-truth", "0"], capture_output=True, text=True, cwd=REPO)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1

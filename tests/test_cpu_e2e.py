@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from conftest import REPO
+
 STEPS = 2  # profiles/cpu.sh TOTAL_STEPS
 TRAIN_TAGS = ("actor/pg_loss", "actor/kl_loss", "actor/entropy", "critic/score/mean", "response_length/mean")
 VAL_PREFIX = "val-core/DigitalLearningGmbH/MATH-lighteval"

@@ -9,6 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from conftest import REPO
+
 torch = pytest.importorskip("torch")
 pytest.importorskip("verl")
 
@@ -16,7 +18,6 @@ from cpu_support import prepare_smollm2  # noqa: E402
 from cpu_support import verl_cpu_patch  # noqa: E402
 from cpu_support.verl_cpu_patch import CPUHFRollout, group_index, sample_responses, weights_digest  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
 SMOLLM_DIR = REPO / "models" / "SmolLM2-135M-Instruct"
 STOCK_TEMPLATE = (
     "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"

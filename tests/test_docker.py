@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from conftest import REPO
+
 DOCKER = REPO / "docker"
 DOCKERFILES = {"ascend": DOCKER / "Dockerfile.ascend", "cuda": DOCKER / "Dockerfile.cuda"}
 ASCEND_RUN_FLAGS = (
@@ -68,7 +69,6 @@ def test_vllm_of_both_images_is_the_one_verl_supports():
     from packaging.specifiers import SpecifierSet
     from packaging.version import Version
 
-    sys.path.insert(0, str(REPO))
     import preflight
 
     image = from_image(DOCKERFILES["ascend"])

@@ -11,18 +11,16 @@ from __future__ import annotations
 import json
 import math
 import shutil
-import sys
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-import evaluate as ev  # noqa: E402
-import new_math_reward as nmr  # noqa: E402
+import evaluate as ev
+import new_math_reward as nmr
+from script_utils import DataError
+from conftest import REPO
 
 TOKENIZER = REPO.parent / "shared" / "data" / "qwen2_5_tokenizer"
 LIGHTEVAL_TEST = REPO / "data" / "math-lighteval" / "data" / "test-00000-of-00001.parquet"
@@ -217,7 +215,7 @@ def test_verl_parquet_from_prepare_math(tmp_path):
 def test_data_errors_name_the_file_and_field(tmp_path, name, content, needle):
     path = tmp_path / name
     path.write_text(content, encoding="utf-8")
-    with pytest.raises(ev.DataError) as err:
+    with pytest.raises(DataError) as err:
         ev.load_problems(path)
     msg = str(err.value)
     assert str(path) in msg and needle in msg and "\n" not in msg
@@ -226,13 +224,13 @@ def test_data_errors_name_the_file_and_field(tmp_path, name, content, needle):
 def test_data_errors_parquet(tmp_path):
     path = tmp_path / "weird.parquet"
     pq.write_table(pa.table({"question": ["q"], "answer": ["1"]}), path)
-    with pytest.raises(ev.DataError, match="unknown MATH data layout.*expected lighteval"):
+    with pytest.raises(DataError, match="unknown MATH data layout.*expected lighteval"):
         ev.load_problems(path)
     nobox = tmp_path / "test-1.parquet"
     pq.write_table(pa.table({"problem": ["q"], "level": ["Level 1"], "type": ["Algebra"], "solution": ["no box"]}), nobox)
-    with pytest.raises(ev.DataError, match="row 0: field 'solution': expected a complete"):
+    with pytest.raises(DataError, match="row 0: field 'solution': expected a complete"):
         ev.load_problems(nobox)
-    with pytest.raises(ev.DataError, match="file not found"):
+    with pytest.raises(DataError, match="file not found"):
         ev.load_problems(tmp_path / "missing.parquet")
 
 
@@ -274,7 +272,7 @@ def test_read_samples_drops_a_partial_last_line(tmp_path):
 def test_read_samples_rejects_a_bad_middle_line(tmp_path):
     path = tmp_path / "samples.jsonl"
     path.write_text(json.dumps(rec("a")) + "\ngarbage\n" + json.dumps(rec("b")) + "\n", encoding="utf-8")
-    with pytest.raises(ev.DataError, match="line 2: not a sample record"):
+    with pytest.raises(DataError, match="line 2: not a sample record"):
         ev.read_samples(path)
 
 
@@ -284,7 +282,7 @@ def test_resume_refuses_samples_of_a_different_run(tmp_path):
     ev._prepare_output(args, "math500")
     (out / ev.SAMPLES_FILE).write_text(json.dumps(rec("a")) + "\n")
     args.max_new_tokens = 256
-    with pytest.raises(ev.DataError, match="field 'max_new_tokens'.*1024.*256"):
+    with pytest.raises(DataError, match="field 'max_new_tokens'.*1024.*256"):
         ev._prepare_output(args, "math500")
     assert (out / ev.SAMPLES_FILE).exists()  # nothing overwritten
     args.overwrite = True

@@ -17,10 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-import health_report as hr  # noqa: E402
+import health_report as hr
+from conftest import REPO
 
 VAL = hr.DEFAULT_VAL_TAG
 

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from conftest import REPO
+
 hydra = pytest.importorskip("hydra")
 verl = pytest.importorskip("verl")
 
-REPO = Path(__file__).resolve().parent.parent
 LAUNCHER = REPO / "run_qwen2_5_1_5b.sh"
 
 

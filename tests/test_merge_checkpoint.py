@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO
+
 SCRIPT = REPO / "merge_checkpoint.sh"
 TOKENIZER = REPO.parent / "shared" / "data" / "qwen2_5_tokenizer"
 PYTHON = sys.executable

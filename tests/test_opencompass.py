@@ -17,11 +17,9 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-import evaluate as ev  # noqa: E402
-import opencompass_math as ocm  # noqa: E402
+import evaluate as ev
+import opencompass_math as ocm
+from conftest import REPO
 
 OC_VENV = REPO / ".venv-opencompass"
 SMOLLM2 = REPO / "models" / "SmolLM2-135M-Instruct"

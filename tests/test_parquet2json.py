@@ -14,10 +14,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-import parquet2json  # noqa: E402
+import parquet2json
+import script_utils
+from conftest import REPO
 
 TEST_PARQUET = REPO / "data" / "math-lighteval" / "data" / "test-00000-of-00001.parquet"
 # shared/README.md and data/README.md
@@ -173,11 +172,10 @@ def test_failed_write_keeps_old_file_and_leaves_no_temp(tmp_path, monkeypatch):
     out = out_dir / "math.json"
     out.write_text("previous", encoding="utf-8")
 
-    def failing_dump(obj, f, **kwargs):
-        f.write('{"Algebra_1": ')  # half-written, then the disk "fails"
+    def failing_fsync(fd):  # the temp file is written, then the disk "fails"
         raise OSError("disk full")
 
-    monkeypatch.setattr(parquet2json.json, "dump", failing_dump)
+    monkeypatch.setattr(script_utils.os, "fsync", failing_fsync)
     with pytest.raises(OSError, match="disk full"):
         parquet2json.main(["--input", str(src), "--output", str(out)])
     assert out.read_text(encoding="utf-8") == "previous"

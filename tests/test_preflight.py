@@ -16,11 +16,9 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-import preflight as pf  # noqa: E402
-import prepare_math  # noqa: E402
+import preflight as pf
+import prepare_math
+from conftest import REPO
 
 TOKENIZER = REPO.parent / "shared" / "data" / "qwen2_5_tokenizer"
 MATH_TEST = REPO / "data" / "math-lighteval" / "data" / "test-00000-of-00001.parquet"

@@ -19,11 +19,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-import prepare_math  # noqa: E402
-from new_math_reward import INSTRUCTION, extract_last_boxed  # noqa: E402
+import prepare_math
+from new_math_reward import INSTRUCTION, extract_last_boxed
+from script_utils import DataError
+from conftest import REPO
 
 SRC = REPO / "data" / "math-lighteval" / "data"
 SHARED = REPO.parent / "shared" / "data"
@@ -294,13 +293,13 @@ def test_error_bad_values(tmp_path):
     for k, (rows, *fragments) in enumerate(cases):
         src = tmp_path / f"src{k}"
         write_source(src, "test", rows)
-        with pytest.raises(prepare_math.DataError) as err:
+        with pytest.raises(DataError) as err:
             prepare_math.load_split("test", src, from_hub=False)
         for fragment in fragments:
             assert fragment in str(err.value)
     src = tmp_path / "int_level"
     write_source(src, "test", [{"problem": "p", "level": 3, "type": "Algebra", "solution": "\\boxed{1}"}])
-    with pytest.raises(prepare_math.DataError, match="field 'level': expected a string column, found int64"):
+    with pytest.raises(DataError, match="field 'level': expected a string column, found int64"):
         prepare_math.load_split("test", src, from_hub=False)
 
 

@@ -15,12 +15,13 @@ from pathlib import Path
 
 import pytest
 
+from conftest import REPO
+
 pytest.importorskip("hydra")
 pytest.importorskip("verl")
 
 from test_launcher_config import LAUNCHER, compose, launcher_overrides, validate  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
 ARO = "actor_rollout_ref"
 ONE_CARD = {f"{ARO}.rollout.tensor_model_parallel_size": 1, f"{ARO}.rollout.gpu_memory_utilization": 0.5,
             "trainer.n_gpus_per_node": 1, "trainer.save_freq": 10, "trainer.test_freq": 20,

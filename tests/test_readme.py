@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from conftest import REPO
+
 README = (REPO / "README.md").read_text()
 MAIN_LINE = "bash setup.sh && bash run_qwen2_5_1_5b.sh"
 TEST_LINE = 'bash setup.sh --device cpu --with-opencompass --with-swanlab && .venv/bin/python -m pytest -m "slow or not slow"'

@@ -8,20 +8,16 @@ from __future__ import annotations
 import os
 import re
 import signal
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-import new_math_reward as R  # noqa: E402
+import new_math_reward as R
+from conftest import REPO
 
 SRC = "DigitalLearningGmbH/MATH-lighteval"
 KEYS = {"score": float, "acc": float, "format": float, "cot": float, "pred": str}

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from conftest import REPO
+
 SCRIPTS = sorted(p for p in REPO.rglob("*.sh")
                  if not any(part.startswith(".venv") for part in p.parts) and "outputs" not in p.parts)
 ENTRY_POINTS = [p for p in SCRIPTS if p.parent == REPO]  # launchers; profiles/*.sh are sourced fragments

@@ -26,7 +26,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from conftest import REPO
+
 STEPS = 2
 KEY_TAGS = ("critic/score/mean", "actor/entropy", "actor/kl_loss", "actor/pg_loss", "response_length/mean")
 PROJECT = "verl_grpo_example_math"  # the launcher's default trainer.project_name

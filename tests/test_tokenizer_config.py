@@ -7,17 +7,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tools"))
-
-import write_tokenizer_config as W  # noqa: E402
-from new_math_reward import ANSWER_CLOSE, ANSWER_OPEN, QWEN_STOCK_SYSTEM_PROMPT, SYSTEM_PROMPT, THINK_OPEN  # noqa: E402
+from tools import write_tokenizer_config as W
+from new_math_reward import ANSWER_CLOSE, ANSWER_OPEN, QWEN_STOCK_SYSTEM_PROMPT, SYSTEM_PROMPT, THINK_OPEN
+from conftest import REPO
 
 STOCK_DIR = REPO.parent / "shared" / "data" / "qwen2_5_tokenizer"
 STOCK = STOCK_DIR / "tokenizer_config.json"

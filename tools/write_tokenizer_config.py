@@ -3,7 +3,7 @@
 default system prompt replaced by ``new_math_reward.SYSTEM_PROMPT`` (both branches of the
 chat template: with tools and without), so the answer contract is defined in one place.
 
-    python tools/write_tokenizer_config.py [--stock PATH] [--out PATH] [--check]
+    python -m tools.write_tokenizer_config [--stock PATH] [--out PATH] [--check]
 
 The prompt is inserted into the template's single-quoted Jinja string literals, which
 Jinja decodes with Python's unicode-escape rules: backslashes are doubled (``\\boxed`` would
@@ -18,15 +18,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from new_math_reward import QWEN_STOCK_SYSTEM_PROMPT, SYSTEM_PROMPT
+from script_utils import write_text_atomic
 
-from new_math_reward import QWEN_STOCK_SYSTEM_PROMPT, SYSTEM_PROMPT  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 DEFAULT_STOCK = REPO.parent / "shared" / "data" / "qwen2_5_tokenizer" / "tokenizer_config.json"
 DEFAULT_OUT = REPO / "tokenizer_config.json"
@@ -56,18 +54,6 @@ def build(stock_text: str, prompt: str = SYSTEM_PROMPT) -> str:
     return out
 
 
-def write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--stock", type=Path, default=DEFAULT_STOCK, help="stock Qwen2.5 tokenizer_config.json")
@@ -78,11 +64,11 @@ def main(argv=None) -> int:
     if args.check:
         current = args.out.read_text(encoding="utf-8") if args.out.exists() else None
         if current != text:
-            print(f"{args.out} is out of date: run python tools/write_tokenizer_config.py", file=sys.stderr)
+            print(f"{args.out} is out of date: run python -m tools.write_tokenizer_config", file=sys.stderr)
             return 1
         print(f"{args.out} is up to date")
         return 0
-    write_atomic(args.out, text)
+    write_text_atomic(args.out, text)
     print(f"wrote {args.out}")
     return 0
 

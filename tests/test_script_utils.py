@@ -1,0 +1,121 @@
+"""Unit tests of script_utils: atomic writes, file modes, one-line errors, argument types."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import script_utils as su
+
+
+@pytest.fixture
+def umask():
+    """Set the process umask for one test; the old one comes back afterwards."""
+    old = os.umask(0o022)
+    yield os.umask
+    os.umask(old)
+
+
+def test_json_is_utf8_with_non_ascii_kept_and_a_trailing_newline(tmp_path):
+    path = tmp_path / "new" / "folder" / "out.json"  # missing folders are created
+    su.write_json_atomic(path, {"answer": "\\frac{1}{2} — π ≈ 3.14"})
+    raw = path.read_bytes()
+    assert "— π ≈".encode() in raw and b"\\u" not in raw and raw.endswith(b"}\n")
+    assert json.loads(raw) == {"answer": "\\frac{1}{2} — π ≈ 3.14"}
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o027, 0o077])
+def test_file_mode_follows_the_umask(tmp_path, umask, mask):
+    umask(mask)
+    assert su.file_mode() == 0o666 & ~mask
+    su.write_text_atomic(tmp_path / "a.txt", "x")
+    su.write_parquet_atomic({tmp_path / "a.parquet": pa.table({"x": [1]})})
+    for name in ("a.txt", "a.parquet"):
+        assert (tmp_path / name).stat().st_mode & 0o777 == 0o666 & ~mask, name
+
+
+def test_unserialisable_json_leaves_the_target_and_no_temp_file(tmp_path):
+    path = tmp_path / "out.json"
+    path.write_text("previous")
+    with pytest.raises(TypeError):
+        su.write_json_atomic(path, {"bad": object()})
+    assert path.read_text() == "previous" and os.listdir(tmp_path) == ["out.json"]
+
+
+def test_failure_after_the_temp_file_is_written_removes_it(tmp_path, monkeypatch):
+    path = tmp_path / "out.txt"
+    path.write_text("previous")
+
+    def disk_full(fd):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(su.os, "fsync", disk_full)
+    with pytest.raises(OSError, match="disk full"):
+        su.write_text_atomic(path, "new text")
+    assert path.read_text() == "previous" and os.listdir(tmp_path) == ["out.txt"]
+
+
+def test_parquet_tables_are_written_all_or_none(tmp_path, monkeypatch):
+    first, second = tmp_path / "train.parquet", tmp_path / "test.parquet"
+    first.write_text("previous")
+    real_write = pq.write_table
+
+    def fails_on_the_second(table, where):
+        if "test.parquet" in str(where):
+            open(where, "wb").write(b"PAR1 half")
+            raise OSError("disk full")
+        real_write(table, where)
+
+    monkeypatch.setattr(pq, "write_table", fails_on_the_second)
+    with pytest.raises(OSError, match="disk full"):
+        su.write_parquet_atomic({first: pa.table({"x": [1, 2]}), second: pa.table({"y": ["a"]})})
+    monkeypatch.undo()
+    assert first.read_text() == "previous" and sorted(os.listdir(tmp_path)) == ["train.parquet"]
+    su.write_parquet_atomic({first: pa.table({"x": [1, 2]}), second: pa.table({"y": ["a"]})})
+    assert pq.read_table(first).column("x").to_pylist() == [1, 2]
+    assert pq.read_table(second).column("y").to_pylist() == ["a"]
+    assert sorted(os.listdir(tmp_path)) == ["test.parquet", "train.parquet"]
+
+
+def test_ensure_output_dir(tmp_path):
+    su.ensure_output_dir(tmp_path / "a" / "b", "--output-dir")
+    assert (tmp_path / "a" / "b").is_dir()
+    (tmp_path / "file").write_text("")
+    with pytest.raises(su.DataError, match=r"^--output-dir .*file: output folder missing and cannot be created"
+                                           r" \(File exists\); expected a writable folder$"):
+        su.ensure_output_dir(tmp_path / "file", "--output-dir")
+
+
+def test_one_line_and_bad_input():
+    assert su.one_line("a\n  b\tc") == "a b c"
+    assert su.one_line("x" * 200, 20) == "x" * 17 + "..."
+    assert str(su.bad_input("f.parquet", "level", "'Level 1'..'Level 5'", "Level\n9")) == (
+        "f.parquet: field 'level': expected 'Level 1'..'Level 5', got 'Level\\n9'")
+    assert str(su.bad_input("f.jsonl", "n", "an integer >= 1", 0)) == "f.jsonl: field 'n': expected an integer >= 1, got 0"
+    assert str(su.bad_input("f", "x", "y")) == "f: field 'x': expected y"
+    long = str(su.bad_input("f", "x", "y", "z" * 500))
+    assert len(long) < 120 and long.endswith("...")
+
+
+def test_positive_int():
+    assert su.positive_int("1") == 1 and su.positive_int("12") == 12
+    for bad in ("0", "-1", "x", "1.5", ""):
+        with pytest.raises(argparse.ArgumentTypeError, match=f"expected an integer >= 1, got {bad!r}"):
+            su.positive_int(bad)
+
+
+def test_argument_parser_error_is_one_line_exit_2(capsys):
+    parser = su.ArgumentParser(prog="tool.py")
+    parser.add_argument("--n", type=su.positive_int, default=1)
+    with pytest.raises(SystemExit) as exc:
+        parser.parse_args(["--n", "0"])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err == "tool.py: error: argument --n: expected an integer >= 1, got '0'\n"
+    with pytest.raises(SystemExit) as exc:
+        parser.error("two\nlines")
+    assert exc.value.code == 2 and capsys.readouterr().err == "tool.py: error: two lines\n"

@@ -1,0 +1,1 @@
+"""Maintenance tools; run each from the repository root as ``python -m tools.<name>``."""

@@ -1,6 +1,12 @@
 #!/usr/bin/env python3
 """Evaluate a model on MATH: the recipe's protocol (with the reward's hacking gap) or OpenCompass's.
 
+The manual (arguments with their types and units, data layouts, outputs, errors and the source
+of every rule) is MANUAL below, printed by ``python evaluate.py --help``.
+"""
+from __future__ import annotations
+
+MANUAL = """\
 Usage
 -----
     python evaluate.py --model MODEL_DIR --data DATA_FILE [--protocol recipe|opencompass]
@@ -155,8 +161,6 @@ The model directory is checked before anything is written: preflight.check_model
 with transformers.AutoConfig. A chat template carrying Qwen's stock system prompt instead of
 the recipe's gives one WARN line on stderr (preflight.check_chat_template) and the run goes on.
 """
-
-from __future__ import annotations
 
 import argparse
 import importlib.util
@@ -857,7 +861,7 @@ def load_tokenizer(model_dir: Path):
 # ==========================================================================================
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     """Parse and cross-check the command line (exit 2 with a message on bad values)."""
-    p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0], epilog=__doc__.split("\n", 1)[1],
+    p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0], epilog=MANUAL,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", type=Path, default=None, help="Hugging Face model directory (required)")
     p.add_argument("--data", type=Path, default=None,
@@ -866,20 +870,26 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                    help="recipe (0-shot training prompt, reward + strict check) or opencompass (math_gen_a58d9d)")
     p.add_argument("--rescore-opencompass", type=Path, default=None, metavar="PATH",
                    help="re-judge an OpenCompass run's predictions (file or folder); no generation")
-    p.add_argument("--output-dir", type=Path, default=None, help="default outputs/eval/<model>-<data>")
-    p.add_argument("--limit", type=positive_int, default=None, help="first N problems only")
-    p.add_argument("--batch-size", type=positive_int, default=None, help="prompts per generate call")
-    p.add_argument("--max-new-tokens", type=positive_int, default=DEFAULT_MAX_NEW_TOKENS, help="tokens")
-    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--n", type=positive_int, default=1, help="samples per problem")
+    p.add_argument("--output-dir", type=Path, default=None, metavar="DIR",
+                   help="samples.jsonl, summary.json, run_config.json; default outputs/eval/<model>-<data>")
+    p.add_argument("--limit", type=positive_int, default=None, metavar="N", help="first N problems only (int >= 1)")
+    p.add_argument("--batch-size", type=positive_int, default=None, metavar="B",
+                   help="prompts per generate call (int >= 1; default 8 transformers, 256 vLLM)")
+    p.add_argument("--max-new-tokens", type=positive_int, default=DEFAULT_MAX_NEW_TOKENS, metavar="T",
+                   help="response budget, tokens (default 1024, the recipe's data.max_response_length)")
+    p.add_argument("--temperature", type=float, default=0.0, metavar="X",
+                   help="float >= 0; 0 = greedy (default, verl's rollout.val_kwargs)")
+    p.add_argument("--top-p", type=float, default=1.0, metavar="P", help="float in (0, 1], used when X > 0")
+    p.add_argument("--n", type=positive_int, default=1, metavar="N",
+                   help="samples per problem (int >= 1; N > 1 needs X > 0)")
     p.add_argument("--k", type=str, default=None, help="comma-separated pass@k values, each <= n")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="torch / vLLM sampling seed")
     p.add_argument("--backend", choices=("auto", "vllm", "hf"), default="auto")
     p.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"), default="auto")
     p.add_argument("--tensor-parallel-size", type=positive_int, default=1)
-    p.add_argument("--gpu-memory-utilization", type=float, default=0.8)
-    p.add_argument("--cpu-threads", type=int, default=0, help="torch CPU threads (transformers); 0 = torch default")
+    p.add_argument("--gpu-memory-utilization", type=float, default=0.8, metavar="F", help="vLLM's, fraction of memory")
+    p.add_argument("--cpu-threads", type=int, default=0, metavar="T",
+                   help="torch CPU threads for transformers (int >= 0; 0 = torch's default)")
     p.add_argument("--overwrite", action="store_true", help="discard this output dir's samples")
     args = p.parse_args(argv)
     if args.rescore_opencompass is not None:

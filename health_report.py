@@ -1,102 +1,10 @@
 #!/usr/bin/env python3
-"""Health report for a verl 0.6.0 GRPO run, read from its TensorBoard or SwanLab scalars.
+"""Health report of a verl 0.6.0 GRPO run, read from its TensorBoard or SwanLab scalars.
 
-Usage::
-
-    python health_report.py LOGDIR [--output-dir DIR] [--json FILE]
-                            [--fail-on {never,warn,alert}] [--run SUBSTR]
-                            [--set NAME=VALUE ...] [--updates-per-step N] [--lr LR]
-                            [--kl-coef C] [--loss-scale K] [--val-tag TAG]
-                            [--rollout-dir DIR] [--no-figures] [--quiet]
-    python health_report.py --list-rules
-
-``LOGDIR`` (path) is either kind of log directory; which one is detected from what it holds:
-
-* SwanLab: a ``swanlog`` folder holding ``runs.swanlab`` (verl's swanlab logger writes it to
-  ``$SWANLAB_LOG_DIR``, the launcher's ``OUTPUT_DIR/swanlog``, with ``SWANLAB_MODE=local``),
-  one ``run-*`` folder inside it, or the ``runs.swanlab`` file itself. Every experiment in the
-  database is one run, named ``<project>/<experiment>``.
-* TensorBoard: anything else is searched recursively for event files
-  (``events.out.tfevents.*``). verl's tensorboard logger (``verl/utils/tracking.py``,
-  ``_TensorboardAdapter``) writes them to ``$TENSORBOARD_DIR`` or, when that variable is
-  unset, to ``tensorboard_log/<trainer.project_name>/<trainer.experiment_name>`` relative to
-  the launch directory, so ``LOGDIR`` may be that run directory or any folder above it. Every
-  directory that directly holds event files is one run, named by its path relative to
-  ``LOGDIR``. ``LOGDIR`` may also be a single event file. Several event files in one
-  directory (a resumed run) are read in order.
-
-A directory that is neither is refused with a one-line error. When several runs are found,
-each is reported (figures go to ``DIR/<run name with '/' replaced by '__'>``); ``--run
-SUBSTR`` keeps only runs whose name (or SwanLab ``run-*`` folder) contains ``SUBSTR``. A
-step logged twice keeps its last value.
-
-TensorBoard scalars are read with TensorBoard's own reader,
-``tensorboard.backend.event_processing.event_accumulator.EventAccumulator`` with
-``size_guidance`` 0 (keep every point) for scalars and tensors; 0-d tensor summaries (what
-TensorFlow 2 / ``tensorboard.summary`` writers produce) are read as scalars too. The reader
-stops at a truncated last record, so a run still being written can be reported at any time.
-
-SwanLab scalars are read with the standard library, since the swanlab package (0.10.3) has
-no offline reader: ``swanlab.Api`` queries the SwanLab cloud or a self-hosted server, and the
-local files are otherwise read only by the ``swanlab watch`` dashboard (the ``swanboard``
-package of ``swanlab[dashboard]``, an internal ORM, not installed by default). The layout, as
-swanlab 0.10.3's local mode (``swanlab/deprecated/local.py``) writes it:
-``runs.swanlab`` is a SQLite database (tables ``project``, ``experiment`` with the
-``run_id`` folder name, ``tag`` with each metric's ``name``, ``type`` and ``folder``), and
-each scalar tag's points are JSON lines ``{"index": <global step>, "data": <value>, ...}`` in
-``<run_id>/logs/<folder>/<n>.log`` (1000 points a file; ``_summary.json`` beside them is not
-read). The database is opened read-only; a line cut short by a run still being written is
-skipped.
-
-Outputs (everything is computed first, then each file is written atomically: temporary file
-in the same directory + ``os.replace``; on a bad input nothing is written):
-
-* the report in markdown, one line per rule (level, rule id, metric tag, step where it
-  fired, value, explanation), printed to stdout and saved as ``health_report.md``;
-* ``--json FILE``: ``{"schema": 1, "logdir": ..., "runs": [...], "rules": [{"run", "id",
-  "tag", "level", "step", "value", "value_text", "message", "source"}]}``, one entry per rule
-  and run (``value`` is null when not finite; ``value_text`` keeps "nan"/"inf");
-* PNG figures (matplotlib, Agg backend) of the key curves with the healthy bands shaded and
-  the steps where a rule fired marked: ``health_grid.png`` plus one ``<tag>.png`` per metric,
-  in ``--output-dir`` (default ``LOGDIR/health``; ``LOGDIR``'s folder for a single file).
-
-Levels: ``ok`` (checked, nothing found), ``info`` (worth knowing, not a problem for this
-recipe), ``warn``, ``alert``, ``skipped`` (a metric the rule needs is absent: "skipped
-(no data)", never a failure). A rule reports its worst level and the first step where that
-level fired.
-
-Exit status: 0 when the report was produced (also when rules fired); 1 when ``--fail-on
-warn|alert`` is given and some rule reached that level; 2 on bad input (LOGDIR missing, no
-event files, no scalars, bad option) with a one-line ``error:`` message naming the path and
-what was expected.
-
-Sources of rules and numbers (details per rule: ``--list-rules`` or docs/health_rules.md):
-
-* GUIDE: the reference recipe's metric guide (prose): ``actor/entropy`` >= 2.0 exploring,
-  < 0.5 confident, towards 0 collapse; ``actor/kl_loss`` read against ``kl_loss_coef`` (too
-  high: drifting from the reference, too low: not learning); ``actor/pg_loss`` NaN:
-  numerical instability; ``actor/pg_clipfrac`` 10-25 % healthy, > 30 % updates too violent,
-  < 5 % constraint too strong or learning rate too low; ``actor/grad_norm`` steady around
-  0.1-1.0, a sudden jump warns of explosion; ``response_length/mean`` sudden rise: rambling
-  or repetition, sudden fall: lazy answers; validation reward and ``critic/score/mean`` of
-  the same magnitude; ``perf/mfu/actor`` and ``perf/throughput`` higher is better.
-* verl 0.6.0 source: metric names and semantics from ``verl/workers/actor/dp_actor.py``,
-  ``verl/trainer/ppo/ray_trainer.py``, ``verl/trainer/ppo/metric_utils.py``,
-  ``verl/workers/fsdp_workers.py``, defaults from ``verl/trainer/config/actor/actor.yaml``
-  and ``dp_actor.yaml`` (kl_loss_coef 0.001, kl_loss_type low_var_kl, clip_ratio 0.2,
-  ppo_epochs 1, grad_clip 1.0).
-* GRPO: Shao et al. 2024, "DeepSeekMath" (arXiv:2402.03300), group-normalised advantages
-  and the KL-to-reference loss term; DAPO: Yu et al. 2025 (arXiv:2503.14476), groups whose
-  responses all score the same carry no gradient (dynamic sampling) and overlong responses.
-* Real runs: public verl step logs at ``actor/lr`` 1e-6 with several PPO mini-batches show
-  ``actor/pg_clipfrac`` 0.0003-0.0013 (0.03-0.13 %), and 0.0008 at 2e-6 (verl issue
-  #7412); with one mini-batch and one epoch verl takes its on-policy branch and the clip
-  fraction is exactly 0 (dp_actor.py ``on_policy``; verl PR #1265 discussion). The GUIDE's
-  10-25 % band (< 5 % too low) comes from classic PPO learning rates and is not applied below
-  ``clipfrac_band_min_lr`` (the low-clip-fraction rule is then informational).
-* verl 0.6.0 logs ``actor/pg_loss`` and ``actor/kl_loss`` multiplied by 1/(micro-batches
-  per mini-batch) and then averaged (dp_actor.py ``loss_scale_factor``; verl issue #3129,
-  fixed upstream after 0.6.0 by PR #4711); ``--loss-scale`` undoes it for the KL rules.
+Applies the reference recipe's metric guide as rules (``RULES``, thresholds in ``Thresholds``),
+writes a markdown report, optional JSON and PNG curves. The manual (log folders, outputs, exit
+status, sources of every rule and number) is ``python health_report.py --help``; the rules table
+is ``--list-rules`` and docs/health_rules.md.
 """
 
 from __future__ import annotations
@@ -110,12 +18,13 @@ import os
 import re
 import sqlite3
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
+
+from script_utils import ArgumentParser, DataError, one_line, positive_int, write_bytes_atomic
 
 # --------------------------------------------------------------------------------------
 # Metric tags, as verl 0.6.0 logs them.
@@ -156,9 +65,7 @@ SRC_METRIC_UTILS = "verl 0.6.0 verl/trainer/ppo/metric_utils.py"
 SRC_FSDP_WORKERS = "verl 0.6.0 verl/workers/fsdp_workers.py"
 SRC_GRPO = "GRPO, Shao et al. 2024 (DeepSeekMath, arXiv:2402.03300)"
 SRC_DAPO = "DAPO, Yu et al. 2025 (arXiv:2503.14476)"
-SRC_REAL_CLIPFRAC = (
-    "public verl logs at actor/lr 1e-6..2e-6: pg_clipfrac 0.0003-0.0013 (verl issue #7412 and others)"
-)
+SRC_REAL_CLIPFRAC = "public verl GRPO step logs at actor/lr 1e-6..2e-6: pg_clipfrac 0.0003-0.0013"
 
 
 # --------------------------------------------------------------------------------------
@@ -316,10 +223,6 @@ class Run:
         return []
 
 
-class InputError(Exception):
-    """Bad input: the message is a one-line explanation naming the path."""
-
-
 #: The SQLite database that swanlab's local mode keeps in its log directory.
 SWANLAB_DB = "runs.swanlab"
 EXPECTED_LOGDIR = (
@@ -333,13 +236,13 @@ def find_event_files(logdir: Path) -> List[Path]:
     """Event files under ``logdir`` (recursive, sorted), or ``[logdir]`` if it is one.
 
     Raises:
-        InputError: ``logdir`` does not exist or holds no ``*tfevents*`` file.
+        DataError: ``logdir`` does not exist or holds no ``*tfevents*`` file.
     """
     if not logdir.exists():
-        raise InputError(f"{logdir}: no such file or directory (expected {EXPECTED_LOGDIR})")
+        raise DataError(f"{logdir}: no such file or directory (expected {EXPECTED_LOGDIR})")
     if logdir.is_file():
         if "tfevents" not in logdir.name:
-            raise InputError(f"{logdir}: not a TensorBoard event file (expected events.out.tfevents.* "
+            raise DataError(f"{logdir}: not a TensorBoard event file (expected events.out.tfevents.* "
                              f"or {SWANLAB_DB})")
         return [logdir]
     files, swanlogs = [], []
@@ -350,7 +253,7 @@ def find_event_files(logdir: Path) -> List[Path]:
             swanlogs.append(root)
     if not files:
         hint = f"; SwanLab logs found in {swanlogs[0]}: pass that folder" if swanlogs else ""
-        raise InputError(f"{logdir}: no TensorBoard event files (events.out.tfevents.*) and no SwanLab "
+        raise DataError(f"{logdir}: no TensorBoard event files (events.out.tfevents.*) and no SwanLab "
                          f"{SWANLAB_DB} found; expected {EXPECTED_LOGDIR}{hint}")
     return files
 
@@ -370,7 +273,7 @@ def load_scalars(path: Path) -> Dict[str, Series]:
     every point). 0-d numeric tensor summaries are returned as scalars as well.
 
     Raises:
-        InputError: the reader failed on the file(s) (e.g. not an event file).
+        DataError: the reader failed on the file(s) (e.g. not an event file).
     """
     from tensorboard.backend.event_processing import event_accumulator as ea
     from tensorboard.util import tensor_util
@@ -397,8 +300,7 @@ def load_scalars(path: Path) -> Dict[str, Series]:
             if points:
                 out[tag] = _make_series(points)
     except Exception as exc:  # the reader's errors are varied; report them in one line
-        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise InputError(f"{path}: cannot read TensorBoard events ({msg})") from None
+        raise DataError(f"{path}: cannot read TensorBoard events ({one_line(exc) or type(exc).__name__})") from None
     return out
 
 
@@ -407,13 +309,13 @@ def scalars_by_step(path: Path) -> Dict[str, Dict[int, float]]:
 
     ``path``: a TensorBoard run (see :func:`load_scalars`), or a SwanLab log directory that
     holds one experiment (or a ``run-*`` folder in one; see :func:`discover_swanlab_runs`).
-    Raises InputError like those.
+    Raises DataError like those.
     """
     path = Path(path)
     if swanlab_root(path) is not None:
         runs = discover_swanlab_runs(path)
         if len(runs) != 1:
-            raise InputError(f"{path}: {len(runs)} SwanLab experiments ({', '.join(r.name for r in runs)}); "
+            raise DataError(f"{path}: {len(runs)} SwanLab experiments ({', '.join(r.name for r in runs)}); "
                              "expected one: pass its run-* folder")
         scalars = runs[0].scalars
     else:
@@ -488,12 +390,12 @@ def discover_swanlab_runs(path: Path, select: Optional[str] = None) -> List[Run]
     metric as a scalar); their points come from :func:`read_swanlab_points`.
 
     Raises:
-        InputError: unreadable database, no experiment (matching ``select``), or no scalars.
+        DataError: unreadable database, no experiment (matching ``select``), or no scalars.
     """
     path = Path(path)
     root = swanlab_root(path)
     if root is None:
-        raise InputError(f"{path}: not a SwanLab log directory (expected a folder holding {SWANLAB_DB})")
+        raise DataError(f"{path}: not a SwanLab log directory (expected a folder holding {SWANLAB_DB})")
     db = root / SWANLAB_DB
     only = path.name if path.is_dir() and path != root else None
     try:
@@ -509,7 +411,7 @@ def discover_swanlab_runs(path: Path, select: Optional[str] = None) -> List[Run]
         finally:
             con.close()
     except sqlite3.Error as exc:
-        raise InputError(f"{db}: cannot read the SwanLab database ({exc}; expected swanlab's local-mode "
+        raise DataError(f"{db}: cannot read the SwanLab database ({exc}; expected swanlab's local-mode "
                          "runs.swanlab with tables project, experiment, tag)") from None
     runs = []
     for exp_id, run_id, exp_name, status, project in rows:
@@ -532,13 +434,13 @@ def discover_swanlab_runs(path: Path, select: Optional[str] = None) -> List[Run]
     if not runs:
         names = ", ".join(f"{p}/{n} ({r})" for _, r, n, _, p in rows) or "none"
         what = f"experiment {only!r}" if only else (f"experiment matching {select!r}" if select else "experiment")
-        raise InputError(f"{root}: no SwanLab {what} in {SWANLAB_DB} (experiments: {names})")
+        raise DataError(f"{root}: no SwanLab {what} in {SWANLAB_DB} (experiments: {names})")
     with_data = [r for r in runs if r.scalars]
     for r in runs:
         if with_data and not r.scalars:
             print(f"note: {r.path}: no scalars yet, run not reported", file=sys.stderr)
     if not with_data:
-        raise InputError(f"{path}: SwanLab logs hold no scalars yet (expected verl metrics such as "
+        raise DataError(f"{path}: SwanLab logs hold no scalars yet (expected verl metrics such as "
                          f"{TAG_PG_LOSS} under {runs[0].path / 'logs'}; is the run still starting?)")
     return with_data
 
@@ -551,7 +453,7 @@ def discover_runs(logdir: Path, select: Optional[str] = None) -> List[Run]:
             directory searched recursively for TensorBoard event files, or one event file.
         select: keep runs whose name (TensorBoard: relative path) contains this substring.
     Raises:
-        InputError: neither kind of log, no run matching ``select``, or no scalars at all.
+        DataError: neither kind of log, no run matching ``select``, or no scalars at all.
     """
     if swanlab_root(logdir) is not None:
         return discover_swanlab_runs(logdir, select)
@@ -569,7 +471,7 @@ def discover_runs(logdir: Path, select: Optional[str] = None) -> List[Run]:
             continue
         runs.append(Run(name=name, path=path, scalars={}))
     if not runs:
-        raise InputError(f"{logdir}: no run path contains {select!r} (runs: "
+        raise DataError(f"{logdir}: no run path contains {select!r} (runs: "
                          f"{', '.join(os.path.relpath(p, logdir) for p in sorted(groups))})")
     for run in runs:
         run.scalars = load_scalars(run.path)
@@ -578,7 +480,7 @@ def discover_runs(logdir: Path, select: Optional[str] = None) -> List[Run]:
         if with_data and not r.scalars:
             print(f"note: {r.path}: no scalars yet, run not reported", file=sys.stderr)
     if not with_data:
-        raise InputError(f"{logdir}: event files hold no scalars yet (expected verl metrics such as "
+        raise DataError(f"{logdir}: event files hold no scalars yet (expected verl metrics such as "
                          f"{TAG_PG_LOSS}; is the run still starting?)")
     return with_data
 
@@ -593,13 +495,13 @@ def read_rollout_groups(rollout_dir: Path) -> Dict[int, Tuple[int, int]]:
     written) are skipped.
 
     Raises:
-        InputError: the directory is missing or holds no ``<step>.jsonl`` file.
+        DataError: the directory is missing or holds no ``<step>.jsonl`` file.
     """
     if not rollout_dir.is_dir():
-        raise InputError(f"{rollout_dir}: not a directory (expected verl's trainer.rollout_data_dir)")
+        raise DataError(f"{rollout_dir}: not a directory (expected verl's trainer.rollout_data_dir)")
     files = sorted((p for p in rollout_dir.glob("*.jsonl") if p.stem.isdigit()), key=lambda p: int(p.stem))
     if not files:
-        raise InputError(f"{rollout_dir}: no <step>.jsonl rollout dumps (expected verl's trainer.rollout_data_dir)")
+        raise DataError(f"{rollout_dir}: no <step>.jsonl rollout dumps (expected verl's trainer.rollout_data_dir)")
     out = {}
     for f in files:
         groups: Dict[str, List[float]] = {}
@@ -1316,7 +1218,7 @@ def render_markdown(run: Run, findings: Sequence[Finding], ctx: Context, logdir:
         "",
         f"- Clip fraction: {ctx.clipfrac_note}.",
         "- verl 0.6.0 logs `actor/pg_loss` and `actor/kl_loss` divided by the number of micro-batches per "
-        "mini-batch (dp_actor.py `loss_scale_factor`, verl issue #3129); pass `--loss-scale <micro-batches>` "
+        "mini-batch (dp_actor.py `update_policy`, `loss_scale_factor`); pass `--loss-scale <micro-batches>` "
         "to read the KL rules on the true per-token scale.",
         "- `critic/advantages/max` = `min` = 0 only shows the case where *every* group had zero reward variance; "
         "verl 0.6.0 logs no per-group share. Pass `--rollout-dir` (trainer.rollout_data_dir) to count them.",
@@ -1451,53 +1353,95 @@ def render_figures(run: Run, findings: Sequence[Finding], th: Thresholds, ctx: C
 
 
 # --------------------------------------------------------------------------------------
-# Writing
+# Rules table, output folder
 # --------------------------------------------------------------------------------------
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file in the same directory + os.replace."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+def rules_markdown() -> str:
+    """The rules and thresholds as markdown, from RULES and Thresholds (``--list-rules``;
+    tools/sync_readme.py copies it into docs/health_rules.md)."""
+    lines = ["| id | metric | fires when (defaults) | source |", "|---|---|---|---|"]
+    lines += [f"| `{r.id}` | `{r.tag}` | {r.thresholds} | {r.source} |" for r in RULES]
+    values = ", ".join(f"`{f.name}` {getattr(DEFAULT_THRESHOLDS, f.name)!r}" for f in dataclasses.fields(Thresholds))
+    return "\n".join(lines + ["", f"Thresholds, fields of `Thresholds` (override with `--set NAME=VALUE`): {values}."])
 
 
-def rules_table() -> str:
-    """Markdown table of the rules (id, metric, thresholds, source) for --list-rules."""
-    lines = ["| id | metric | thresholds (defaults) | source |", "|---|---|---|---|"]
-    for r in RULES:
-        lines.append(f"| `{r.id}` | `{r.tag}` | {r.thresholds} | {r.source} |")
-    lines += ["", "Thresholds (override with --set NAME=VALUE):", ""]
-    for f in dataclasses.fields(Thresholds):
-        lines.append(f"- `{f.name}` = {getattr(DEFAULT_THRESHOLDS, f.name)!r}")
-    return "\n".join(lines)
+def default_output_dir(logdir: Path) -> Path:
+    """``health/`` beside the log folder: ``outputs/<experiment>/health`` for the launcher's
+    ``outputs/<experiment>/tensorboard`` (TENSORBOARD_DIR) or ``.../swanlog`` (SWANLAB_LOG_DIR)."""
+    folder = swanlab_root(logdir) or (logdir.parent if logdir.is_file() else logdir)
+    return Path(os.path.abspath(folder)).parent / "health"
 
 
 # --------------------------------------------------------------------------------------
 # CLI
 # --------------------------------------------------------------------------------------
+MANUAL = f"""\
+LOGDIR (a path) is either kind of log folder, detected from what it holds:
+  SwanLab      a swanlog folder holding {SWANLAB_DB} (LOGGER=swanlab with SWANLAB_MODE=local writes
+               it to $SWANLAB_LOG_DIR, the launcher's OUTPUT_DIR/swanlog), one run-* folder in it,
+               or the {SWANLAB_DB} file. Each experiment is one run, named <project>/<experiment>.
+               swanlab 0.10.3 has no offline reader (swanlab.Api queries a server), so the files
+               are read with the standard library, as its local mode writes them
+               (swanlab/deprecated/local.py): {SWANLAB_DB} is SQLite (tables project, experiment,
+               tag), opened read-only; each scalar's points are JSON lines {{"index": step,
+               "data": value}} in <run-*>/logs/<tag folder>/<n>.log.
+  TensorBoard  anything else, searched recursively for events.out.tfevents.* (verl's
+               _TensorboardAdapter, verl/utils/tracking.py, writes to $TENSORBOARD_DIR, else to
+               tensorboard_log/<project>/<experiment>), or one event file. Each folder holding
+               event files is one run, named by its path relative to LOGDIR; several files in one
+               folder (a resumed run) are read in order. Read with TensorBoard's EventAccumulator
+               (every point kept; 0-d tensor summaries count as scalars).
+  A folder that is neither is refused. A run still being written can be reported: a truncated
+  last record or JSON line is skipped. A step logged twice keeps its last value.
+
+Outputs, all computed first, then each written atomically (temporary file + os.replace;
+nothing is written on bad input):
+  health_report.md and PNG curves (health_grid.png, one <tag>.png per metric, healthy bands
+  shaded, steps where a rule fired marked) in --output-dir, default health/ beside LOGDIR:
+  outputs/<experiment>/health for the launcher's outputs/<experiment>/tensorboard or swanlog.
+  Several runs: one subfolder each, the run name with '/' replaced by '__'. The report is also
+  printed. --json FILE: {{"schema": 1, "logdir", "runs", "rules": [{{"run", "id", "tag", "level",
+  "step", "value", "value_text", "message", "source"}}]}} (value null when not finite).
+
+Levels: ok (checked, nothing found), info (worth knowing, not a problem for this recipe), warn,
+alert, skipped (a metric the rule needs is absent; never a failure). A rule reports its worst
+level and the first step it fired at.
+
+Exit status: 0 report written (also when rules fired); 1 --fail-on level reached; 2 bad input
+(LOGDIR missing or neither kind, no scalars, bad option), one line "error: ..." naming the path.
+
+Sources of the rules and numbers (per rule: --list-rules):
+  GUIDE   the reference recipe's metric guide: actor/entropy >= 2.0 exploring, < 0.5 confident,
+          towards 0 collapse; actor/kl_loss read against kl_loss_coef; pg_loss NaN = numerical
+          instability; pg_clipfrac 10-25 % healthy, > 30 % too violent, < 5 % too low;
+          grad_norm steady around 0.1-1.0; sudden response-length rise (rambling) or fall (lazy
+          answers); validation and critic/score/mean of the same magnitude; perf higher is better.
+  verl    0.6.0 source: metric names from workers/actor/dp_actor.py, trainer/ppo/ray_trainer.py,
+          trainer/ppo/metric_utils.py, workers/fsdp_workers.py; defaults from
+          trainer/config/actor/*.yaml (kl_loss_coef 0.001, low_var_kl, clip_ratio 0.2,
+          ppo_epochs 1, grad_clip 1.0). dp_actor.py update_policy multiplies the logged pg_loss
+          and kl_loss by loss_scale_factor = 1/(micro-batches per mini-batch) before averaging
+          (changed after 0.6.0): --loss-scale undoes it for the KL rules. With one mini-batch and
+          ppo_epochs 1 it takes its on_policy branch: the ratio is 1 and pg_clipfrac exactly 0.
+  GRPO    Shao et al. 2024 (arXiv:2402.03300): group-normalised advantages, KL-to-reference loss.
+  DAPO    Yu et al. 2025 (arXiv:2503.14476): groups whose responses all score the same carry no
+          gradient; overlong responses.
+  runs    public verl GRPO step logs at actor/lr 1e-6 show pg_clipfrac 0.0003-0.0013, 0.0008 at
+          2e-6: the GUIDE's clip band (from classic PPO learning rates) is informational below
+          clipfrac_band_min_lr. KL, truncation and validation thresholds are heuristics.
+"""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="health_report.py",
-        description="Health report of a verl GRPO run from its TensorBoard or SwanLab scalars (rules from "
-                    "the reference recipe's metric guide, verl 0.6.0 metric names). LOGDIR is detected: a "
-                    f"SwanLab log directory (swanlog/ holding {SWANLAB_DB}, SWANLAB_MODE=local; one run-* "
-                    "folder in it) or a TensorBoard one (searched recursively for events.out.tfevents.*). "
-                    "Exit 0: report written; 1: --fail-on level reached; 2: bad input.",
+    p = ArgumentParser(
+        prog="health_report.py", epilog=MANUAL,
+        description="Health report of a verl GRPO run from its TensorBoard or SwanLab scalars: one line per\n"
+                    "rule (ok / info / warn / alert / skipped), a markdown report, PNG curves, optional JSON.",
     )
-    p.add_argument("logdir", nargs="?", type=Path,
+    p.add_argument("logdir", nargs="?", type=Path, metavar="LOGDIR",
                    help="SwanLab: the swanlog folder (or one run-* folder in it); TensorBoard: a run directory, "
                         "a folder above runs, or one event file")
-    p.add_argument("--output-dir", type=Path, help="where report and figures go (default LOGDIR/health)")
+    p.add_argument("--output-dir", type=Path, metavar="DIR",
+                   help="folder for the report and figures (default: health/ beside LOGDIR)")
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the findings as JSON to FILE")
     p.add_argument("--fail-on", choices=("never", "warn", "alert"), default="never",
                    help="exit 1 when a rule reaches this level (default never)")
@@ -1505,18 +1449,22 @@ def build_parser() -> argparse.ArgumentParser:
                    help="only runs whose name contains SUBSTR (TensorBoard: path relative to LOGDIR; SwanLab: "
                         "<project>/<experiment> or the run-* folder)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE",
-                   help="override a threshold (repeatable; names: --list-rules)")
-    p.add_argument("--updates-per-step", type=int, metavar="N",
-                   help="policy updates per step (ppo_epochs x mini-batches); default: detected from the log")
-    p.add_argument("--lr", type=float, help="actor learning rate; default: actor/lr from the log")
-    p.add_argument("--kl-coef", type=float, help="actor kl_loss_coef; default: actor/kl_coef from the log")
+                   help="override a threshold, a field of Thresholds, int or float (repeatable; names: --list-rules)")
+    p.add_argument("--updates-per-step", type=positive_int, metavar="N",
+                   help="policy updates per step, ppo_epochs x mini-batches (integer >= 1); default: detected "
+                        "(pg_clipfrac and ppo_kl exactly 0 at every step = 1)")
+    p.add_argument("--lr", type=float, metavar="LR", help="actor learning rate; default: actor/lr from the log")
+    p.add_argument("--kl-coef", type=float, metavar="C", help="actor kl_loss_coef; default: actor/kl_coef from the log")
     p.add_argument("--loss-scale", type=float, default=1.0, metavar="K",
-                   help="multiply logged actor/kl_loss by K (micro-batches per mini-batch in verl 0.6.0); default 1")
-    p.add_argument("--val-tag", help=f"validation tag (default {DEFAULT_VAL_TAG} or the first val-core mean@ tag)")
-    p.add_argument("--rollout-dir", type=Path, help="verl trainer.rollout_data_dir, to count zero-variance groups")
+                   help="multiply the logged actor/kl_loss by K > 0 (verl 0.6.0: ppo_mini_batch_size x rollout.n "
+                        "/ n_gpus / ppo_micro_batch_size_per_gpu); default 1")
+    p.add_argument("--val-tag", metavar="TAG",
+                   help=f"validation tag (default {DEFAULT_VAL_TAG}, else the first val-core/*/mean@* tag)")
+    p.add_argument("--rollout-dir", type=Path, metavar="DIR",
+                   help="verl's trainer.rollout_data_dir (<step>.jsonl dumps), to count zero-variance groups")
     p.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
     p.add_argument("--quiet", action="store_true", help="do not print the report")
-    p.add_argument("--list-rules", action="store_true", help="print the rules and thresholds and exit")
+    p.add_argument("--list-rules", action="store_true", help="print the rules and thresholds (markdown) and exit")
     return p
 
 
@@ -1525,16 +1473,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.list_rules:
-        print(rules_table())
+        print(rules_markdown())
         return 0
     if args.logdir is None:
         parser.error("LOGDIR is required")
     try:
         th = override_thresholds(DEFAULT_THRESHOLDS, args.overrides)
-        if args.updates_per_step is not None and args.updates_per_step < 1:
-            raise InputError("--updates-per-step: expected an integer >= 1")
         if not math.isfinite(args.loss_scale) or args.loss_scale <= 0:
-            raise InputError("--loss-scale: expected a positive number")
+            raise DataError("--loss-scale: expected a positive number")
         logdir = args.logdir
         runs = discover_runs(logdir, args.run)
         rollouts = read_rollout_groups(args.rollout_dir) if args.rollout_dir else None
@@ -1542,12 +1488,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             import importlib.util
 
             if importlib.util.find_spec("matplotlib") is None:
-                raise InputError("matplotlib is not installed: pip install matplotlib, or pass --no-figures")
-    except (InputError, ValueError) as exc:
+                raise DataError("matplotlib is not installed: pip install matplotlib, or pass --no-figures")
+    except (DataError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
-    out_root = args.output_dir or ((logdir.parent if logdir.is_file() else logdir) / "health")
+    out_root = args.output_dir or default_output_dir(logdir)
     files: Dict[Path, bytes] = {}
     texts, entries, worst = [], [], "ok"
     for run in runs:
@@ -1570,7 +1516,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         files[args.json] = (json.dumps(doc, indent=2, allow_nan=False) + "\n").encode()
     try:
         for path, data in files.items():
-            atomic_write(path, data)
+            write_bytes_atomic(path, data)
     except OSError as exc:
         print(f"error: cannot write {exc.filename or out_root}: {exc.strerror or exc}", file=sys.stderr)
         return 2

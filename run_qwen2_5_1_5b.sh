@@ -19,7 +19,7 @@ REPO_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 # ---- device and profile (resolved first: a profile supplies defaults for the knobs below)
 DEVICE=${DEVICE:-auto}        # npu | cuda | cpu | auto (detect)
-PROFILE=${PROFILE:-auto}      # profiles/<PROFILE>.sh; auto = <DEVICE>_1|_4|_8 by visible device count, or cpu
+PROFILE=${PROFILE:-auto}      # profiles/PROFILE.sh, whose values are defaults a variable you set overrides; auto = DEVICE_1, _4 or _8 by visible device count, or cpu
 # shellcheck source=tools/devices.sh
 source "$REPO_DIR/tools/devices.sh"
 [[ $DEVICE == auto ]] && DEVICE=$(detect_device python3)
@@ -45,15 +45,15 @@ source "$PROFILE_FILE"
 
 # ---- paths
 DEFAULT_PYTHON=python3; [[ -x $REPO_DIR/.venv/bin/python ]] && DEFAULT_PYTHON=$REPO_DIR/.venv/bin/python
-PYTHON=${PYTHON:-$DEFAULT_PYTHON}                                       # interpreter with verl (setup.sh's .venv if present)
+PYTHON=${PYTHON:-$DEFAULT_PYTHON}                                       # interpreter with verl: setup.sh's .venv/bin/python if present, else python3
 MODEL_PATH=${MODEL_PATH:-$REPO_DIR/models/Qwen2.5-1.5B-Instruct}        # HF model dir (with the recipe's tokenizer_config.json)
 TRAIN_FILE=${TRAIN_FILE:-$REPO_DIR/data/verl/math/train.parquet}        # verl parquet from prepare_math.py
 VAL_FILE=${VAL_FILE:-$REPO_DIR/data/verl/math/test.parquet}             # verl parquet from prepare_math.py
 REWARD_FILE=${REWARD_FILE:-$REPO_DIR/new_math_reward.py}                # custom_reward_function.path
-REWARD_NAME=${REWARD_NAME:-compute_score}                               # custom_reward_function.name: compute_score | compute_format_score (format only)
+REWARD_NAME=${REWARD_NAME:-compute_score}                               # custom_reward_function.name: compute_score | compute_format_score (the answer contract's format alone, profile cpu_learn)
 PROJECT_NAME=${PROJECT_NAME:-verl_grpo_example_math}                    # trainer.project_name
 EXPERIMENT_NAME=${EXPERIMENT_NAME:-qwen2_5_1_5b_math}                   # trainer.experiment_name
-OUTPUT_DIR=${OUTPUT_DIR:-$REPO_DIR/outputs/$EXPERIMENT_NAME}            # root of checkpoints, logs and events
+OUTPUT_DIR=${OUTPUT_DIR:-$REPO_DIR/outputs/$EXPERIMENT_NAME}            # root of CKPT_DIR, LOG_FILE, TENSORBOARD_DIR, SWANLAB_LOG_DIR, hydra/ and health_report.py's health/
 CKPT_DIR=${CKPT_DIR:-$OUTPUT_DIR/checkpoints}                           # trainer.default_local_dir
 LOG_FILE=${LOG_FILE:-$OUTPUT_DIR/train.log}                             # console log (tee)
 export TENSORBOARD_DIR=${TENSORBOARD_DIR:-$OUTPUT_DIR/tensorboard}      # read by verl's tensorboard logger
@@ -66,7 +66,7 @@ MAX_PROMPT_LENGTH=${MAX_PROMPT_LENGTH:-512}   # data.max_prompt_length, tokens
 MAX_RESPONSE_LENGTH=${MAX_RESPONSE_LENGTH:-1024}  # data.max_response_length, tokens
 N_SAMPLES=${N_SAMPLES:-8}                     # rollout.n, responses per prompt (GRPO group size)
 PPO_MINI_BATCH_SIZE=${PPO_MINI_BATCH_SIZE:-256}   # actor.ppo_mini_batch_size, prompts
-MICRO_BATCH_PER_DEVICE=${MICRO_BATCH_PER_DEVICE:-8}  # actor ppo and log-prob micro-batch per device, responses
+MICRO_BATCH_PER_DEVICE=${MICRO_BATCH_PER_DEVICE:-8}  # responses per forward pass per device (actor update and log-prob)
 
 # ---- algorithm (reference values)
 ACTOR_LR=${ACTOR_LR:-1e-6}                    # actor.optim.lr
@@ -78,10 +78,10 @@ TOTAL_STEPS=${TOTAL_STEPS:-null}              # trainer.total_training_steps; nu
 SAVE_FREQ=${SAVE_FREQ:-20}                    # trainer.save_freq, steps (and always the last step)
 TEST_FREQ=${TEST_FREQ:-5}                     # trainer.test_freq, steps (and always the last step)
 VAL_BEFORE_TRAIN=${VAL_BEFORE_TRAIN:-True}    # trainer.val_before_train
-RESUME_MODE=${RESUME_MODE:-auto}              # trainer.resume_mode: auto | disable | resume_path
+RESUME_MODE=${RESUME_MODE:-auto}              # trainer.resume_mode: auto (continue from the latest checkpoint in CKPT_DIR) | disable | resume_path
 
 # ---- devices and engines
-N_DEVICES=${N_DEVICES:-4}                     # trainer.n_gpus_per_node (NPUs or GPUs)
+N_DEVICES=${N_DEVICES:-4}                     # trainer.n_gpus_per_node: NPUs or GPUs per node
 N_NODES=${N_NODES:-1}                         # trainer.nnodes
 TRAINER_DEVICE=${TRAINER_DEVICE:-$DEVICE}     # trainer.device (cpu profile: cuda, see profiles/cpu.sh)
 ROLLOUT_NAME=${ROLLOUT_NAME:-vllm}            # rollout.name: vllm (NPU/GPU) | hf (cpu profile)
@@ -90,7 +90,7 @@ GPU_MEMORY_UTILIZATION=${GPU_MEMORY_UTILIZATION:-0.8}  # rollout.gpu_memory_util
 ENFORCE_EAGER=${ENFORCE_EAGER:-False}         # rollout.enforce_eager (True on a single Atlas A2 card)
 ACTOR_STRATEGY=${ACTOR_STRATEGY:-fsdp}        # actor and ref strategy: fsdp | fsdp2 (cpu)
 GRADIENT_CHECKPOINTING=${GRADIENT_CHECKPOINTING:-True}  # model.enable_gradient_checkpointing
-LOGGER=${LOGGER:-tensorboard}                 # tensorboard | swanlab | console
+LOGGER=${LOGGER:-tensorboard}                 # tensorboard | swanlab (offline: SWANLAB_MODE) | console
 DRY_RUN=${DRY_RUN:-0}                         # 1: print the main_ppo command, one argument a line, and exit
 PREFLIGHT=${PREFLIGHT:-1}                     # 1: run preflight.py (model, data, batch, devices, versions, disk) before Ray; 0: skip
 ASCEND_RT_VISIBLE_DEVICES=${ASCEND_RT_VISIBLE_DEVICES:-0,1,2,3}  # NPUs to use (npu only)
@@ -216,5 +216,5 @@ echo "run_qwen2_5_1_5b.sh: device=$DEVICE profile=$PROFILE model=$MODEL_PATH log
 status=0
 "${MAIN_PPO[@]}" 2>&1 | tee "$LOG_FILE" || status=$?
 echo "run_qwen2_5_1_5b.sh: main_ppo exited $status. Log: $LOG_FILE; checkpoints: $CKPT_DIR;" \
-  "TensorBoard: $TENSORBOARD_DIR. Next: bash merge_checkpoint.sh $CKPT_DIR; python health_report.py $TENSORBOARD_DIR"
+  "TensorBoard: $TENSORBOARD_DIR. Next: bash merge_checkpoint.sh $CKPT_DIR; python health_report.py $TENSORBOARD_DIR (writes $OUTPUT_DIR/health)"
 exit "$status"

@@ -23,7 +23,8 @@ LR_WARMUP_STEPS=${LR_WARMUP_STEPS:-0}
 N_DEVICES=${N_DEVICES:-1}
 ROLLOUT_NAME=${ROLLOUT_NAME:-hf}
 ROLLOUT_TP=${ROLLOUT_TP:-1}
-# Threads of every Ray worker (Ray starts them with OMP_NUM_THREADS=1, leaving the other cores idle).
+# Torch threads of every Ray worker, default all cores (Ray starts workers with OMP_NUM_THREADS=1,
+# leaving the other cores idle).
 CPU_THREADS=${CPU_THREADS:-$(nproc)}
 # Worker threads sleep between parallel regions instead of spinning: with other work on the
 # cores, spinning threads waste their time slices (a decode benchmark took 47 s spinning, 12 s passive).

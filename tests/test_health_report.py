@@ -131,7 +131,7 @@ def fired(entries: dict) -> dict:
 def test_healthy_run_fires_no_rule(tmp_path):
     run = tmp_path / "tensorboard_log" / "proj" / "exp"
     write_run(run)
-    rc, entries = report(tmp_path, "--fail-on", "warn")
+    rc, entries = report(tmp_path / "tensorboard_log", "--fail-on", "warn")
     assert rc == 0
     assert fired(entries) == {}
     assert len(entries) == len(hr.RULES)
@@ -297,25 +297,25 @@ def test_run_in_progress_with_partial_record(tmp_path):
         rc, entries = report(tmp_path / "run")
         assert rc == 0
         assert entries["pg_loss_nan"]["level"] == "ok"
-        md = (tmp_path / "run" / "health" / "health_report.md").read_text()
+        md = (tmp_path / "health" / "health_report.md").read_text()  # beside the log folder
         assert "training steps 1-6 (6 logged)" in md
     finally:
         w.close()
 
 
 def test_nested_runs_each_reported_and_selectable(tmp_path):
-    root = tmp_path / "tensorboard_log" / "proj"
+    root = tmp_path / "logs" / "tensorboard_log" / "proj"
     write_run(root / "exp1")
     write_run(root / "exp2", override=_set("actor/pg_loss", float("nan"), 3))
     out = tmp_path / "all.json"
-    rc = hr.main([str(tmp_path), "--json", str(out), "--quiet", "--no-figures"])
+    rc = hr.main([str(tmp_path / "logs"), "--json", str(out), "--quiet", "--no-figures"])
     doc = json.loads(out.read_text())
     assert rc == 0
     assert doc["runs"] == ["tensorboard_log/proj/exp1", "tensorboard_log/proj/exp2"]
     nan = {e["run"]: e["level"] for e in doc["rules"] if e["id"] == "pg_loss_nan"}
     assert nan == {"tensorboard_log/proj/exp1": "ok", "tensorboard_log/proj/exp2": "alert"}
     assert (tmp_path / "health" / "tensorboard_log__proj__exp2" / "health_report.md").is_file()
-    rc, entries = report(tmp_path, "--run", "exp2", tmp_json=tmp_path / "one.json")
+    rc, entries = report(tmp_path / "logs", "--run", "exp2", tmp_json=tmp_path / "one.json")
     assert entries["pg_loss_nan"]["level"] == "alert"
 
 
@@ -360,6 +360,19 @@ def test_threshold_override(tmp_path):
         hr.override_thresholds(hr.DEFAULT_THRESHOLDS, ["nope=1"])
     with pytest.raises(ValueError, match="int"):
         hr.override_thresholds(hr.DEFAULT_THRESHOLDS, ["grad_spike_window=1.5"])
+
+
+def test_default_output_is_health_beside_the_log_folder(tmp_path):
+    """The launcher's OUTPUT_DIR/tensorboard and OUTPUT_DIR/swanlog both report to OUTPUT_DIR/health."""
+    run = tmp_path / "outputs" / "exp"
+    write_run(run / "tensorboard", steps=3)
+    swan = write_swanlab_run(run / "swanlog", steps=3)
+    event = next((run / "tensorboard").glob("*tfevents*"))
+    for logdir in (run / "tensorboard", event, run / "swanlog", run / "swanlog" / swan.run_id,
+                   run / "swanlog" / "runs.swanlab"):
+        assert hr.default_output_dir(logdir) == run / "health", logdir
+    assert hr.main([str(run / "tensorboard"), "--quiet", "--no-figures"]) == 0
+    assert (run / "health" / "health_report.md").is_file() and not (run / "tensorboard" / "health").exists()
 
 
 def test_figures_written_atomically(tmp_path):
@@ -540,7 +553,7 @@ def test_swanlab_run_header_names_the_experiment_and_state(tmp_path):
         with open(w.logs / w.folders["actor/pg_loss"] / "1000.log", "a") as fh:
             fh.write('{"index": 7, "da')  # a line still being written
         rc = hr.main([str(tmp_path / "swanlog"), "--quiet", "--no-figures"])
-        md = (tmp_path / "swanlog" / "health" / "health_report.md").read_text()
+        md = (tmp_path / "health" / "health_report.md").read_text()
     finally:
         w.close()
     assert rc == 0
@@ -561,12 +574,12 @@ def test_swanlab_directory_forms_are_detected(tmp_path):
     assert [r.name for r in hr.discover_runs(root, "exp2")] == ["proj/exp2"]
     assert [r.name for r in hr.discover_runs(root, w1.run_id)] == ["proj/exp1"]
     assert sorted(hr.scalars_by_step(root / w1.run_id)["actor/pg_loss"]) == [1, 2, 3]
-    with pytest.raises(hr.InputError, match="2 SwanLab experiments"):
+    with pytest.raises(hr.DataError, match="2 SwanLab experiments"):
         hr.scalars_by_step(root)
     out = tmp_path / "all.json"
     assert hr.main([str(root), "--json", str(out), "--quiet", "--no-figures"]) == 0
     assert json.loads(out.read_text())["runs"] == ["proj/exp1", "proj/exp2"]
-    assert (root / "health" / "proj__exp2" / "health_report.md").is_file()
+    assert (tmp_path / "health" / "proj__exp2" / "health_report.md").is_file()
 
 
 def test_swanlab_database_opened_immutable_when_read_only_fails(tmp_path, monkeypatch):

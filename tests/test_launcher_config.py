@@ -114,6 +114,13 @@ def test_indivisible_batch_fails_validation():
     ({"DEVICE": "tpu"}, "DEVICE=tpu"), ({"LOGGER": "wandb"}, "LOGGER=wandb"),
     ({"TRAIN_BATCH_SIZE": "0"}, "TRAIN_BATCH_SIZE=0; expected an integer >= 1"),
     ({"N_SAMPLES": "abc"}, "N_SAMPLES=abc; expected an integer >= 1"),
+    # every count preflight.py receives is validated here, before preflight runs
+    ({"N_DEVICES": "0"}, "N_DEVICES=0; expected an integer >= 1"),
+    ({"MICRO_BATCH_PER_DEVICE": "1.5"}, "MICRO_BATCH_PER_DEVICE=1.5; expected an integer >= 1"),
+    ({"PPO_MINI_BATCH_SIZE": "-4"}, "PPO_MINI_BATCH_SIZE=-4; expected an integer >= 1"),
+    ({"MAX_PROMPT_LENGTH": "512k"}, "MAX_PROMPT_LENGTH=512k; expected an integer >= 1"),
+    ({"N_NODES": "2.0"}, "N_NODES=2.0; expected an integer >= 1"),
+    ({"ROLLOUT_TP": "two"}, "ROLLOUT_TP=two; expected an integer >= 1"),
     ({"ACTOR_LR": "abc"}, "ACTOR_LR=abc; expected a number >= 0"),
     ({"TOTAL_STEPS": "-1"}, "TOTAL_STEPS=-1; expected null or an integer >= 1"),
     ({"SAVE_FREQ": "x"}, "SAVE_FREQ=x; expected an integer >= 0, or -1 (off)"),

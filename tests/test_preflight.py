@@ -21,7 +21,6 @@ import prepare_math
 from conftest import REPO
 
 TOKENIZER = REPO.parent / "shared" / "data" / "qwen2_5_tokenizer"
-MATH_TEST = REPO / "data" / "math-lighteval" / "data" / "test-00000-of-00001.parquet"
 SYSTEM_PROMPT, STOCK_PROMPT = pf.recipe_prompts()
 GOOD_BATCH = dict(train_batch_size=256, ppo_mini_batch_size=256, micro_batch=8, n_samples=8, n_devices=4,
                   n_nodes=1, rollout_tp=2)
@@ -210,8 +209,14 @@ def test_chat_template_that_does_not_render(model_dir):
 def test_chat_template_with_bad_syntax(model_dir):
     set_template(model_dir, "{% if %}")
     assert lines(pf.check_chat_template(model_dir, "npu", SYSTEM_PROMPT, STOCK_PROMPT)) == [
-        f"preflight: FAIL MODEL_PATH={model_dir}: cannot load the chat template (TemplateSyntaxError: Expected an "
+        f"preflight: FAIL MODEL_PATH={model_dir}: the chat template does not render (TemplateSyntaxError: Expected an "
         f"expression, got 'end of statement block'): {fix_for(model_dir)}"]
+
+
+def test_unreadable_tokenizer_config(model_dir):
+    (model_dir / "tokenizer_config.json").write_text("{not json")
+    found = lines(pf.check_chat_template(model_dir, "npu", SYSTEM_PROMPT, STOCK_PROMPT))
+    assert len(found) == 1 and found[0].startswith(f"preflight: FAIL MODEL_PATH={model_dir}: cannot load the tokenizer (")
 
 
 def test_chat_template_jinja_file_overrides_tokenizer_config(model_dir):
@@ -221,26 +226,6 @@ def test_chat_template_jinja_file_overrides_tokenizer_config(model_dir):
         f"preflight: WARN MODEL_PATH={model_dir}: the chat template's default system prompt is Qwen's stock one, not "
         f"the recipe's (new_math_reward.SYSTEM_PROMPT): delete {model_dir / 'chat_template.jinja'} (it overrides "
         f"tokenizer_config.json) and {fix_for(model_dir)}"]
-
-
-@pytest.mark.parametrize("which", ["qwen", "smollm2"])
-def test_token_counts_match_transformers_apply_chat_template(which, model_dir):
-    """The fast path (jinja2 + tokenizers) counts exactly what verl's filter counts."""
-    import pyarrow.parquet as pq
-    from transformers import AutoTokenizer
-
-    model = model_dir if which == "qwen" else REPO / "models" / "SmolLM2-135M-Instruct"
-    if not (model / "tokenizer.json").is_file():
-        pytest.skip(f"{model} not present (bash setup.sh --device cpu)")
-    problems = pq.read_table(MATH_TEST, columns=["problem"]).column("problem").to_pylist()[:25]
-    messages = [r["prompt"] for r in records(problems)]
-    messages.append([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi <|im_end|> there"}])
-    fast = pf.ChatTokenizer(model)
-    slow = AutoTokenizer.from_pretrained(str(model))
-    expected = [len(slow.apply_chat_template(m, add_generation_prompt=True)) for m in messages]
-    assert fast.count([fast.render(m) for m in messages]) == expected
-    assert [fast.render(m) for m in messages[:3]] == [
-        slow.apply_chat_template(m, add_generation_prompt=True, tokenize=False) for m in messages[:3]]
 
 
 # --------------------------------------------------------------------------------------
@@ -304,19 +289,18 @@ def test_data_file_with_empty_ground_truths(tmp_path):
 # prompt lengths
 # --------------------------------------------------------------------------------------
 def prompt_tokens(model_dir: Path, problem: str) -> int:
-    tok = pf.ChatTokenizer(model_dir)
-    return tok.count([tok.render(records([problem])[0]["prompt"])])[0]
+    return len(pf.load_tokenizer(model_dir).apply_chat_template(records([problem])[0]["prompt"], add_generation_prompt=True))
 
 
 def test_short_prompts_pass(model_dir, data_file):
-    assert pf.check_prompt_lengths(data_file, "TRAIN_FILE", pf.ChatTokenizer(model_dir), 512) == []
+    assert pf.check_prompt_lengths(data_file, "TRAIN_FILE", pf.load_tokenizer(model_dir), 512) == []
 
 
 def test_most_prompts_too_long_fails(tmp_path, model_dir):
     long = "Compute " + " + ".join(str(i) for i in range(300)) + "."
     bad = write_rows(tmp_path / "train.parquet", records([long] * 6 + ["1 + 1?"] * 4))
     longest = prompt_tokens(model_dir, long)
-    assert lines(pf.check_prompt_lengths(bad, "TRAIN_FILE", pf.ChatTokenizer(model_dir), 512)) == [
+    assert lines(pf.check_prompt_lengths(bad, "TRAIN_FILE", pf.load_tokenizer(model_dir), 512)) == [
         f"preflight: FAIL TRAIN_FILE={bad}: 6 of 10 sampled prompts (60%) are longer than MAX_PROMPT_LENGTH=512 tokens "
         f"with the chat template (longest {longest}); data.filter_overlong_prompts drops them: raise MAX_PROMPT_LENGTH "
         "or check MODEL_PATH's tokenizer"]
@@ -326,7 +310,7 @@ def test_some_prompts_too_long_warns(tmp_path, model_dir):
     long = "Compute " + " + ".join(str(i) for i in range(300)) + "."
     bad = write_rows(tmp_path / "train.parquet", records([long] * 2 + ["1 + 1?"] * 8))
     longest = prompt_tokens(model_dir, long)
-    assert lines(pf.check_prompt_lengths(bad, "TRAIN_FILE", pf.ChatTokenizer(model_dir), 512)) == [
+    assert lines(pf.check_prompt_lengths(bad, "TRAIN_FILE", pf.load_tokenizer(model_dir), 512)) == [
         f"preflight: WARN TRAIN_FILE={bad}: 2 of 10 sampled prompts (20%) are longer than MAX_PROMPT_LENGTH=512 tokens "
         f"with the chat template (longest {longest}); data.filter_overlong_prompts drops them: raise MAX_PROMPT_LENGTH "
         "or check MODEL_PATH's tokenizer"]
@@ -336,7 +320,7 @@ def test_prompt_that_is_not_messages(tmp_path, model_dir):
     rows = records(["1+1"])
     rows[0]["prompt"] = [{"text": "1+1"}]
     bad = write_rows(tmp_path / "train.parquet", rows)
-    assert lines(pf.check_prompt_lengths(bad, "TRAIN_FILE", pf.ChatTokenizer(model_dir), 512)) == [
+    assert lines(pf.check_prompt_lengths(bad, "TRAIN_FILE", pf.load_tokenizer(model_dir), 512)) == [
         f"preflight: FAIL TRAIN_FILE={bad}: row 0 prompt is not a list of {{role, content}} messages: regenerate it "
         "with prepare_math.py"]
 
@@ -344,7 +328,7 @@ def test_prompt_that_is_not_messages(tmp_path, model_dir):
 def test_length_sample_is_capped_and_seeded(tmp_path, model_dir):
     long = "Compute " + " + ".join(str(i) for i in range(300)) + "."
     bad = write_rows(tmp_path / "train.parquet", records([long] * 300))
-    found = lines(pf.check_prompt_lengths(bad, "TRAIN_FILE", pf.ChatTokenizer(model_dir), 512, sample_rows=50))
+    found = lines(pf.check_prompt_lengths(bad, "TRAIN_FILE", pf.load_tokenizer(model_dir), 512, sample_rows=50))
     assert len(found) == 1 and "50 of 50 sampled prompts (100%)" in found[0]
 
 
@@ -639,14 +623,12 @@ def test_cli_failures_exit_one_with_one_line_each(tmp_path, data_file):
     assert proc.stderr.splitlines()[-1].startswith("preflight: 3 failure(s), 0 warning(s) (")
 
 
-@pytest.mark.parametrize("option,value,knob", [
-    ("n_devices", "0", "N_DEVICES"), ("train_batch_size", "abc", "TRAIN_BATCH_SIZE"),
-    ("micro_batch", "1.5", "MICRO_BATCH_PER_DEVICE"), ("ppo_mini_batch_size", "-4", "PPO_MINI_BATCH_SIZE"),
-])
-def test_cli_rejects_a_bad_number_naming_the_knob(tmp_path, data_file, option, value, knob):
-    proc = run_preflight(args_for(tmp_path, data_file, data_file, tmp_path, **{option: value}))
-    assert proc.returncode == 1
-    assert proc.stderr.splitlines() == [f"preflight: FAIL {knob}={value}: expected an integer >= 1"]
+def test_cli_rejects_a_bad_number_in_one_line(tmp_path, data_file):
+    """The launcher names the knob (tests/test_launcher_config.py); called directly, argparse names the option."""
+    proc = run_preflight(args_for(tmp_path, data_file, data_file, tmp_path, micro_batch="1.5"))
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        "preflight.py: error: argument --micro-batch: expected an integer >= 1, got '1.5'"]
 
 
 # --------------------------------------------------------------------------------------

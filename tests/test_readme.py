@@ -32,3 +32,30 @@ def test_pipeline_files_named_in_the_readme_exist():
                  "evaluate_opencompass.sh", "parquet2json.py", "health_report.py", "new_math_reward.py",
                  "tokenizer_config.json"):
         assert f"`{name}`" in README and (REPO / name).is_file(), name
+
+
+def test_a_changed_threshold_or_knob_makes_the_docs_stale(monkeypatch):
+    """The rules table and the knobs table come from the code: changing it without
+    regenerating fails test_generated_tables_are_in_sync."""
+    import dataclasses
+
+    sys.path.insert(0, str(REPO / "tools"))
+    import health_report
+    import sync_readme
+
+    rules_doc = (REPO / "docs" / "health_rules.md").read_text()
+    assert sync_readme.synced(rules_doc) == rules_doc
+    monkeypatch.setattr(health_report, "DEFAULT_THRESHOLDS",
+                        dataclasses.replace(health_report.DEFAULT_THRESHOLDS, entropy_high=3.0))
+    assert sync_readme.synced(rules_doc) != rules_doc
+    monkeypatch.setattr(sync_readme, "knobs", lambda path: [("DEVICE", "npu", "changed")])
+    assert sync_readme.synced(README) != README
+
+
+def test_no_bug_tracker_numbers_instead_of_reasons():
+    """Rules and docs cite the source file and function or the reason, not a tracker number."""
+    import re
+
+    for name in ("health_report.py", "preflight.py", "README.md", "docs/health_rules.md", "run_qwen2_5_1_5b.sh",
+                 "tools/sync_readme.py"):
+        assert not re.search(r"\b(issue|PR)\s*#?\d+", (REPO / name).read_text()), name

@@ -1,54 +1,99 @@
-"""Copy generated benchmark tables into README.md between their markers.
+"""Copy generated tables into README.md and docs/health_rules.md between their markers.
 
 Usage: python tools/sync_readme.py [--check]
 
-README.md holds blocks ``<!-- BEGIN FILE -->`` ... ``<!-- END FILE -->`` whose body must be
-the text of FILE (a path relative to the repository root, e.g.
-``benchmarks/results/reward_bench.md``, written by the benchmark scripts). Without
-``--check`` the bodies are replaced and README.md is rewritten atomically; with ``--check``
-nothing is written and the exit status is 1 when a block is out of date (the test suite
-runs this). A marker naming a missing file is an error (exit 2).
+Each document holds blocks ``<!-- BEGIN SOURCE -->`` ... ``<!-- END SOURCE -->``. SOURCE is a
+key of GENERATORS (a table made from the code that owns its facts: the launcher's knobs, the
+health rules) or a file path relative to the repository root whose text is the body (e.g.
+``benchmarks/results/reward_bench.md``, written by the benchmark scripts). Without ``--check``
+the bodies are replaced and each document is rewritten atomically; with ``--check`` nothing is
+written and the exit status is 1 when a block is out of date (the test suite runs this). A
+marker naming neither is an error (exit 2).
 """
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-README = REPO / "README.md"
+sys.path.insert(0, str(REPO))
+from script_utils import write_text_atomic  # noqa: E402
+
+DOCUMENTS = (REPO / "README.md", REPO / "docs" / "health_rules.md")
 BLOCK_RE = re.compile(r"(<!-- BEGIN (?P<file>\S+) -->\n)(?P<body>.*?)(<!-- END (?P=file) -->)", re.S)
+#: ``NAME=${NAME:-DEFAULT}  # MEANING`` (optionally exported); MEANING may instead be the comment
+#: lines right above the assignment.
+KNOB_RE = re.compile(r"^(?:export )?(?P<name>[A-Z_][A-Z0-9_]*)=\$\{(?P=name):-(?P<default>.*?)\}\s*(?:#\s*(?P<meaning>.*))?$")
 
 
-def synced(text: str) -> str:
-    """README text with every block's body replaced by its file's text."""
+def knobs(path: Path) -> list[tuple[str, str, str]]:
+    """(name, default, meaning) of every top-level knob assignment of a shell script."""
+    found, comment = [], []
+    for line in path.read_text().splitlines():
+        match = KNOB_RE.match(line)
+        if match:
+            meaning = match.group("meaning") or " ".join(comment)
+            found.append((match.group("name"), match.group("default"), meaning))
+        comment = comment + [line.lstrip("# ").strip()] if line.startswith("# ") else []
+    return found
+
+
+def knobs_table() -> str:
+    """README's Knobs table: the launcher's knobs, then those only the cpu profiles add."""
+    launcher = knobs(REPO / "run_qwen2_5_1_5b.sh")
+    names = {name for name, _, _ in launcher}
+    cpu = [(n, d, f"cpu profiles: {m}") for n, d, m in knobs(REPO / "profiles" / "cpu.sh") if n not in names]
+
+    def cell(text: str) -> str:
+        return text.replace("$REPO_DIR/", "").replace("|", "\\|")
+
+    rows = [f"| `{n}` | {'computed' if d.startswith('$(') else f'`{cell(d)}`'} | {cell(m)} |" for n, d, m in launcher + cpu]
+    return "\n".join(["| knob | default | meaning |", "|---|---|---|", *rows])
+
+
+def health_rules() -> str:
+    import health_report
+
+    return health_report.rules_markdown()
+
+
+GENERATORS = {"run_qwen2_5_1_5b.sh:knobs": knobs_table, "health_report.py:rules_markdown": health_rules}
+
+
+def synced(text: str, where: str = "README.md") -> str:
+    """``text`` with every block's body replaced by its generator's output or its file's text."""
 
     def body(match: re.Match) -> str:
-        path = REPO / match.group("file")
-        if not path.is_file():
-            raise FileNotFoundError(f"README.md: block names {match.group('file')}, which does not exist")
-        return match.group(1) + path.read_text().rstrip("\n") + "\n" + match.group(4)
+        source = match.group("file")
+        if source in GENERATORS:
+            new = GENERATORS[source]()
+        elif (REPO / source).is_file():
+            new = (REPO / source).read_text()
+        else:
+            raise FileNotFoundError(f"{where}: block names {source}, which is neither a generator nor a file")
+        return match.group(1) + new.rstrip("\n") + "\n" + match.group(4)
 
     return BLOCK_RE.sub(body, text)
 
 
 def main(argv: list[str]) -> int:
-    text = README.read_text()
-    try:
-        new = synced(text)
-    except FileNotFoundError as err:
-        print(f"sync_readme: {err}", file=sys.stderr)
-        return 2
-    if "--check" in argv:
+    stale = []
+    for doc in DOCUMENTS:
+        text = doc.read_text()
+        try:
+            new = synced(text, doc.name)
+        except FileNotFoundError as err:
+            print(f"sync_readme: {err}", file=sys.stderr)
+            return 2
         if new != text:
-            print("sync_readme: README.md is out of date: run python tools/sync_readme.py", file=sys.stderr)
-            return 1
-        return 0
-    tmp = README.with_suffix(".md.tmp")
-    tmp.write_text(new)
-    os.replace(tmp, README)
+            stale.append(doc.relative_to(REPO))
+            if "--check" not in argv:
+                write_text_atomic(doc, new)
+    if stale and "--check" in argv:
+        print(f"sync_readme: {', '.join(map(str, stale))} out of date: run python tools/sync_readme.py", file=sys.stderr)
+        return 1
     return 0
 
 

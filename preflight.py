@@ -127,7 +127,6 @@ def load_tokenizer(model_path: Path):
 
 def recipe_prompts() -> tuple[str, str]:
     """(recipe system prompt, Qwen's stock one) from new_math_reward.py (raises ImportError)."""
-    sys.path.insert(0, str(REPO))
     from new_math_reward import QWEN_STOCK_SYSTEM_PROMPT, SYSTEM_PROMPT
 
     return SYSTEM_PROMPT, QWEN_STOCK_SYSTEM_PROMPT

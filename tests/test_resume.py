@@ -98,10 +98,10 @@ def test_step_3_prompts_are_the_next_rows_of_the_sampler(resumed):
 
     out, log = resumed
     # verl's RLHFDataset keeps rows whose templated prompt fits MAX_PROMPT (filter_overlong_prompts);
-    # preflight's ChatTokenizer counts exactly as verl does (tests/test_preflight.py)
+    # counted as verl counts them: len(apply_chat_template(messages, add_generation_prompt=True))
     rows = pq.read_table(TRAIN, columns=["prompt"]).column("prompt").to_pylist()
-    tok = preflight.ChatTokenizer(MODEL)
-    lengths = tok.count([tok.render(messages) for messages in rows])
+    tok = preflight.load_tokenizer(MODEL)
+    lengths = [len(tok.apply_chat_template(messages, add_generation_prompt=True)) for messages in rows]
     kept = [messages[0]["content"] for messages, n in zip(rows, lengths) if n <= MAX_PROMPT]
     assert f"filter dataset len: {len(kept)}" in log
     cfg = compose(launcher_overrides("cpu"))  # the run's data config: shuffle, seed, sampler

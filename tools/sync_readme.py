@@ -1,6 +1,6 @@
 """Copy generated tables into README.md and docs/health_rules.md between their markers.
 
-Usage: python tools/sync_readme.py [--check]
+Usage: python -m tools.sync_readme [--check]
 
 Each document holds blocks ``<!-- BEGIN SOURCE -->`` ... ``<!-- END SOURCE -->``. SOURCE is a
 key of GENERATORS (a table made from the code that owns its facts: the launcher's knobs, the
@@ -17,9 +17,9 @@ import re
 import sys
 from pathlib import Path
 
+from script_utils import write_text_atomic
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-from script_utils import write_text_atomic  # noqa: E402
 
 DOCUMENTS = (REPO / "README.md", REPO / "docs" / "health_rules.md")
 BLOCK_RE = re.compile(r"(<!-- BEGIN (?P<file>\S+) -->\n)(?P<body>.*?)(<!-- END (?P=file) -->)", re.S)
@@ -92,7 +92,7 @@ def main(argv: list[str]) -> int:
             if "--check" not in argv:
                 write_text_atomic(doc, new)
     if stale and "--check" in argv:
-        print(f"sync_readme: {', '.join(map(str, stale))} out of date: run python tools/sync_readme.py", file=sys.stderr)
+        print(f"sync_readme: {', '.join(map(str, stale))} out of date: run python -m tools.sync_readme", file=sys.stderr)
         return 1
     return 0
 

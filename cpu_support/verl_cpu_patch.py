@@ -206,6 +206,14 @@ def _set_threads() -> None:
     torch.set_num_threads(int(raw))
 
 
+def _keep_response_logits(module, args, kwargs):
+    """Forward pre-hook: pass ``logits_to_keep`` when the actor's forward set one."""
+    keep = getattr(module, "_cpu_logits_to_keep", 0)
+    if keep and "logits_to_keep" not in kwargs:
+        kwargs = {**kwargs, "logits_to_keep": keep}
+    return args, kwargs
+
+
 def _patch_actor_padding() -> None:
     """Run the actor's and ref's forward on the micro-batch's real columns only.
 
@@ -215,7 +223,12 @@ def _patch_actor_padding() -> None:
     padding in every row of the micro-batch are cut before the forward pass, and the
     response's log-probs / entropy are padded back with zeros (those positions have
     ``response_mask`` 0, so no loss or metric reads them). Positions are passed explicitly,
-    so the values computed for the real tokens are unchanged."""
+    so the values computed for the real tokens are unchanged.
+
+    The model is also asked for the logits of the response positions only (transformers'
+    ``logits_to_keep``): verl computes the vocabulary projection for every prompt position
+    and then slices it away (``logits[:, -response_length - 1:-1]``); with prompts about 3x
+    longer than the responses that is most of the LM head's work and memory."""
     import torch.nn.functional as F
     from verl.workers.actor import dp_actor
 
@@ -235,18 +248,25 @@ def _patch_actor_padding() -> None:
         prompt_length = mask.size(1) - response_length
         first = min(int(columns[0]), prompt_length - 1)  # the last prompt column predicts response token 0
         kept = max(int(columns[-1]) + 1 - prompt_length, 1)  # response columns kept
-        if first == 0 and kept == response_length:
-            return original(self, micro_batch, temperature, calculate_entropy)
         end = prompt_length + kept
         trimmed = dict(micro_batch)
         for key in ("input_ids", "attention_mask", "position_ids"):
             trimmed[key] = micro_batch[key][:, first:end]
         trimmed["responses"] = micro_batch["responses"][:, :kept]
-        entropy, log_probs = original(self, trimmed, temperature, calculate_entropy)
+        module = self.actor_module
+        if not getattr(module, "_cpu_keep_hook", False):
+            module.register_forward_pre_hook(_keep_response_logits, with_kwargs=True)
+            module._cpu_keep_hook = True
+        module._cpu_logits_to_keep = 0 if self.use_fused_kernels else kept + 1
+        try:
+            entropy, log_probs = original(self, trimmed, temperature, calculate_entropy)
+        finally:
+            module._cpu_logits_to_keep = 0
         pad = (0, response_length - kept)
         return (None if entropy is None else F.pad(entropy, pad)), F.pad(log_probs, pad)
 
     _forward_micro_batch._cpu_patched = True
+    _forward_micro_batch.original = original
     cls._forward_micro_batch = _forward_micro_batch
 
 

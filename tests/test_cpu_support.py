@@ -250,3 +250,37 @@ def test_sample_categorical_draws_from_the_distribution_and_never_a_zero_entry()
     one_hot = torch.zeros(3, 10)
     one_hot[0, 9], one_hot[1, 0], one_hot[2, 5] = 1, 1, 1
     assert verl_cpu_patch.sample_categorical(one_hot, block=4).tolist() == [9, 0, 5]
+
+
+def test_actor_forward_on_real_columns_and_response_logits_equals_verls(tiny_model_dir, monkeypatch):
+    """The patched actor/ref forward (padding columns cut, logits of response positions only)
+    gives verl's own log-probs and entropy for every real response token."""
+    from transformers import AutoModelForCausalLM
+    from verl.workers.actor import dp_actor
+
+    monkeypatch.setenv(verl_cpu_patch.DTYPE_ENV, "fp32")
+    monkeypatch.setattr(dp_actor, "torch", dp_actor.torch)  # the autocast patch is undone after the test
+    verl_cpu_patch._patch_actor_autocast()
+    verl_cpu_patch._patch_actor_padding()
+    patched = dp_actor.DataParallelPPOActor._forward_micro_batch
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, torch_dtype=torch.float32).eval()
+    logit_lengths = []
+    model.register_forward_hook(lambda _m, _a, out: logit_lengths.append(out.logits.size(1)))
+    actor = SimpleNamespace(use_remove_padding=False, use_ulysses_sp=False, use_fused_kernels=False,
+                            actor_module=model, device_name="cpu", compute_entropy_from_logits=None,
+                            config=SimpleNamespace(entropy_checkpointing=False))
+    prompt_length, response_length = 10, 6
+    ids = torch.randint(4, 64, (3, prompt_length + response_length))
+    mask = torch.zeros_like(ids)
+    for row, (start, stop) in enumerate([(6, 13), (4, 12), (7, 11)]):  # left- and right-padding everywhere
+        mask[row, start:stop] = 1
+    batch = {"input_ids": ids, "attention_mask": mask, "position_ids": (mask.cumsum(-1) - 1).clamp(min=0),
+             "responses": ids[:, prompt_length:]}
+    with torch.no_grad():
+        want_entropy, want = patched.original(actor, batch, 1.0, calculate_entropy=True)
+        got_entropy, got = patched(actor, batch, 1.0, calculate_entropy=True)
+    real = mask[:, prompt_length:].bool()
+    assert got.shape == want.shape and torch.allclose(got[real], want[real], atol=1e-5)
+    assert torch.allclose(got_entropy[real], want_entropy[real], atol=1e-5)
+    assert logit_lengths == [16, 4]  # verl's: every column; patched: the 3 response columns in use + 1
+    assert model._cpu_logits_to_keep == 0  # reset after the forward

@@ -5,12 +5,15 @@ Usage::
     python -m benchmarks.bench_cpu_run [--output-dir DIR] [--markdown FILE] [-- EXTRA_HYDRA_OVERRIDES...]
     python -m benchmarks.bench_cpu_run --run-dir DIR        # only read an existing run
     python -m benchmarks.bench_cpu_run --compare REF [--rounds N] [--markdown FILE]
+    python -m benchmarks.bench_cpu_run --compare-runs REF_DIR NEW_DIR [--step N] [--markdown FILE]
 
 ``--compare REF`` measures this checkout against a git commit side by side in one
 invocation: REF is checked out into a temporary git worktree (sharing this checkout's
 ``.venv``, ``models/`` and ``data/verl/``), and the two launchers run in turns, REF first,
 ``--rounds`` times each, so that a busy machine slows both alike. The table gives each
 phase's mean seconds per GRPO step for REF and for this checkout, and their ratio.
+``--compare-runs`` makes the same table from two runs that already finished (for a REF too
+slow to run in rounds), optionally for one global step (``--step``).
 
 Runs ``DEVICE=cpu bash run_qwen2_5_1_5b.sh`` (profiles/cpu.sh: SmolLM2-135M-Instruct, MATH Level
 1, 2 GRPO steps) with OUTPUT_DIR=DIR, samples the memory of the launcher's whole process tree
@@ -156,25 +159,38 @@ def compare(ref: str, rounds: int, extra: list[str]) -> tuple[int, str]:
     finally:
         subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(ref_repo)], capture_output=True)
 
-    def mean(label: str, phase: str) -> float | None:
-        values = [v for sc, _, _ in runs[label] if (v := mean_per_step(sc, phase)) is not None]
-        return sum(values) / len(values) if values else None
+    header = (f"Side by side, {rounds} run(s) each in turns: ref = `{names['ref']}`, new = `{names['new']}`; "
+              "seconds per GRPO step (mean over the run's steps and rounds).")
+    return status, side_by_side(runs, header)
 
-    lines = [f"Side by side, {rounds} run(s) each in turns: ref = `{names['ref']}`, new = `{names['new']}`; "
-             "seconds per GRPO step (mean over the run's steps and rounds).", "",
-             "| phase (s per step) | ref | new | ref / new |", "|---|---|---|---|"]
+
+def side_by_side(runs: dict[str, list[tuple[dict, float | None, int | None]]], header: str,
+                 step: int | None = None) -> str:
+    """Markdown: each phase's seconds per step for ``ref`` and ``new`` (the mean over steps and
+    runs, or global step ``step`` only) and their ratio; wall time and peak memory when known."""
+
+    def value(label: str, phase: str) -> float | None:
+        if step is None:
+            found = [v for sc, _, _ in runs[label] if (v := mean_per_step(sc, phase)) is not None]
+        else:
+            found = [sc[f"timing_s/{phase}"][step] for sc, _, _ in runs[label] if step in sc.get(f"timing_s/{phase}", {})]
+        return sum(found) / len(found) if found else None
+
+    lines = [header, "", "| phase (s per step) | ref | new | ref / new |", "|---|---|---|---|"]
     for phase in PHASES:
-        a, b = mean("ref", phase), mean("new", phase)
+        a, b = value("ref", phase), value("new", phase)
         if a is None and b is None:
             continue
         ratio = f"{a / b:.1f}x" if a and b else "-"
         lines.append(f"| {phase} | {'-' if a is None else f'{a:.1f}'} | {'-' if b is None else f'{b:.1f}'} | {ratio} |")
-    walls = {k: sum(w for _, w, _ in v) / len(v) for k, v in runs.items()}
-    peaks = {k: max(p for _, _, p in v) / 2**30 for k, v in runs.items()}
-    lines.append(f"| wall time, launcher start to exit (s) | {walls['ref']:.0f} | {walls['new']:.0f} | "
-                 f"{walls['ref'] / walls['new']:.1f}x |")
-    lines.append(f"| peak memory, sum of RSS over the process tree (GiB) | {peaks['ref']:.1f} | {peaks['new']:.1f} | - |")
-    return status, "\n".join(lines)
+    if all(w is not None for v in runs.values() for _, w, _ in v):
+        walls = {k: sum(w for _, w, _ in v) / len(v) for k, v in runs.items()}
+        peaks = {k: max(p for _, _, p in v) / 2**30 for k, v in runs.items()}
+        lines.append(f"| wall time, launcher start to exit (s) | {walls['ref']:.0f} | {walls['new']:.0f} | "
+                     f"{walls['ref'] / walls['new']:.1f}x |")
+        lines.append(f"| peak memory, sum of RSS over the process tree (GiB) | {peaks['ref']:.1f} | "
+                     f"{peaks['new']:.1f} | - |")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -184,6 +200,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--markdown", type=Path, help="also write the tables to this file")
     parser.add_argument("--compare", metavar="REF", help="git commit to run side by side with this checkout")
     parser.add_argument("--rounds", type=int, default=1, help="with --compare: runs of each, in turns (default 1)")
+    parser.add_argument("--compare-runs", nargs=2, type=Path, metavar=("REF_DIR", "NEW_DIR"),
+                        help="only read two finished runs (their OUTPUT_DIR or tensorboard folder) side by side")
+    parser.add_argument("--step", type=int, help="with --compare-runs: compare this global step only "
+                        "(default: the mean over each run's steps)")
     parser.add_argument("extra", nargs="*", help="Hydra overrides passed to the launcher (after --)")
     args = parser.parse_args(argv)
     if args.compare:
@@ -192,6 +212,24 @@ def main(argv: list[str] | None = None) -> int:
         if args.markdown:
             write_text_atomic(args.markdown, text + "\n")
         return rc
+
+    if args.compare_runs:
+        runs = {}
+        for label, folder in zip(("ref", "new"), args.compare_runs):
+            events = folder / "tensorboard" if (folder / "tensorboard").is_dir() else folder
+            scalars = scalars_by_step(events) if events.is_dir() else {}
+            if "timing_s/step" not in scalars or (args.step and args.step not in scalars["timing_s/step"]):
+                print(f"bench_cpu_run: {events}: no timing_s/step{f' at step {args.step}' if args.step else ''}; "
+                      "expected a finished run's TensorBoard events", file=sys.stderr)
+                return 2
+            runs[label] = [(scalars, None, None)]
+        which = f"global step {args.step}" if args.step else "mean over each run's steps"
+        text = side_by_side(runs, f"Two finished runs: ref = `{args.compare_runs[0]}`, new = "
+                            f"`{args.compare_runs[1]}`; seconds, {which}.", args.step)
+        print(text)
+        if args.markdown:
+            write_text_atomic(args.markdown, text + "\n")
+        return 0
 
     rc, wall_s, peak = 0, None, None
     if args.run_dir:

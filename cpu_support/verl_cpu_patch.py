@@ -29,7 +29,9 @@ fails on gloo (``topk_reduce_ratio_min_max``)
 Ray workers run torch on one thread           ``torch.set_num_threads(CPU_THREADS)``
 (``OMP_NUM_THREADS=1``)
 actor/ref forward on every padding column     columns that are padding in every row of the
-(no remove-padding without flash-attention)   micro-batch are cut (:func:`_patch_actor_padding`)
+(no remove-padding without flash-attention)   micro-batch are cut, and only the response
+and LM-head logits for every prompt position  positions' logits are computed
+                                              (:func:`_patch_actor_padding`)
 hard-coded bf16 autocast in the actor/ref      disabled when ``CPU_DTYPE=fp32`` (CPUs without
 forward (emulated bf16 is ~8x slower)         native bf16 matmuls)
 rollout-vs-actor metrics give probability     absolute log-prob difference added

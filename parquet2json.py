@@ -88,7 +88,7 @@ def opencompass_reads_answer(solution: str) -> bool:
 
 def build_parser() -> argparse.ArgumentParser:
     p = ArgumentParser(prog="parquet2json.py",
-                       description="MATH-lighteval parquet -> OpenCompass math.json")
+                       description=__doc__.split("\n\n", 1)[0], epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("--input", type=Path, default=DEFAULT_INPUT,
                    help="MATH-lighteval parquet file (default: %(default)s)")
     p.add_argument("--output", type=Path, default=DEFAULT_OUTPUT,

@@ -350,7 +350,7 @@ def parse_splits(text: str) -> list[str]:
 def build_parser() -> argparse.ArgumentParser:
     p = ArgumentParser(
         prog="prepare_math.py",
-        description="MATH-lighteval parquet -> verl RL parquet (train.parquet / test.parquet).",
+        description=__doc__.split("\n\n", 1)[0], epilog=__doc__.split("\n\n", 1)[1],
     )
     src = p.add_mutually_exclusive_group()
     src.add_argument("--input-dir", type=Path, default=DEFAULT_INPUT_DIR,

@@ -194,7 +194,8 @@ def side_by_side(runs: dict[str, list[tuple[dict, float | None, int | None]]], h
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output-dir", type=Path, help="OUTPUT_DIR of the new run (default: a temp dir)")
     parser.add_argument("--run-dir", type=Path, help="read this finished run instead of running one")
     parser.add_argument("--markdown", type=Path, help="also write the tables to this file")

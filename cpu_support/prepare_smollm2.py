@@ -114,7 +114,8 @@ def convert(gguf: Path, output_dir: Path, dtype: str = "float32") -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT)
     parser.add_argument("--gguf", type=Path, default=None)
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")

@@ -381,6 +381,18 @@ def read_swanlab_points(tag_dir: Path) -> Series:
 _EXPERIMENT_STATES = {0: "running", 1: "finished", -1: "crashed or stopped"}
 
 
+def runs_with_scalars(runs: list, empty_message: str) -> list:
+    """The runs that logged scalars (a note on stderr for each that has none yet); DataError
+    ``empty_message`` when none has."""
+    with_data = [r for r in runs if r.scalars]
+    for r in runs:
+        if with_data and not r.scalars:
+            print(f"note: {r.path}: no scalars yet, run not reported", file=sys.stderr)
+    if not with_data:
+        raise DataError(empty_message)
+    return with_data
+
+
 def discover_swanlab_runs(path: Path, select: Optional[str] = None) -> List[Run]:
     """Load the experiments of a SwanLab log directory (see :func:`swanlab_root`).
 
@@ -435,14 +447,8 @@ def discover_swanlab_runs(path: Path, select: Optional[str] = None) -> List[Run]
         names = ", ".join(f"{p}/{n} ({r})" for _, r, n, _, p in rows) or "none"
         what = f"experiment {only!r}" if only else (f"experiment matching {select!r}" if select else "experiment")
         raise DataError(f"{root}: no SwanLab {what} in {SWANLAB_DB} (experiments: {names})")
-    with_data = [r for r in runs if r.scalars]
-    for r in runs:
-        if with_data and not r.scalars:
-            print(f"note: {r.path}: no scalars yet, run not reported", file=sys.stderr)
-    if not with_data:
-        raise DataError(f"{path}: SwanLab logs hold no scalars yet (expected verl metrics such as "
-                         f"{TAG_PG_LOSS} under {runs[0].path / 'logs'}; is the run still starting?)")
-    return with_data
+    return runs_with_scalars(runs, f"{path}: SwanLab logs hold no scalars yet (expected verl metrics such as "
+                                    f"{TAG_PG_LOSS} under {runs[0].path / 'logs'}; is the run still starting?)")
 
 
 def discover_runs(logdir: Path, select: Optional[str] = None) -> List[Run]:
@@ -475,14 +481,8 @@ def discover_runs(logdir: Path, select: Optional[str] = None) -> List[Run]:
                          f"{', '.join(os.path.relpath(p, logdir) for p in sorted(groups))})")
     for run in runs:
         run.scalars = load_scalars(run.path)
-    with_data = [r for r in runs if r.scalars]
-    for r in runs:
-        if with_data and not r.scalars:
-            print(f"note: {r.path}: no scalars yet, run not reported", file=sys.stderr)
-    if not with_data:
-        raise DataError(f"{logdir}: event files hold no scalars yet (expected verl metrics such as "
-                         f"{TAG_PG_LOSS}; is the run still starting?)")
-    return with_data
+    return runs_with_scalars(runs, f"{logdir}: event files hold no scalars yet (expected verl metrics such as "
+                                    f"{TAG_PG_LOSS}; is the run still starting?)")
 
 
 def read_rollout_groups(rollout_dir: Path) -> Dict[int, Tuple[int, int]]:

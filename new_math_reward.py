@@ -103,8 +103,11 @@ SCORE_CORRECT = 0.7
 FORMAT_TAG_CREDIT = 0.05
 #: The four layout markers the reference rewards; they spell SYSTEM_PROMPT's layout.
 FORMAT_MARKERS = (THINK_OPEN + "\n", "\n" + THINK_CLOSE + "\n", "\n" + ANSWER_OPEN + "\n", "\n" + ANSWER_CLOSE)
-#: The most compute_format_score's parts add up to: the four markers plus a final box.
-FORMAT_SCORE_MAX = FORMAT_TAG_CREDIT * (len(FORMAT_MARKERS) + 1)
+#: The parts of the answer contract that compute_format_score pays, an equal share each: every
+#: contract tag once (tags out of order: none of the four), a final \boxed{} answer, nothing
+#: before <think> and nothing after </answer> (the reference's stray-text rule, as a yes/no).
+CONTRACT_PARTS = ("think_open", "think_close", "answer_open", "answer_close", "boxed", "starts_with_think",
+                  "ends_with_answer")
 #: Cost per character of text before <think> / after </answer> (reference), each side capped.
 FORMAT_STRAY_COST_PER_CHAR = 0.001
 FORMAT_STRAY_COST_MAX = 0.1
@@ -1790,6 +1793,20 @@ def _run_guarded(fn, *args):
 _TAGS = (THINK_OPEN, THINK_CLOSE, ANSWER_OPEN, ANSWER_CLOSE)
 
 
+def _layout(text: str) -> Tuple[List[int], bool, Optional[int], Optional[int]]:
+    """The contract layout as the format rules read it: the first position of each of
+    ``<think> </think> <answer> </answer>`` (-1 when absent), whether the present ones are in
+    that order, and the number of non-whitespace characters before ``<think>`` / after the
+    last ``</answer>`` (None when that tag is absent). Surrounding whitespace is not stray
+    text: the decoded response often ends with a newline, which is not content the model added."""
+    firsts = [text.find(t) for t in _TAGS]
+    present = [p for p in firsts if p >= 0]
+    in_order = present == sorted(present) and len(set(present)) == len(present)
+    before = len(text[:firsts[0]].strip()) if firsts[0] >= 0 else None
+    after = len(text[text.rfind(ANSWER_CLOSE) + len(ANSWER_CLOSE):].strip()) if firsts[3] >= 0 else None
+    return firsts, in_order, before, after
+
+
 def format_credit(text: str) -> float:
     """Pay for the contract's layout (reference rule, at most 4 x FORMAT_TAG_CREDIT = 0.2).
 
@@ -1797,21 +1814,31 @@ def format_credit(text: str) -> float:
     ``\\n</answer>`` present exactly once; text before ``<think>`` and after ``</answer>``
     each cost FORMAT_STRAY_COST_PER_CHAR per character, capped at FORMAT_STRAY_COST_MAX;
     floored at 0; tags out of order (first occurrences) -> 0.
-    Departure from the reference: surrounding whitespace is not counted as stray text (the
-    decoded response often ends with a newline; it is not content the model added).
+    Departure from the reference: surrounding whitespace is not counted as stray text
+    (:func:`_layout`).
     """
-    firsts = [text.find(t) for t in _TAGS]
-    present = [p for p in firsts if p >= 0]
-    if present != sorted(present) or len(set(present)) != len(present):
+    _, in_order, before, after = _layout(text)
+    if not in_order:
         return 0.0
     credit = sum(FORMAT_TAG_CREDIT for mk in FORMAT_MARKERS if text.count(mk) == 1)
-    if firsts[0] >= 0:
-        before = len(text[:firsts[0]].strip())
-        credit -= min(FORMAT_STRAY_COST_PER_CHAR * before, FORMAT_STRAY_COST_MAX)
-    if firsts[3] >= 0:
-        after = len(text[text.rfind(ANSWER_CLOSE) + len(ANSWER_CLOSE):].strip())
-        credit -= min(FORMAT_STRAY_COST_PER_CHAR * after, FORMAT_STRAY_COST_MAX)
+    for stray in (before, after):
+        if stray is not None:
+            credit -= min(FORMAT_STRAY_COST_PER_CHAR * stray, FORMAT_STRAY_COST_MAX)
     return round(max(credit, 0.0), 6)
+
+
+def contract_parts(text: str) -> dict:
+    """Which CONTRACT_PARTS the response follows (name -> bool), read from the same layout as
+    :func:`format_credit`: a tag counts when it appears exactly once and the tags present are
+    in the contract's order; ``boxed`` when the response has a final boxed answer
+    (:func:`extract_final_answer`); ``starts_with_think`` / ``ends_with_answer`` when there is
+    no stray text before ``<think>`` / after ``</answer>``."""
+    _, in_order, before, after = _layout(text)
+    parts = {name: in_order and text.count(tag) == 1 for name, tag in zip(CONTRACT_PARTS, _TAGS)}
+    parts["boxed"] = extract_final_answer(text)[0] is not None
+    parts["starts_with_think"] = before == 0
+    parts["ends_with_answer"] = after == 0
+    return parts
 
 
 _STEP_RE = re.compile(
@@ -1928,17 +1955,19 @@ def compute_format_score(data_source, solution_str, ground_truth, extra_info=Non
     a model too small to solve MATH (the CPU learning profile, ``REWARD_NAME`` in the
     launcher). Never use it to train a model meant to solve problems.
 
-    ``score`` is the share of the contract followed, in [0, 1]: :func:`format_credit` (the
-    four layout markers, stray text, tag order) plus FORMAT_TAG_CREDIT when the response
-    has a final ``\\boxed{}`` answer (:func:`extract_final_answer`), divided by the maximum
-    of that sum. ``acc`` is still judged (the same keys as :func:`compute_score`), so a run
-    with this reward logs how often the answer happens to be right; ``format`` is ``score``.
+    ``score`` is the share of the contract followed, in [0, 1]: the fraction of CONTRACT_PARTS
+    that :func:`contract_parts` finds (each tag once and in order, a final ``\\boxed{}``
+    answer, no text before ``<think>`` or after ``</answer>``). Each part pays on its own, so a
+    response that follows some of the contract earns some reward: a 135M model rarely follows
+    all of it, and a reward that paid only the reference's newline-exact layout was measured
+    non-zero on 3 of 128 SmolLM2-135M responses. ``acc`` is still judged (the same keys as
+    :func:`compute_score`), so a run with this reward logs how often the answer happens to be
+    right; ``format`` is ``score``.
     """
     out = compute_score(data_source, solution_str, ground_truth, extra_info)
     text = solution_str if isinstance(solution_str, str) else ""
     try:
-        boxed = extract_final_answer(text)[0] is not None
-        share = (format_credit(text) + FORMAT_TAG_CREDIT * boxed) / FORMAT_SCORE_MAX
+        share = sum(contract_parts(text).values()) / len(CONTRACT_PARTS)
     except Exception:  # noqa: BLE001 - model text must never crash training
         STATS["internal_errors"] += 1
         share = 0.0

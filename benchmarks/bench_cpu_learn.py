@@ -38,7 +38,10 @@ TAGS = ("critic/score/mean", "critic/score/max", "actor/kl_loss", "actor/grad_no
 
 
 def val_tag(scalars: dict, key: str) -> str | None:
-    return next((t for t in sorted(scalars) if t.startswith("val-core/") and t.endswith(f"/{key}/mean@1")), None)
+    """verl logs the validation mean of the reward's main key under val-core/ and of the others
+    (``format``) under val-aux/."""
+    return next((t for t in sorted(scalars) if t.startswith(("val-core/", "val-aux/")) and t.endswith(f"/{key}/mean@1")),
+                None)
 
 
 def report(scalars: dict, wall_s: float | None, peak: int | None) -> tuple[bool, str]:

@@ -16,7 +16,13 @@ pytest.importorskip("verl")
 
 from cpu_support import prepare_smollm2  # noqa: E402
 from cpu_support import verl_cpu_patch  # noqa: E402
-from cpu_support.verl_cpu_patch import CPUHFRollout, group_index, sample_responses, weights_digest  # noqa: E402
+from cpu_support.verl_cpu_patch import (  # noqa: E402
+    CPUHFRollout,
+    group_index,
+    sample_responses,
+    shared_prompt_index,
+    weights_digest,
+)
 
 SMOLLM_DIR = REPO / "models" / "SmolLM2-135M-Instruct"
 STOCK_TEMPLATE = (
@@ -254,7 +260,8 @@ def test_sample_categorical_draws_from_the_distribution_and_never_a_zero_entry()
 
 def test_actor_forward_on_real_columns_and_response_logits_equals_verls(tiny_model_dir, monkeypatch):
     """The patched actor/ref forward (padding columns cut, logits of response positions only)
-    gives verl's own log-probs and entropy for every real response token."""
+    gives verl's own log-probs and entropy for every real response token. No prompt repeats
+    here, so it is one forward pass, as verl's."""
     from transformers import AutoModelForCausalLM
     from verl.workers.actor import dp_actor
 
@@ -284,3 +291,186 @@ def test_actor_forward_on_real_columns_and_response_logits_equals_verls(tiny_mod
     assert torch.allclose(got_entropy[real], want_entropy[real], atol=1e-5)
     assert logit_lengths == [16, 4]  # verl's: every column; patched: the 3 response columns in use + 1
     assert model._cpu_logits_to_keep == 0  # reset after the forward
+
+
+def test_shared_prompt_index_finds_repeated_prompts_anywhere():
+    ids, mask = grouped_batch(n=3)
+    order = torch.tensor([0, 3, 1, 4, 5, 2])  # the groups' rows interleaved, as after verl's balancing
+    ids, mask = ids[order], mask[order]
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)
+    firsts, prompts = shared_prompt_index(ids, mask, pos, ids.size(1))
+    assert sorted(firsts.tolist()) == [0, 1]  # the first row of each prompt
+    assert torch.equal(ids[firsts][prompts], ids)  # every row is its prompt's representative
+    assert shared_prompt_index(ids[:2], mask[:2], pos[:2], ids.size(1)) is None  # no prompt twice
+    shifted = pos.clone()
+    shifted[2] += 1  # same tokens, other positions: another prompt
+    _, prompts = shared_prompt_index(ids, mask, shifted, ids.size(1))
+    assert len(set(prompts.tolist())) == 3
+
+
+@pytest.fixture
+def fp32_actor_forward(monkeypatch):
+    """verl's DataParallelPPOActor._forward_micro_batch, patched, with fp32 (no autocast)."""
+    from verl.workers.actor import dp_actor
+
+    monkeypatch.setenv(verl_cpu_patch.DTYPE_ENV, "fp32")
+    monkeypatch.setattr(dp_actor, "torch", dp_actor.torch)  # the autocast patch is undone after the test
+    verl_cpu_patch._patch_actor_autocast()
+    verl_cpu_patch._patch_actor_padding()
+    return dp_actor.DataParallelPPOActor._forward_micro_batch
+
+
+def stub_actor(module, entropy_checkpointing: bool = False) -> SimpleNamespace:
+    """The DataParallelPPOActor attributes that _forward_micro_batch reads (no remove-padding)."""
+    return SimpleNamespace(use_remove_padding=False, use_ulysses_sp=False, use_fused_kernels=False,
+                           actor_module=module, device_name="cpu", compute_entropy_from_logits=None,
+                           config=SimpleNamespace(entropy_checkpointing=entropy_checkpointing))
+
+
+def two_group_micro_batch(prompt_length: int = 10, response_length: int = 7) -> dict:
+    """Two GRPO groups (prompts of 4 and 6 tokens, 3 and 4 responses), rows interleaved, laid
+    out as verl's: prompts left-padded, responses right-padded (the longest uses 6 of 7
+    columns), positions continuing after the prompt."""
+    prompts = [[5, 6, 7, 8], [9, 10, 11, 12, 13, 14]]
+    rows = [(0, 6), (1, 3), (0, 5), (1, 2), (0, 1), (1, 6), (1, 4)]  # (prompt, response length)
+    ids = torch.zeros((len(rows), prompt_length + response_length), dtype=torch.long)  # pad token 0
+    mask = torch.zeros_like(ids)
+    gen = torch.Generator().manual_seed(0)
+    for row, (prompt, length) in enumerate(rows):
+        ids[row, prompt_length - len(prompts[prompt]):prompt_length] = torch.tensor(prompts[prompt])
+        ids[row, prompt_length:prompt_length + length] = torch.randint(4, 64, (length,), generator=gen)
+        mask[row, prompt_length - len(prompts[prompt]):prompt_length + length] = 1
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)
+    pos[:, prompt_length:] = pos[:, prompt_length - 1:prompt_length] + torch.arange(1, response_length + 1)
+    return {"input_ids": ids, "attention_mask": mask, "position_ids": pos, "responses": ids[:, prompt_length:]}
+
+
+def log_probs_and_grads(forward, actor, batch, temperature: float = 0.7):
+    """(entropy, log-probs, parameter gradients) of forward, the gradients of a loss on the
+    real response tokens' log-probs and entropy (DTensor gradients gathered)."""
+    module = actor.actor_module
+    module.zero_grad(set_to_none=True)
+    entropy, log_probs = forward(actor, batch, temperature, calculate_entropy=True)
+    real = batch["attention_mask"][:, -batch["responses"].size(1):].bool()
+    (-(log_probs * real).sum() - 0.1 * (entropy * real).sum()).backward()
+    grads = {name: (p.grad.full_tensor() if hasattr(p.grad, "full_tensor") else p.grad).clone()
+             for name, p in module.named_parameters()}
+    return entropy.detach(), log_probs.detach(), grads
+
+
+def record_forward_calls(model) -> list:
+    """(rows, input columns, logits columns) of every forward call of model, appended."""
+    calls = []
+    model.register_forward_hook(
+        lambda _m, _a, kwargs, out: calls.append((*kwargs["input_ids"].shape, out.logits.size(1))), with_kwargs=True)
+    return calls
+
+
+def assert_same_on_real_tokens(got, want, batch, atol=1e-5):
+    real = batch["attention_mask"][:, -batch["responses"].size(1):].bool()
+    assert got.shape == want.shape and torch.allclose(got[real], want[real], atol=atol)
+
+
+@pytest.mark.parametrize("entropy_checkpointing", [False, True])
+def test_actor_forward_computes_a_shared_prompt_once_and_equals_verls(tiny_model_dir, fp32_actor_forward,
+                                                                        entropy_checkpointing):
+    """Rows that share a prompt (anywhere in the micro-batch) get it computed once: log-probs,
+    entropy and the gradients of a loss on them are verl's."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, torch_dtype=torch.float32)
+    actor = stub_actor(model, entropy_checkpointing)
+    batch = two_group_micro_batch()
+    calls = record_forward_calls(model)
+    want_entropy, want, want_grads = log_probs_and_grads(fp32_actor_forward.original, actor, batch)
+    got_entropy, got, got_grads = log_probs_and_grads(fp32_actor_forward, actor, batch)
+    # verl: 7 rows x 17 columns; patched: the 2 prompts (6 columns in use, last position's logits),
+    # then the 7 rows' response tokens but the last (6 response columns in use)
+    assert calls == [(7, 17, 17), (2, 6, 1), (7, 5, 5)]
+    assert_same_on_real_tokens(got, want, batch)
+    assert_same_on_real_tokens(got_entropy, want_entropy, batch)
+    assert got[:, 6:].abs().sum() == 0  # the unused response column is padded back
+    for name, grad in want_grads.items():
+        assert torch.allclose(got_grads[name], grad, atol=1e-5), name
+    with torch.no_grad():  # the log-prob / ref path
+        _, no_grad = fp32_actor_forward(actor, batch, 0.7, calculate_entropy=False)
+        assert_same_on_real_tokens(no_grad, want, batch)
+        # no padding left after the cut (transformers may then drop the mask): still verl's
+        unpadded = {key: value[[5, 5]] for key, value in batch.items()}
+        _, want = fp32_actor_forward.original(actor, unpadded, 0.7)
+        before = len(calls)
+        _, got = fp32_actor_forward(actor, unpadded, 0.7)
+        assert calls[before:] == [(1, 6, 1), (2, 5, 5)]
+        assert_same_on_real_tokens(got, want, unpadded)
+        # one response token in every row: the prompt call alone
+        one_token = {key: value[[4, 4]] for key, value in batch.items()}
+        _, want = fp32_actor_forward.original(actor, one_token, 0.7)
+        before = len(calls)
+        _, got = fp32_actor_forward(actor, one_token, 0.7)
+        assert calls[before:] == [(1, 4, 1)]
+        assert_same_on_real_tokens(got, want, one_token)
+
+
+def test_actor_forward_with_gradient_checkpointing_does_not_share_prompts(tiny_model_dir, fp32_actor_forward):
+    """transformers' checkpointed layers drop a KV cache while training: one forward pass then."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, torch_dtype=torch.float32)
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.train()
+    actor = stub_actor(model)
+    batch = two_group_micro_batch()
+    calls = record_forward_calls(model)
+    want_entropy, want, want_grads = log_probs_and_grads(fp32_actor_forward.original, actor, batch)
+    got_entropy, got, got_grads = log_probs_and_grads(fp32_actor_forward, actor, batch)
+    assert calls == [(7, 17, 17), (7, 12, 7)]  # columns cut, response logits only, no sharing
+    assert_same_on_real_tokens(got, want, batch)
+    for name, grad in want_grads.items():
+        assert torch.allclose(got_grads[name], grad, atol=1e-5), name
+
+
+@pytest.fixture
+def single_process_group(tmp_path):
+    """A one-process gloo group, as verl's CPU workers have (world size 1)."""
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        pytest.skip("a process group is already initialized in this process")
+    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0, world_size=1)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+def test_actor_forward_sharing_prompts_under_fsdp2_equals_verls(tiny_model_dir, fp32_actor_forward,
+                                                                single_process_group):
+    """With the model wrapped as verl wraps it (FSDP2 fully_shard of every decoder layer and of
+    the root, parameters freed after each forward), the two forward calls before one backward
+    give verl's log-probs and gradients; so does the ref's no-grad forward with CPU offload."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy
+    from transformers import AutoModelForCausalLM
+    from verl.utils.fsdp_utils import apply_fsdp2
+
+    batch = two_group_micro_batch()
+    plain = stub_actor(AutoModelForCausalLM.from_pretrained(tiny_model_dir, torch_dtype=torch.float32))
+    want_entropy, want, want_grads = log_probs_and_grads(fp32_actor_forward.original, plain, batch)
+    mesh = init_device_mesh("cpu", (1,))
+    mixed = MixedPrecisionPolicy(param_dtype=torch.float32, reduce_dtype=torch.float32, cast_forward_inputs=True)
+    for offload in (None, CPUOffloadPolicy(pin_memory=False)):  # actor, ref
+        model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, torch_dtype=torch.float32)
+        apply_fsdp2(model, {"mesh": mesh, "mp_policy": mixed, "offload_policy": offload,
+                            "reshard_after_forward": True}, {})
+        actor = stub_actor(model)
+        calls = record_forward_calls(model)
+        if offload is None:
+            got_entropy, got, got_grads = log_probs_and_grads(fp32_actor_forward, actor, batch)
+            assert_same_on_real_tokens(got_entropy, want_entropy, batch)
+            for name, grad in want_grads.items():
+                assert torch.allclose(got_grads[name], grad, atol=1e-5), name
+        else:
+            with torch.no_grad():
+                _, got = fp32_actor_forward(actor, batch, 0.7, calculate_entropy=False)
+        assert calls == [(2, 6, 1), (7, 5, 5)]
+        assert_same_on_real_tokens(got, want, batch)

@@ -168,15 +168,34 @@ def test_format_score_full_contract_is_one_whatever_the_answer():
     assert out["acc"] == 0.0 and out["pred"] == "7"
 
 
-def test_format_score_counts_parts_in_fifths():
-    assert R.compute_format_score(SRC, "The answer is \\boxed{3}.", "3")["score"] == pytest.approx(0.2)
-    assert R.compute_format_score(SRC, "<think>\nhmm", "3")["score"] == pytest.approx(0.2)
-    assert R.compute_format_score(SRC, "no tags, no box", "3")["score"] == 0.0
+def test_system_prompt_layout_follows_every_contract_part():
+    layout = R.SYSTEM_PROMPT.split("layout:", 1)[1].replace("\\boxed{...}", "\\boxed{7}")
+    assert R.contract_parts(layout) == dict.fromkeys(R.CONTRACT_PARTS, True)
 
 
-def test_format_score_keeps_the_contract_penalties():
+SEVENTH = 1 / len(R.CONTRACT_PARTS)
+
+
+@pytest.mark.parametrize("text, parts", [
+    ("The answer is \\boxed{3}.", {"boxed"}),
+    ("<think>\nhmm", {"think_open", "starts_with_think"}),
+    ("Let me think inside <think> </think> first.", {"think_open", "think_close"}),
+    ("Sure. <think> a </think> <answer> \\boxed{2} </answer>",
+     {"think_open", "think_close", "answer_open", "answer_close", "boxed", "ends_with_answer"}),
+    ("<think> a </think> <answer> \\boxed{2} </answer> More text.",
+     {"think_open", "think_close", "answer_open", "answer_close", "boxed", "starts_with_think"}),
+    ("<think> a <think> b </think>", {"think_close", "starts_with_think"}),  # a tag twice is not followed
+    ("no tags, no box", set()),
+])
+def test_format_score_pays_each_contract_part_its_share(text, parts):
+    assert {k for k, v in R.contract_parts(text).items() if v} == parts
+    assert R.compute_format_score(SRC, text, "3")["score"] == pytest.approx(len(parts) * SEVENTH)
+
+
+def test_format_score_tags_out_of_order_pay_no_tag():
     out_of_order = "<answer>\n\\boxed{1}\n</answer>\n<think>\nx\n</think>\n"
-    assert R.compute_format_score(SRC, out_of_order, "1")["score"] == pytest.approx(0.2)  # only the box
+    assert {k for k, v in R.contract_parts(out_of_order).items() if v} == {"boxed"}
+    assert R.compute_format_score(SRC, out_of_order, "1")["score"] == pytest.approx(SEVENTH)
     assert R.compute_format_score(SRC, None, "1")["score"] == 0.0
 
 

@@ -2,25 +2,30 @@
 # Profile cpu_learn: a CPU GRPO run that visibly learns, through the same launcher and main_ppo.
 # SmolLM2-135M-Instruct cannot solve MATH problems (0 of 32 Level-1 responses and 0 of 64
 # two-number sums were correct when measured), so a reward for correct answers gives GRPO no
-# signal. It does sometimes follow the answer contract (a \boxed{} in about 9 % of responses,
-# <think> in 5 %, <answer> in 6 %), so this profile pays for the contract's format alone
-# (new_math_reward.compute_format_score, in [0, 1]): the run shows the learning loop working,
-# not a model learning mathematics. Everything not set here is the cpu profile's.
+# signal. It does sometimes follow parts of the answer contract, so this profile pays for the
+# contract's format alone (new_math_reward.compute_format_score: the share of the contract's
+# parts followed, in [0, 1]). Measured on 128 responses to 16 Level-1 prompts (8 each, 64
+# tokens, temperature 1): mean 0.026, 15 responses above 0, and 11 of the 16 groups of 8 had
+# reward to compare. The run shows the learning loop working, not a model learning mathematics.
+# Everything not set here is the cpu profile's.
 # Each line is a default: a variable set in the environment wins. Sourced by the launcher.
 # shellcheck disable=SC2034  # variables are read by run_qwen2_5_1_5b.sh
 EXPERIMENT_NAME=${EXPERIMENT_NAME:-smollm2_135m_format_cpu}
 # the format-only reward (the answer is still judged and logged as acc)
 REWARD_NAME=${REWARD_NAME:-compute_format_score}
-# 4 prompts x 8 responses: with a ~10 % base rate about half the GRPO groups hold a rewarded
-# response; 64 tokens hold the whole contract layout and keep a step within a minute on 2 cores
+# 4 prompts x 8 responses of up to 64 tokens: the contract's layout fits, and a group of 8
+# usually holds a response that follows more of it than the others
 TRAIN_BATCH_SIZE=${TRAIN_BATCH_SIZE:-4}
 N_SAMPLES=${N_SAMPLES:-8}
 MAX_RESPONSE_LENGTH=${MAX_RESPONSE_LENGTH:-64}
-# two PPO updates per step (mini-batches of 2 prompts), and a learning rate for tens of steps
-# rather than the reference's hundreds (1e-6)
-PPO_MINI_BATCH_SIZE=${PPO_MINI_BATCH_SIZE:-2}
-ACTOR_LR=${ACTOR_LR:-3e-5}
-TOTAL_STEPS=${TOTAL_STEPS:-20}
+# one PPO update per step (mini-batch = batch), and a learning rate for a dozen steps rather than
+# the reference's hundreds (1e-6). Measured on 2 prompts x 8 responses of 32 tokens: with 1e-4 the
+# training reward rose from 0.045 (step 1) to 0.44 (step 4); 2e-4 with two updates per step drove
+# the KL loss above 1 within 2 steps and the reward did not rise; 5e-5 with two updates per step
+# (4 prompts x 8 x 64 tokens) rose from 0.05 (steps 1-3) to 0.30 (steps 10-12)
+PPO_MINI_BATCH_SIZE=${PPO_MINI_BATCH_SIZE:-4}
+ACTOR_LR=${ACTOR_LR:-1e-4}
+TOTAL_STEPS=${TOTAL_STEPS:-12}
 # validation on the held-out Level-1 problems before training and at the last step; one checkpoint
 TEST_FREQ=${TEST_FREQ:-$TOTAL_STEPS}
 SAVE_FREQ=${SAVE_FREQ:-$TOTAL_STEPS}

@@ -18,15 +18,16 @@ REWARD_NAME=${REWARD_NAME:-compute_format_score}
 TRAIN_BATCH_SIZE=${TRAIN_BATCH_SIZE:-4}
 N_SAMPLES=${N_SAMPLES:-8}
 MAX_RESPONSE_LENGTH=${MAX_RESPONSE_LENGTH:-64}
-# two PPO updates per step (mini-batches of 2 prompts), and a learning rate for a dozen steps
-# rather than the reference's hundreds (1e-6). Measured with these settings: the training reward
-# rose from 0.05 (steps 1-3) to 0.30 (steps 10-12), entropy still 1.3 at step 12. With 1e-4 and
-# one update per step it rose faster (0.07 -> 0.23 by step 6) but then collapsed onto one
-# response (entropy 0.04, every response scoring 2/7, no reward variance left from step 9);
-# 2e-4 with two updates per step drove the KL loss above 1 within 2 steps and did not rise.
-PPO_MINI_BATCH_SIZE=${PPO_MINI_BATCH_SIZE:-2}
-ACTOR_LR=${ACTOR_LR:-5e-5}
-TOTAL_STEPS=${TOTAL_STEPS:-14}
+# one PPO update per step (mini-batch = batch), and a learning rate for a dozen steps rather than
+# the reference's hundreds (1e-6). With these settings the training reward rose from 0.07
+# (steps 1-3) to 0.28 (steps 10-12), and from step 9 the policy had collapsed onto one layout
+# (entropy 0.04): every response followed 2 of the 7 parts, so no group had reward variance left.
+# 5e-5 with two updates per step rose more slowly and kept exploring (0.05 over steps 1-3, 0.30
+# over steps 10-12, entropy 1.3 at step 12); 2e-4 with two updates per step drove the KL loss
+# above 1 within 2 steps and did not rise.
+PPO_MINI_BATCH_SIZE=${PPO_MINI_BATCH_SIZE:-4}
+ACTOR_LR=${ACTOR_LR:-1e-4}
+TOTAL_STEPS=${TOTAL_STEPS:-12}
 # validation on the held-out Level-1 problems before training and at the last step; one checkpoint
 TEST_FREQ=${TEST_FREQ:-$TOTAL_STEPS}
 SAVE_FREQ=${SAVE_FREQ:-$TOTAL_STEPS}

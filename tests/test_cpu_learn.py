@@ -34,18 +34,20 @@ import pytest
 from conftest import REPO
 
 STEPS = 5
-#: the cpu_learn profile, shortened for CI: 2 prompts x 8 responses of 32 tokens, one PPO update
-#: per step (mini-batch = batch) at learning rate 1e-4, no validation, a checkpoint at the last
-#: two steps (the weight-sync check reads step STEPS-1's), weights only. Measured on the recipe's
-#: 2-core machine: training reward 0.045, 0.125, 0.321, 0.438, 0.393 over steps 1-5.
+#: the cpu_learn profile, shortened for CI: 4 prompts x 8 responses of 32 tokens (one PPO update
+#: per step, learning rate 1e-4, as the profile), no validation, a checkpoint at the last two
+#: steps (the weight-sync check reads step STEPS-1's), weights only. 32 responses a step, because
+#: about 1 in 10 of the initial model's responses follows a part of the contract: with 16, one
+#: run's step 1 had no rewarded response at all (0.9^16 = 19 %; 0.9^32 = 3 %).
 SETTINGS = {
-    "PROFILE": "cpu_learn", "TOTAL_STEPS": str(STEPS), "TRAIN_BATCH_SIZE": "2", "N_SAMPLES": "8",
-    "PPO_MINI_BATCH_SIZE": "2", "MICRO_BATCH_PER_DEVICE": "8", "MAX_RESPONSE_LENGTH": "32", "ACTOR_LR": "1e-4",
+    "PROFILE": "cpu_learn", "TOTAL_STEPS": str(STEPS), "TRAIN_BATCH_SIZE": "4", "N_SAMPLES": "8",
+    "PPO_MINI_BATCH_SIZE": "4", "MICRO_BATCH_PER_DEVICE": "8", "MAX_RESPONSE_LENGTH": "32",
     "VAL_BEFORE_TRAIN": "False", "TEST_FREQ": "-1", "SAVE_FREQ": str(STEPS - 1), "RESUME_MODE": "disable",
 }
 #: how much higher the mean training reward of the last 2 steps must be than that of the first 2
-#: (the share of the contract followed; the measured run above rose by 0.33)
-MIN_RISE = 0.1
+#: (the share of the contract followed). Measured: 2 prompts x 8 x 32 tokens rose from 0.05 to
+#: 0.42 and from 0.05 to 0.28 in two runs; the 12-step profile run (4 x 8 x 64) from 0.06 to 0.15.
+MIN_RISE = 0.05
 OVERRIDES = ("actor_rollout_ref.actor.checkpoint.save_contents=[model]",)
 
 pytestmark = pytest.mark.slow

@@ -17,8 +17,10 @@ cpu_learn profile (format reward, new_math_reward.compute_format_score) fails wh
   share of the answer contract followed, must be higher over the last steps than the first.
 
 verl seeds the rollout's sampling (``manual_seed(1000 + rank)`` in its FSDP worker) and the
-data order (``data.seed``), so on one machine the run repeats; the learning rate is set
-high enough that the rise is large against run-to-run noise elsewhere (numbers below).
+data order (``data.seed``), yet two runs on the recipe's machine were not identical (a token
+sampled differently changes the rest of the run), so the settings below leave a margin rather
+than rely on one trajectory: enough responses per step that a step without any rewarded
+response is unlikely, and a learning rate at which the reward rises within a few steps.
 """
 
 from __future__ import annotations

@@ -216,5 +216,5 @@ echo "run_qwen2_5_1_5b.sh: device=$DEVICE profile=$PROFILE model=$MODEL_PATH log
 status=0
 "${MAIN_PPO[@]}" 2>&1 | tee "$LOG_FILE" || status=$?
 echo "run_qwen2_5_1_5b.sh: main_ppo exited $status. Log: $LOG_FILE; checkpoints: $CKPT_DIR;" \
-  "TensorBoard: $TENSORBOARD_DIR. Next: bash merge_checkpoint.sh $CKPT_DIR; python health_report.py $TENSORBOARD_DIR (writes $OUTPUT_DIR/health)"
+  "TensorBoard: $TENSORBOARD_DIR. Next: bash merge_checkpoint.sh $CKPT_DIR; $PYTHON health_report.py $TENSORBOARD_DIR (writes $OUTPUT_DIR/health)"
 exit "$status"

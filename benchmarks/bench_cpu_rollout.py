@@ -3,7 +3,8 @@
 Usage::
 
     python -m benchmarks.bench_cpu_rollout [--prompts 8] [--n 8] [--new-tokens 128] [--threads 2]
-                                           [--markdown FILE]
+                                           [--dtypes fp32,bf16] [--before] [--rounds 1]
+                                           [--skip-generate] [--markdown FILE]
 
 Builds one rollout batch the way verl hands it to the rollout: ``--prompts`` MATH Level-1
 training problems (data/verl/math_level1/train.parquet, rendered with the model's chat
@@ -11,23 +12,41 @@ template, left-padded), each repeated ``--n`` times in a row (GRPO group size). 
 the same batch and in one process, side by side:
 
 - ``generate``: ``transformers`` ``model.generate`` on every row (what the CPU rollout did
-  before: each copy of a prompt prefilled separately), fp32;
-- ``rollout fp32`` / ``rollout bf16``: :func:`cpu_support.verl_cpu_patch.sample_responses`
-  (one prefill per group, the KV cache shared by index) in fp32 and bf16 (the cpu profile
-  uses bf16 only on CPUs with native bf16 matmuls, see profiles/cpu.sh).
+  first: each copy of a prompt prefilled separately), fp32;
+- ``rollout fp32`` / ``rollout bf16``: :func:`cpu_support.verl_cpu_patch.sample_responses` on
+  the model as the CPU rollout loads it (:func:`~cpu_support.verl_cpu_patch.load_rollout_model`:
+  one prefill per group, the group's prompt keys and values stored once and read by the
+  shared-prompt decode attention, stopped rows dropped from the decode batch; in fp32 also the
+  LM head in vocabulary blocks and the MLPs weight-major), in fp32 and bf16 (the cpu profile
+  uses bf16 only on CPUs with native bf16 matmuls, see profiles/cpu.sh);
+- with ``--before``, ``rollout <dtype> (before)``: the previous rollout, ``sample_responses`` on
+  a plain SDPA model (the prompt's keys and values copied to every row of a static cache of
+  prompt and response columns, torch's fused SDPA kernel over all of it in every decode step,
+  every row computed to the last step, ``nn.Linear`` LM head).
+
+With ``--rounds N`` every timed variant runs N times, the variants alternating within each
+round, and the table gives the best and the median round: the CPUs may be shared with other
+work (the header gives the load average when the run started), so compare rows of one run.
 
 Every variant samples with temperature 1, top-p 1 and no top-k (verl's rollout defaults)
 and stops a row at its EOS, so the variants do not generate the same number of tokens:
 the table counts generated tokens (each response up to and including its EOS) and the
-decode steps actually run.
+decode steps actually run. A rollout and its ``(before)`` variant draw the same random numbers,
+so from one seed they sample the same tokens, except where fp32 rounding of the logits moves a
+draw that falls among very unlikely tokens to a neighbouring one (5 of the 64 rows within 64
+tokens in the default batch).
 
-Columns: threads (torch intra-op threads), wall s, decode steps, generated tokens,
-tokens/s (generated tokens / wall s), ms per decode step (wall s / decode steps).
+Columns: rollout, rounds, wall s, decode steps, generated tokens, tokens/s (generated tokens
+/ wall s), ms per decode step (wall s / decode steps); "best / median" over the rounds.
 
 The estimated limit printed under the table is arithmetic on rates measured on this machine
-in the same run (a square matmul's FLOP/s in the rollout's dtype, and the bandwidth of a
-large tensor copy): a decode step must at least read the weights and the KV cache once and
-do 2 FLOPs per parameter per row, and the prefill 2 FLOPs per parameter per prompt token.
+in the same run: a decode step must at least read the weights and the KV cache once (at the
+bandwidth of a large tensor copy; each group's prompt keys and values once, each row's
+response) and do 2 FLOPs per parameter per row, at the FLOP rate that the rollout model's own
+matmuls (every layer's projections and MLP, and the LM head, :func:`matmul_units`) reach with
+the decode step's input of ``--prompts`` x ``--n`` rows, not a square matmul's (64-row
+products run well below it); the prefill does 2 FLOPs per parameter per prompt token, at the
+rate of the first layer's matmuls with the prefill's rows. Attention FLOPs are left out.
 
 Errors: a missing model directory or data file exits 2 with one line naming the path.
 """
@@ -36,9 +55,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
+
+from script_utils import cpu_description, write_text_atomic
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -64,16 +86,46 @@ def generated(responses, eos: int, pad: int) -> int:
     return int((~after).sum())
 
 
-def matmul_gflops(dtype, n: int = 1024, repeats: int = 8) -> float:
-    """Measured FLOP rate of an n x n matmul in ``dtype`` (GFLOP/s, all torch threads)."""
+def matmul_units(model, layers=None) -> list:
+    """(module, in_features, FLOPs per input row) of the matmuls of a forward pass of ``model``
+    as the model runs them: every decoder layer's attention projections, its MLP as one module
+    (the rollout's computes its products weight-major), and the LM head (the rollout's in
+    vocabulary blocks); only the decoder layers ``layers`` (indices) when given, without LM head."""
     import torch
 
-    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
-    a @ b
-    start = time.perf_counter()
-    for _ in range(repeats):
-        a @ b
-    return 2 * n**3 * repeats / (time.perf_counter() - start) / 1e9
+    def linears(module):
+        return [m for m in module.modules() if isinstance(m, torch.nn.Linear)]
+
+    units = []
+    decoder = model.base_model.layers
+    for index in range(len(decoder)) if layers is None else layers:
+        layer = decoder[index]
+        units += [(m, m.in_features, 2 * m.in_features * m.out_features) for m in linears(layer.self_attn)]
+        units.append((layer.mlp, model.config.hidden_size, sum(2 * m.in_features * m.out_features
+                                                                for m in linears(layer.mlp))))
+    if layers is None:
+        head = model.get_output_embeddings()
+        units.append((head, head.in_features, 2 * head.in_features * head.out_features))
+    return units
+
+
+def matmul_gflops(units, rows: int, dtype, repeats: int = 3) -> float:
+    """FLOP rate (GFLOP/s, all torch threads, best of ``repeats``) of calling every module of
+    ``units`` (:func:`matmul_units`) once on a (``rows``, in_features) input in ``dtype``: the
+    matmul rate at the shapes a forward pass of that many rows runs (each layer's own weights,
+    read from memory as in the model, and each module's own forward)."""
+    import torch
+
+    inputs = [torch.randn(rows, features).to(dtype) for _, features, _ in units]
+    flops = rows * sum(per_row for _, _, per_row in units)
+    best = float("inf")
+    with torch.no_grad():
+        for _ in range(repeats + 1):  # the first pass warms up
+            start = time.perf_counter()
+            for (module, _, _), x in zip(units, inputs):
+                module(x)
+            best = min(best, time.perf_counter() - start)
+    return flops / best / 1e9
 
 
 def copy_bandwidth_gbps(mib: int = 256, repeats: int = 4) -> float:
@@ -89,6 +141,11 @@ def copy_bandwidth_gbps(mib: int = 256, repeats: int = 4) -> float:
     return 2 * src.numel() * 4 * repeats / (time.perf_counter() - start) / 1e9
 
 
+def best_median(values, higher_is_better: bool = False) -> str:
+    best = max(values) if higher_is_better else min(values)
+    return f"{best:.1f} / {statistics.median(values):.1f}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
@@ -100,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)), help="torch threads")
     parser.add_argument("--seed", type=int, default=0, help="torch seed before each variant")
     parser.add_argument("--dtypes", default="fp32,bf16", help="rollout dtypes to time, comma-separated (fp32, bf16)")
+    parser.add_argument("--before", action="store_true", help="also time the previous rollout (SDPA model)")
+    parser.add_argument("--rounds", type=int, default=1, help="runs of every variant, alternating")
     parser.add_argument("--skip-generate", action="store_true", help="omit the slow model.generate variant")
     parser.add_argument("--markdown", type=Path, help="also write the table to this file")
     args = parser.parse_args(argv)
@@ -111,68 +170,89 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from cpu_support.verl_cpu_patch import enable_sdpa_gqa, sample_responses
-    from script_utils import write_text_atomic
+    from cpu_support.verl_cpu_patch import enable_sdpa_gqa, load_rollout_model, sample_responses
 
     torch.set_num_threads(args.threads)
+    enable_sdpa_gqa()  # as the CPU workers run (verl_cpu_patch.apply)
+    load = os.getloadavg()[0]
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     input_ids, attention_mask = build_batch(tokenizer, args.data, args.prompts, args.n)
     eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
     real_prompt = attention_mask.sum(1).float().mean().item()
-    models = {dt: AutoModelForCausalLM.from_pretrained(args.model, torch_dtype=dt, attn_implementation="sdpa").eval()
-              for dt in (torch.float32, torch.bfloat16)}
+    dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16}
+    names = args.dtypes.split(",")
+    rollout_models = {name: load_rollout_model(args.model, dtypes[name]) for name in names}
+    sdpa_models = {}
+
+    def sdpa_model(name):
+        if name not in sdpa_models:
+            sdpa_models[name] = AutoModelForCausalLM.from_pretrained(
+                args.model, torch_dtype=dtypes[name], attn_implementation="sdpa").eval()
+        return sdpa_models[name]
 
     def run_generate():
-        out = models[torch.float32].generate(input_ids=input_ids, attention_mask=attention_mask, do_sample=True,
-                                             temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=args.new_tokens,
-                                             eos_token_id=eos, pad_token_id=pad)
+        out = sdpa_model("fp32").generate(input_ids=input_ids, attention_mask=attention_mask, do_sample=True,
+                                          temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=args.new_tokens,
+                                          eos_token_id=eos, pad_token_id=pad)
         return out[:, input_ids.size(1):]
 
-    def run_rollout(dtype):
-        return lambda: sample_responses(models[dtype], input_ids, attention_mask, max_new_tokens=args.new_tokens,
+    def run_rollout(model):
+        return lambda: sample_responses(model, input_ids, attention_mask, max_new_tokens=args.new_tokens,
                                         eos_token_ids=eos, pad_token_id=pad, do_sample=True, temperature=1.0,
                                         top_p=1.0, top_k=0)[0]
 
-    dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16}
-    variants = [] if args.skip_generate else [("generate fp32 (before)", run_generate)]
-    variants.append(("patch: SDPA with enable_gqa", enable_sdpa_gqa))  # as the CPU workers run it
-    variants += [(f"rollout {name}", run_rollout(dtypes[name])) for name in args.dtypes.split(",")]
+    variants = [] if args.skip_generate else [("generate fp32", run_generate)]
+    for name in names:
+        variants.append((f"rollout {name}", run_rollout(rollout_models[name])))
+        if args.before:
+            variants.append((f"rollout {name} (before)", run_rollout(sdpa_model(name))))
     batch = input_ids.size(0)
     lines = [f"Batch {batch} = {args.prompts} prompts x {args.n} responses, mean real prompt {real_prompt:.0f} "
              f"tokens (padded to {input_ids.size(1)}), up to {args.new_tokens} new tokens, sampling at temperature 1; "
-             f"{args.threads} threads, {os.cpu_count()} CPUs.", "",
-             "| rollout | wall s | decode steps | generated tokens | tokens/s | ms / decode step |", "|---|---|---|---|---|---|"]
-    best = {}
-    for name, fn in variants:
-        if name.startswith("patch:"):
-            fn()
-            continue
-        torch.manual_seed(args.seed)
-        start = time.perf_counter()
-        responses = fn()
-        wall = time.perf_counter() - start
-        tokens = generated(responses, eos, pad)
-        steps = responses.size(1)
-        lines.append(f"| {name} | {wall:.1f} | {steps} | {tokens} | {tokens / wall:.0f} | {1000 * wall / steps:.0f} |")
-        print(lines[-1], flush=True)
+             f"{args.threads} threads on {cpu_description()}; load average {load:.2f} at the start "
+             f"({args.rounds} alternating rounds, best / median).", "",
+             "| rollout | rounds | wall s | decode steps | generated tokens | tokens/s | ms / decode step |",
+             "|---|---|---|---|---|---|---|"]
+    runs = {name: [] for name, _ in variants}
+    for _ in range(args.rounds):
+        for name, fn in variants:
+            torch.manual_seed(args.seed)
+            start = time.perf_counter()
+            responses = fn()
+            wall = time.perf_counter() - start
+            runs[name].append((wall, responses.size(1), generated(responses, eos, pad)))
+            print(f"{name}: {wall:.1f} s, {responses.size(1)} decode steps, {runs[name][-1][2]} tokens", flush=True)
+    for name, _ in variants:
+        walls, steps, tokens = zip(*runs[name])
+        rates = [t / w for t, w in zip(tokens, walls)]
+        lines.append(f"| {name} | {len(walls)} | {best_median(walls)} | {statistics.median(steps):.0f} | "
+                     f"{statistics.median(tokens):.0f} | {best_median(rates, higher_is_better=True)} | "
+                     f"{best_median([1000 * w / s for w, s in zip(walls, steps)])} |")
 
-    cfg = models[torch.float32].config
-    params = sum(p.numel() for p in models[torch.float32].parameters())
+    first = rollout_models[names[0]]
+    cfg = first.config
+    params = sum(p.numel() for p in first.parameters())
     head_dim = cfg.hidden_size // cfg.num_attention_heads
     mem_gbps = copy_bandwidth_gbps()
-    mid_context = real_prompt + args.new_tokens / 2
     lines.append("")
-    for name in args.dtypes.split(","):
+    for name in names:
+        model = rollout_models[name]
         size = torch.finfo(dtypes[name]).bits // 8
-        gflops = matmul_gflops(dtypes[name])
+        decode_gflops = matmul_gflops(matmul_units(model), batch, dtypes[name])
+        prefill_rows = args.prompts * input_ids.size(1)
+        prefill_gflops = matmul_gflops(matmul_units(model, layers=[0]), prefill_rows, dtypes[name], repeats=2)
+        # keys and values read by a decode step: each group's prompt once, each row's response
         kv_per_token = 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * head_dim * size
-        bytes_per_step = size * params + kv_per_token * mid_context * batch
-        step_s = max(bytes_per_step / (mem_gbps * 1e9), 2 * params * batch / (gflops * 1e9))
-        prefill_s = 2 * params * real_prompt * args.prompts / (gflops * 1e9)
-        best[name] = batch * args.new_tokens / (prefill_s + args.new_tokens * step_s)
-        lines.append(f"Estimated limit in {name}: about {best[name]:.0f} tokens/s if every row runs all "
+        bytes_per_step = size * params + kv_per_token * (args.prompts * real_prompt + batch * args.new_tokens / 2)
+        step_s = max(bytes_per_step / (mem_gbps * 1e9), 2 * params * batch / (decode_gflops * 1e9))
+        prefill_s = 2 * params * real_prompt * args.prompts / (prefill_gflops * 1e9)
+        limit = batch * args.new_tokens / (prefill_s + args.new_tokens * step_s)
+        lines.append(f"Estimated limit in {name}: about {limit:.0f} tokens/s if every row runs all "
                      f"{args.new_tokens} steps ({1000 * step_s:.0f} ms per decode step, prefill {prefill_s:.1f} s), "
-                     f"from {gflops:.0f} GFLOP/s measured for a {name} matmul and {mem_gbps:.1f} GB/s for a copy.")
+                     f"from {decode_gflops:.0f} GFLOP/s measured for the rollout model's matmuls at the decode "
+                     f"step's shapes ({batch} rows: every layer's projections and MLP, and the LM head), "
+                     f"{prefill_gflops:.0f} GFLOP/s at the prefill's ({prefill_rows} rows, first layer) and "
+                     f"{mem_gbps:.1f} GB/s for a copy.")
     text = "\n".join(lines)
     print(text)
     if args.markdown:

@@ -534,25 +534,274 @@ def group_index(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[
     return firsts, torch.cumsum(new_run.long(), dim=0) - 1
 
 
-def sample_categorical(probs: torch.Tensor, block: int = 256) -> torch.Tensor:
+def sample_categorical(probs: torch.Tensor, block: int = 256, uniform: torch.Tensor | None = None) -> torch.Tensor:
     """One token per row of ``probs`` (rows sum to 1), by inverse-CDF sampling in two levels:
     pick a block of ``block`` vocabulary entries by its total mass, then the entry within it.
+    ``uniform``: the (rows, 1) float64 random numbers in [0, 1) to sample with (default: drawn here).
 
     Same distribution as ``torch.multinomial(probs, 1)``, which on CPU draws one exponential
     random number per vocabulary entry: measured 88-117 ms per decode step for 64 rows of
     SmolLM2's 49,152-token vocabulary on the recipe's 2-core machine, against 6 ms here (64 random
     numbers and one pass over the probabilities). A zero-probability entry (top-k / top-p
-    filtered) is never drawn."""
+    filtered) is never drawn.
+
+    The block masses are summed in the probabilities' dtype and then widened to float64 (a
+    float64 sum first converts all 64 x 49,152 probabilities: measured 5.3 ms against 0.5 ms;
+    the fp32 sum of 256 probabilities is exact to about 1e-7 of the block's mass), and the
+    probabilities are padded only when ``block`` does not divide the vocabulary (SmolLM2's it does)."""
     rows, vocab = probs.shape
-    blocks = torch.nn.functional.pad(probs, (0, -vocab % block)).view(rows, -1, block)
-    mass = blocks.sum(-1, dtype=torch.float64)
+    pad = -vocab % block
+    blocks = (torch.nn.functional.pad(probs, (0, pad)) if pad else probs).reshape(rows, -1, block)
+    mass = blocks.sum(-1).double()
     cdf = mass.cumsum(-1)
-    u = torch.rand(rows, 1, dtype=torch.float64) * cdf[:, -1:]
+    if uniform is None:
+        uniform = torch.rand(rows, 1, dtype=torch.float64)
+    u = uniform * cdf[:, -1:]
     chosen = torch.searchsorted(cdf, u, right=True).clamp_(max=mass.size(1) - 1)
     inner = blocks[torch.arange(rows), chosen.squeeze(1)].double().cumsum(-1)
     u = (u - (cdf.gather(1, chosen) - mass.gather(1, chosen))).clamp(min=0)
     u = torch.minimum(u, inner[:, -1:] * (1 - 1e-9))  # rounding must not step past the block's last mass
     return (chosen * block + torch.searchsorted(inner, u, right=True)).squeeze(1)
+
+
+#: Attention implementation of the rollout's model (:func:`register_rollout_attention`): SDPA for
+#: the prefill and any multi-token call, a shared-prompt attention for the decode steps of
+#: :func:`sample_responses`.
+ROLLOUT_ATTENTION = "cpu_shared_prompt"
+
+
+class SharedPromptKV:
+    """The prompt keys and values of a decode batch, stored once per GRPO group.
+
+    ``keys[layer]`` / ``values[layer]``: (groups, kv heads, prompt columns, head dim), from the
+    prefill of the distinct prompts. Row ``b`` of the decode batch belongs to group
+    ``groups[b]``; ``groups`` is non-decreasing (a group's rows are consecutive, as
+    :func:`group_index` finds them). For the attention the rows are laid out group by group in
+    ``slots`` places per group (the largest group's size): ``take`` is the row in each place (a
+    smaller group's spare places repeat its last row and are never read back), ``slot`` the
+    place of each row."""
+
+    def __init__(self, keys: list, values: list, groups: torch.Tensor):
+        if groups.numel() > 1 and bool((groups[1:] < groups[:-1]).any()):
+            raise ValueError("the rows of a group must be consecutive")
+        self.keys, self.values, self.groups = keys, values, groups
+        sizes = torch.bincount(groups, minlength=keys[0].size(0))
+        firsts = sizes.cumsum(0) - sizes
+        self.slots = int(sizes.max())
+        self.slot = groups * self.slots + torch.arange(groups.numel()) - firsts[groups]
+        places = torch.arange(self.slots)
+        self.take = (firsts[:, None] + torch.minimum(places[None, :], sizes[:, None] - 1).clamp(min=0)).reshape(-1)
+        # groups of equal size (verl's rollout.n copies of each prompt): the places are the rows
+        self.identity = self.take.numel() == groups.numel()
+        self.prompt_length = keys[0].size(2)
+
+    def select(self, rows: torch.Tensor) -> "SharedPromptKV":
+        """The same prompts for the decode batch ``rows`` (increasing indices) of this one;
+        groups left without a row are dropped."""
+        present, groups = torch.unique_consecutive(self.groups[rows], return_inverse=True)
+        if len(present) == self.keys[0].size(0):
+            return SharedPromptKV(self.keys, self.values, groups)
+        return SharedPromptKV([k[present] for k in self.keys], [v[present] for v in self.values], groups)
+
+    def to_places(self, rows: torch.Tensor) -> torch.Tensor:
+        """(batch, ...) per row -> (groups * slots, ...) per place."""
+        return rows if self.identity else rows[self.take]
+
+    def to_rows(self, places: torch.Tensor) -> torch.Tensor:
+        """(groups * slots, ...) per place -> (batch, ...) per row."""
+        return places if self.identity else places[self.slot]
+
+
+def _shared_prompt_decode(module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                          bias: torch.Tensor, scaling: float, shared: SharedPromptKV) -> torch.Tensor:
+    """Attention of one new token per row over its group's prompt and its own response so far.
+
+    ``key`` / ``value``: (batch, kv heads, response capacity, head dim), the response columns
+    (the static cache of the decode); ``bias``: (batch, 1, 1, prompt + filled response columns),
+    0 where a row attends and a large negative number elsewhere. Scores of the prompt and of the
+    response columns are joined before one softmax, so this is the attention over the row's
+    whole sequence (up to fp32 rounding). Returns (batch, 1, heads, head dim).
+
+    Layout: the scores and probabilities are (groups, kv heads, slots, queries per KV head,
+    columns), so that a group's query rows against its prompt are one matrix product per KV
+    head (``slots * queries`` rows) with no copy; the response columns are per row (one small
+    product per row and KV head)."""
+    batch, heads, _, head_dim = query.shape
+    kv_heads = key.size(1)
+    per_kv = heads // kv_heads
+    prompt = shared.prompt_length
+    filled = bias.size(-1) - prompt
+    slots = shared.slots
+    prompt_keys, prompt_values = shared.keys[module.layer_idx], shared.values[module.layer_idx]
+    groups = prompt_keys.size(0)
+
+    def grouped(per_place: torch.Tensor) -> torch.Tensor:
+        """(groups * slots, kv heads, q, x) -> (groups, kv heads, slots, q, x) (a view)"""
+        return per_place.view(groups, slots, *per_place.shape[1:]).transpose(1, 2)
+
+    def per_row(by_group: torch.Tensor) -> torch.Tensor:
+        """(groups, kv heads, slots, q, x) -> (batch, kv heads, q, x) (a copy)"""
+        places = by_group.transpose(1, 2).reshape(groups * slots, kv_heads, by_group.size(3), by_group.size(4))
+        return shared.to_rows(places)
+
+    q = (query * scaling).reshape(batch, kv_heads, per_kv, head_dim)
+    q_grouped = grouped(shared.to_places(q)).reshape(groups, kv_heads, slots * per_kv, head_dim)
+    scores_prompt = torch.matmul(q_grouped, prompt_keys.transpose(-1, -2))  # (groups, kv, slots * per_kv, prompt)
+    scores_response = torch.matmul(q, key[:, :, :filled].transpose(-1, -2))  # (batch, kv, per_kv, filled)
+    scores = torch.cat([scores_prompt.view(groups, kv_heads, slots, per_kv, prompt),
+                        grouped(shared.to_places(scores_response))], dim=-1)
+    scores = scores.float() + grouped(shared.to_places(bias))  # bias as (groups, 1, slots, 1, columns)
+    probs = torch.softmax(scores, dim=-1).to(value.dtype)
+    out_prompt = torch.matmul(probs[..., :prompt].reshape(groups, kv_heads, slots * per_kv, prompt), prompt_values)
+    out = torch.matmul(per_row(probs[..., prompt:]), value[:, :, :filled])  # (batch, kv, per_kv, head dim)
+    out += per_row(out_prompt.view(groups, kv_heads, slots, per_kv, head_dim))
+    return out.reshape(batch, 1, heads, head_dim)
+
+
+def rollout_attention_forward(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None,
+                              shared_prompt: SharedPromptKV | None = None, **kwargs):
+    """The rollout model's attention (:data:`ROLLOUT_ATTENTION`): transformers' SDPA attention,
+    except for the decode steps of :func:`sample_responses`, which pass ``shared_prompt``.
+
+    Why: torch's fused CPU SDPA kernel (``_scaled_dot_product_flash_attention_for_cpu``) was
+    measured at 5.8 ms per layer for one decode step of SmolLM2-135M at batch 64 (about 175 ms of
+    a 546 ms step) for about 47 MFLOP: it runs one small matrix product per row and query head
+    over the whole static cache (322 columns), ``enable_gqa`` included. The decode attention here
+    (:func:`_shared_prompt_decode`) reads each GRPO group's prompt keys and values once for all
+    its rows (8 x fewer prompt bytes at 8 responses per prompt) and only the response columns
+    filled so far. Measured per layer in a decode step on the recipe's machine (batch 64, 8
+    groups, 194 prompt columns, a training run sharing the cores, best / median of 8 alternating
+    rounds): 7.0 / 8.7 ms for SDPA against 3.8 / 4.5 ms with 65 response columns filled and
+    4.9 / 6.4 ms with 121, 2 threads (1 thread: 7.4 / 9.0 against 3.7 / 4.4 ms). Plain batched
+    matrix products over every row's copy of the cache were no faster than SDPA (7.3 / 7.9 ms
+    against 7.9 / 8.6 ms for one layer alone): MKL spends about 5-12 us on each of the 192 small
+    products (3 query heads x 64 dims per row and KV head), the response part's cost here."""
+    if shared_prompt is None:
+        from transformers.integrations import sdpa_attention  # looked up here: enable_sdpa_gqa patches it
+
+        return sdpa_attention.sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
+                                                     scaling=scaling, **kwargs)
+    if query.size(2) != 1:
+        raise ValueError(f"shared-prompt attention is for one new token per row, got {query.size(2)}")
+    scaling = query.size(-1) ** -0.5 if scaling is None else scaling
+    return _shared_prompt_decode(module, query, key, value, attention_mask, scaling, shared_prompt), None
+
+
+def register_rollout_attention() -> None:
+    """Register :data:`ROLLOUT_ATTENTION` with transformers (attention and its mask: SDPA's)."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
+
+    AttentionInterface.register(ROLLOUT_ATTENTION, rollout_attention_forward)
+    AttentionMaskInterface.register(ROLLOUT_ATTENTION, ALL_MASK_ATTENTION_FUNCTIONS["sdpa"])
+
+
+class VocabChunkedLinear(torch.nn.Linear):
+    """``nn.Linear`` computed as ``weight @ x.T`` over blocks of :attr:`chunk` output features,
+    each block's (features x rows) product transposed into its columns of the output.
+
+    For the LM head at decode shapes (64 rows x 576 -> 49,152 vocabulary) MKL's ``x @ weight.T``
+    was measured on the recipe's AVX2 machine (a training run sharing the cores, best / median of
+    5 alternating rounds) at 140 / 149 ms with 1 thread and 175 / 186 ms with 2, against 90 / 103
+    and 75 / 86 ms this way (26 against 40-49 GFLOP/s); one ``weight @ x.T`` over the whole
+    vocabulary took 113 / 120 ms (the transpose of its 12 MB output is slow), blocks of 512 to
+    2,048 features did about as well as 1,024. Same values up to fp32 summation order; the
+    parameters are the module's own (tied weights stay tied, ``load_state_dict`` updates them in
+    place)."""
+
+    chunk = 1024
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        rows = hidden.reshape(-1, hidden.size(-1))
+        out = rows.new_empty(rows.size(0), self.out_features)
+        for start in range(0, self.out_features, self.chunk):
+            block = self.weight[start:start + self.chunk]
+            out[:, start:start + block.size(0)].copy_(torch.mm(block, rows.t()).t())
+        if self.bias is not None:
+            out += self.bias
+        return out.view(*hidden.shape[:-1], self.out_features)
+
+
+def _weight_major_mlp_forward(self, x: torch.Tensor) -> torch.Tensor:
+    """A gated MLP (``down(act(gate(x)) * up(x))``, Llama's and Qwen2's) with every product
+    computed as ``weight @ x.T``: the hidden activations stay transposed, (features, rows),
+    and only the output is transposed back."""
+    rows = x.reshape(-1, x.size(-1)).t()
+    hidden = self.act_fn(torch.mm(self.gate_proj.weight, rows)) * torch.mm(self.up_proj.weight, rows)
+    return torch.mm(self.down_proj.weight, hidden).t().reshape(x.shape)
+
+
+_WEIGHT_MAJOR_CLASSES: dict = {}
+
+
+def _use_weight_major_mlp(mlp: torch.nn.Module) -> bool:
+    """Give ``mlp`` (a gated MLP without biases) :func:`_weight_major_mlp_forward` as its forward,
+    through a subclass of its own class (isinstance checks and parameters unchanged). Returns
+    whether it did.
+
+    Why: at the decode step's 64 rows, MKL splits ``x @ weight.T`` over its 2 threads in a way
+    that was measured slower than 1 thread on the recipe's machine (a training run sharing the
+    cores): the 30 MLPs of SmolLM2-135M took 314 / 386 ms (best / median of 10 alternating
+    rounds) at 2 threads against 215 / 264 ms as ``weight @ x.T``; equal at 1 thread (245 / 303
+    against 249 / 295 ms) and at the prefill's 1,552 rows. Same values (the same dot products)."""
+    projections = [getattr(mlp, name, None) for name in ("gate_proj", "up_proj", "down_proj")]
+    if not all(isinstance(p, torch.nn.Linear) and p.bias is None for p in projections) or \
+            not hasattr(mlp, "act_fn"):
+        return False
+    cls = type(mlp)
+    if cls not in _WEIGHT_MAJOR_CLASSES:
+        _WEIGHT_MAJOR_CLASSES[cls] = type(f"WeightMajor{cls.__name__}", (cls,),
+                                          {"forward": _weight_major_mlp_forward})
+    mlp.__class__ = _WEIGHT_MAJOR_CLASSES[cls]
+    return True
+
+
+def load_rollout_model(path, dtype: torch.dtype):
+    """The rollout's copy of the policy: ``AutoModelForCausalLM`` in ``dtype`` with the attention
+    :data:`ROLLOUT_ATTENTION` and, in fp32, the LM head computed as :class:`VocabChunkedLinear`
+    and the MLPs as :func:`_weight_major_mlp_forward`, in eval mode. Its parameters and their
+    names are the plain model's (the weight sync loads the actor's state dict into them in place;
+    nothing derived from them is kept)."""
+    from transformers import AutoModelForCausalLM
+
+    register_rollout_attention()
+    model = AutoModelForCausalLM.from_pretrained(path, torch_dtype=dtype, attn_implementation=ROLLOUT_ATTENTION)
+    if dtype == torch.float32:
+        # measured in fp32 only: in bf16 on the AVX2 machine (emulated) the two made a rollout
+        # slower (26 against 15 s for 8 rows x 8 tokens), and the CPUs with native bf16 matmuls,
+        # where the cpu profile uses bf16, were not measured
+        head = model.get_output_embeddings()
+        if type(head) is torch.nn.Linear:
+            head.__class__ = VocabChunkedLinear  # same module and parameters, another forward
+        for layer in getattr(model.base_model, "layers", []):
+            _use_weight_major_mlp(layer.mlp)
+    return model.eval()
+
+
+def _warpers(do_sample: bool, temperature: float, top_k: int, top_p: float):
+    """transformers' logits warpers for the sampling settings, as ``generate`` applies them."""
+    from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+    warpers = LogitsProcessorList()
+    if do_sample:
+        if temperature != 1.0:
+            warpers.append(TemperatureLogitsWarper(temperature))
+        if top_k and top_k > 0:
+            warpers.append(TopKLogitsWarper(top_k))
+        if top_p < 1.0:
+            warpers.append(TopPLogitsWarper(top_p))
+    return warpers
+
+
+#: With the shared-prompt attention, the decode batch drops its stopped rows (their keys and
+#: values, mask and positions) once at least this fraction of it has stopped and at least
+#: :data:`DROP_MIN_STEPS_LEFT` steps may follow: every later step then computes the live rows
+#: only. In the benchmark's batch (64 rows, 128 new tokens) 16 rows stopped early, at steps 7 to
+#: 108. A row costs about 1/64 of a decode step (~10 ms on the recipe's machine, a training run
+#: sharing the cores); dropping rows copies the response cache of the live rows once
+#: (``reorder_cache``: measured 60-100 ms for 60 rows, 400-450 ms the first time, its fresh pages).
+DROP_STOPPED_FRACTION = 1 / 16
+DROP_MIN_STEPS_LEFT = 8
 
 
 @torch.no_grad()
@@ -565,62 +814,99 @@ def sample_responses(model, input_ids: torch.Tensor, attention_mask: torch.Tenso
     through transformers' own logits warpers, sampling from the softmax (:func:`sample_categorical`)
     or greedy; a row stops at
     its first EOS and is padded with ``pad_token_id`` after it). What differs is the work:
-    identical consecutive prompt rows (one GRPO group) are prefilled once and their KV cache
-    is shared by index, and only the last position's logits are computed in the prefill.
+    identical consecutive prompt rows (one GRPO group) are prefilled once, and only the last
+    position's logits are computed in the prefill.
+
+    With the model's attention :data:`ROLLOUT_ATTENTION` (as :func:`load_rollout_model` loads
+    it), the group's prompt keys and values stay stored once and every decode step attends to
+    them through :func:`rollout_attention_forward`; the static cache holds the response columns
+    only, and rows that stopped are dropped from the decode batch (:data:`DROP_STOPPED_FRACTION`;
+    every sampling step still draws one random number per row of the batch, so a seed gives the
+    same tokens either way, up to fp32 rounding of the logits). With any other
+    attention implementation the prompt's keys and values are copied to every row of its group
+    in one static cache of prompt and response columns, and every row is computed to the end
+    (the previous rollout, kept for other models and to measure against).
 
     Returns ``(responses (bs, n_new) long, log_probs (bs, n_new) float32 or None)``;
     ``n_new <= max_new_tokens`` (every row stopped). ``log_probs`` are the sampled tokens'
     log-probabilities under ``logits / temperature``, the quantity verl's actor computes as
     ``old_log_probs`` (0 after a row's EOS).
     """
-    from transformers import LogitsProcessorList, StaticCache, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+    from transformers import DynamicCache, StaticCache
 
     eos = torch.tensor(eos_token_ids if isinstance(eos_token_ids, (list, tuple)) else [eos_token_ids])
-    warpers = LogitsProcessorList()
-    if do_sample:
-        if temperature != 1.0:
-            warpers.append(TemperatureLogitsWarper(temperature))
-        if top_k and top_k > 0:
-            warpers.append(TopKLogitsWarper(top_k))
-        if top_p < 1.0:
-            warpers.append(TopPLogitsWarper(top_p))
+    warpers = _warpers(do_sample, temperature, top_k, top_p)
     batch_size, prompt_length = input_ids.shape
     firsts, groups = group_index(input_ids, attention_mask)
     positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+    shared = model.config._attn_implementation == ROLLOUT_ATTENTION
 
-    # A static cache holds every position from the start: a dynamic cache concatenates the whole
-    # cache in every layer at every decode step (measured 40 % of a decode step at batch 64).
-    cache = StaticCache(config=model.config, max_cache_len=prompt_length + max_new_tokens)
-    mask = attention_mask.new_zeros((batch_size, prompt_length + max_new_tokens))
-    mask[:, :prompt_length] = attention_mask
-    out = model(input_ids=input_ids[firsts], attention_mask=mask[firsts], position_ids=positions[firsts],
-                past_key_values=cache, use_cache=True, cache_position=torch.arange(prompt_length), logits_to_keep=1)
-    if len(firsts) < batch_size:
-        cache.reorder_cache(groups)  # every row of a group reads its prompt's prefilled keys and values
+    if shared:
+        prompt_cache = DynamicCache()
+        out = model(input_ids=input_ids[firsts], attention_mask=attention_mask[firsts],
+                    position_ids=positions[firsts], past_key_values=prompt_cache, use_cache=True, logits_to_keep=1)
+        layers = prompt_cache.layers
+        prompt_kv = SharedPromptKV([layer.keys for layer in layers], [layer.values for layer in layers], groups)
+        del prompt_cache
+        # A static cache of the response columns: a dynamic cache concatenates the whole cache in
+        # every layer at every decode step (measured 40 % of a decode step at batch 64).
+        cache = StaticCache(config=model.config, max_cache_len=max_new_tokens)
+        # the additive attention mask of the decode steps: prompt columns, then response columns
+        # (a response column opens when its token is fed for a row that has not stopped)
+        bias = torch.full((batch_size, 1, 1, prompt_length + max_new_tokens), torch.finfo(torch.float32).min)
+        bias[:, 0, 0, :prompt_length].masked_fill_(attention_mask.bool(), 0.0)
+    else:
+        # A static cache holds every position from the start (see above).
+        cache = StaticCache(config=model.config, max_cache_len=prompt_length + max_new_tokens)
+        mask = attention_mask.new_zeros((batch_size, prompt_length + max_new_tokens))
+        mask[:, :prompt_length] = attention_mask
+        out = model(input_ids=input_ids[firsts], attention_mask=mask[firsts], position_ids=positions[firsts],
+                    past_key_values=cache, use_cache=True, cache_position=torch.arange(prompt_length),
+                    logits_to_keep=1)
+        if len(firsts) < batch_size:
+            cache.reorder_cache(groups)  # every row of a group reads its prompt's prefilled keys and values
     logits = out.logits[:, -1].float()[groups]
+    rows = torch.arange(batch_size)  # the rows of the full batch that the decode batch computes
     next_pos = positions[:, -1:] + 1
     finished = torch.zeros(batch_size, dtype=torch.bool)
     tokens, log_probs = [], []
     for step in range(max_new_tokens):
         if do_sample:
             scores = warpers(None, logits)
-            token = sample_categorical(torch.softmax(scores, dim=-1))
+            # random numbers for the whole batch, so that the rows that left the decode batch do
+            # not change what the others sample
+            uniform = torch.rand(batch_size, 1, dtype=torch.float64)[rows]
+            token = sample_categorical(torch.softmax(scores, dim=-1), uniform=uniform)
         else:
             token = logits.argmax(dim=-1)
+        stopped = finished[rows]
         if return_log_probs:
             scaled = logits / temperature if do_sample else logits
             lp = torch.log_softmax(scaled, dim=-1).gather(1, token[:, None]).squeeze(1)
-            log_probs.append(lp.masked_fill(finished, 0.0))
-        token = token.masked_fill(finished, pad_token_id)
-        tokens.append(token)
-        alive = ~finished  # rows for which this token is real (their EOS included)
-        finished = finished | torch.isin(token, eos)
+            log_probs.append(torch.zeros(batch_size).index_put_((rows,), lp.masked_fill(stopped, 0.0)))
+        token = token.masked_fill(stopped, pad_token_id)
+        tokens.append(torch.full((batch_size,), pad_token_id, dtype=token.dtype).index_put_((rows,), token))
+        alive = ~stopped  # rows for which this token is real (their EOS included)
+        finished[rows] = stopped | torch.isin(token, eos)
         if bool(finished.all()) or step == max_new_tokens - 1:
             break
         column = prompt_length + step
-        mask[:, column] = alive.to(mask.dtype)
-        out = model(input_ids=token[:, None], attention_mask=mask, position_ids=next_pos, past_key_values=cache,
-                    use_cache=True, cache_position=torch.tensor([column]))
+        if shared:
+            live = ~finished[rows]
+            if live.numel() - int(live.sum()) >= max(1, DROP_STOPPED_FRACTION * live.numel()) and \
+                    max_new_tokens - 1 - step >= DROP_MIN_STEPS_LEFT:
+                keep = live.nonzero().squeeze(1)
+                cache.reorder_cache(keep)
+                prompt_kv = prompt_kv.select(keep)
+                rows, bias, next_pos, token, alive = rows[keep], bias[keep], next_pos[keep], token[keep], alive[keep]
+            bias[:, 0, 0, column].masked_fill_(alive, 0.0)
+            out = model(input_ids=token[:, None], attention_mask=bias[..., :column + 1], position_ids=next_pos,
+                        past_key_values=cache, use_cache=True, cache_position=torch.tensor([step]),
+                        shared_prompt=prompt_kv)
+        else:
+            mask[:, column] = alive.to(mask.dtype)
+            out = model(input_ids=token[:, None], attention_mask=mask, position_ids=next_pos, past_key_values=cache,
+                        use_cache=True, cache_position=torch.tensor([column]))
         next_pos = next_pos + 1
         logits = out.logits[:, -1].float()
     responses = torch.stack(tokens, dim=1)
@@ -632,8 +918,9 @@ class CPUHFRollout(BaseRollout):
 
     verl 0.6.0's ``HFRollout`` predates the ``BaseRollout`` interface (``resume`` /
     ``release`` / ``update_weights``) and cannot be built by ``_build_rollout``. This class
-    keeps its own ``AutoModelForCausalLM`` (SDPA attention, compute dtype ``CPU_DTYPE``, the
-    same as the actor's and the ref's forward),
+    keeps its own ``AutoModelForCausalLM`` (:func:`load_rollout_model`: compute dtype
+    ``CPU_DTYPE``, the same as the actor's and the ref's forward; SDPA attention for the prefill,
+    the shared-prompt attention for the decode steps; the LM head in vocabulary blocks),
     receives the actor's full weights before every rollout through :meth:`update_weights`,
     and samples with :func:`sample_responses` (one prefill per GRPO group).
 
@@ -654,13 +941,8 @@ class CPUHFRollout(BaseRollout):
         super().__init__(config=config, model_config=model_config, device_mesh=device_mesh)
         import os
 
-        from transformers import AutoModelForCausalLM
-
         self.dtype = compute_dtype()
-        self.module = AutoModelForCausalLM.from_pretrained(
-            model_config.local_path, torch_dtype=self.dtype, attn_implementation="sdpa"
-        )
-        self.module.eval()
+        self.module = load_rollout_model(model_config.local_path, self.dtype)
         self.digest_file = os.environ.get(DIGEST_ENV)
         self._syncs = 0
 

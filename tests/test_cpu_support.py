@@ -244,18 +244,153 @@ def test_sdpa_gqa_skips_the_kv_copy_and_keeps_the_logits(tiny_model_dir, monkeyp
     assert torch.allclose(copied, grouped, atol=1e-5)
 
 
-def test_sample_categorical_draws_from_the_distribution_and_never_a_zero_entry():
+@pytest.mark.parametrize("block", [64, 40])  # 1,000 entries: the last block padded, or no padding
+def test_sample_categorical_draws_from_the_distribution_and_never_a_zero_entry(block):
     torch.manual_seed(0)
     probs = torch.softmax(torch.randn(1000), dim=0)
     probs[::7] = 0.0  # filtered entries (top-k / top-p)
     probs /= probs.sum()
-    draws = verl_cpu_patch.sample_categorical(probs.expand(200_000, -1).contiguous(), block=64)
+    draws = verl_cpu_patch.sample_categorical(probs.expand(200_000, -1).contiguous(), block=block)
     freq = torch.bincount(draws, minlength=1000).double() / draws.numel()
     assert draws.max() < 1000 and freq[::7].sum() == 0
     assert (freq - probs.double()).abs().max() < 1e-3  # about 4 standard errors of the largest entry
     one_hot = torch.zeros(3, 10)
     one_hot[0, 9], one_hot[1, 0], one_hot[2, 5] = 1, 1, 1
-    assert verl_cpu_patch.sample_categorical(one_hot, block=4).tolist() == [9, 0, 5]
+    for small in (4, 5):  # 10 entries: padded, or not
+        assert verl_cpu_patch.sample_categorical(one_hot, block=small).tolist() == [9, 0, 5]
+
+
+def rollout_and_plain_models(model_dir: Path):
+    """The model as the rollout loads it, and the plain SDPA model (the previous rollout's)."""
+    from transformers import AutoModelForCausalLM
+
+    rollout = verl_cpu_patch.load_rollout_model(model_dir, torch.float32)
+    plain = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32, attn_implementation="sdpa")
+    return rollout, plain.eval()
+
+
+def record_last_logits(model) -> list:
+    """The last position's logits of every forward call of model, appended."""
+    calls = []
+    model.register_forward_hook(lambda _m, _a, out: calls.append(out.logits[:, -1].clone()))
+    return calls
+
+
+@pytest.mark.parametrize("rows", [[0, 1, 2, 3, 4, 5], [0, 1, 2, 3, 4]])  # groups of 3 and 3, of 3 and 2
+def test_shared_prompt_decode_gives_the_sdpa_logits(tiny_model_dir, monkeypatch, rows):
+    """Every decode step's logits with the rollout's model (each group's prompt keys and values
+    stored once, the response columns in their own static cache, the decode attention as
+    grouped matrix products, LM head in vocabulary blocks, weight-major MLPs) are the plain SDPA
+    model's over one static cache of prompt and response columns; SDPA runs in the prefill only."""
+    from transformers.integrations import sdpa_attention
+
+    rollout, plain = rollout_and_plain_models(tiny_model_dir)
+    ids, mask = grouped_batch(n=3)
+    ids, mask = ids[rows], mask[rows]
+    sdpa_queries = []
+    original = sdpa_attention.sdpa_attention_forward
+
+    def counting(module, query, *args, **kwargs):
+        sdpa_queries.append(query.size(2))
+        return original(module, query, *args, **kwargs)
+
+    monkeypatch.setattr(sdpa_attention, "sdpa_attention_forward", counting)  # what the rollout's attention calls
+    got, want = record_last_logits(rollout), record_last_logits(plain)
+    settings = dict(max_new_tokens=6, eos_token_ids=-1, pad_token_id=0, do_sample=False)
+    responses, _ = sample_responses(rollout, ids, mask, **settings)
+    reference, _ = sample_responses(plain, ids, mask, **settings)
+    assert torch.equal(responses, reference)
+    assert sdpa_queries == [ids.size(1)] * rollout.config.num_hidden_layers  # the prefill's layers
+    assert len(got) == len(want) == 6  # the prefill (one row per prompt) and 5 decode steps
+    for step, (g, w) in enumerate(zip(got, want)):
+        assert g.shape == w.shape and torch.allclose(g, w, atol=1e-5), step
+
+
+def test_stopped_rows_leave_the_decode_batch_and_greedy_still_equals_generate(tiny_model_dir, monkeypatch):
+    monkeypatch.setattr(verl_cpu_patch, "DROP_MIN_STEPS_LEFT", 0)
+    rollout, plain = rollout_and_plain_models(tiny_model_dir)
+    ids, mask = grouped_batch(n=3)
+    free, _ = sample_responses(plain, ids, mask, max_new_tokens=8, eos_token_ids=-1, pad_token_id=0, do_sample=False)
+    eos = int(free[0, 0])  # group 0 (rows 0-2) stops at its first token, group 1 (rows 3-5) goes on
+    assert eos not in free[3].tolist()
+    rows = []
+    rollout.register_forward_hook(lambda _m, _a, kwargs, _out: rows.append(kwargs["input_ids"].size(0)),
+                                  with_kwargs=True)
+    got, _ = sample_responses(rollout, ids, mask, max_new_tokens=8, eos_token_ids=eos, pad_token_id=0,
+                              do_sample=False)
+    want = plain.generate(input_ids=ids, attention_mask=mask, max_new_tokens=8, do_sample=False, eos_token_id=eos,
+                          pad_token_id=0)[:, ids.size(1):]
+    assert torch.equal(got, want)
+    assert rows == [2] + [3] * 7  # prefill of the 2 prompts, then group 1's rows only
+
+
+def test_sampled_log_probs_with_rows_stopping_are_the_full_forward_log_probs(tiny_model_dir, monkeypatch):
+    """Rows that stop leave the decode batch; the rows that go on keep the log-probabilities of
+    one forward pass over prompt and response, and a seed samples what the previous rollout
+    (plain SDPA model, every row to the end) samples."""
+    monkeypatch.setattr(verl_cpu_patch, "DROP_MIN_STEPS_LEFT", 0)
+    rollout = make_rollout(tiny_model_dir)
+    _, plain = rollout_and_plain_models(tiny_model_dir)
+    ids, mask = grouped_batch(n=3)
+    eos = list(range(44, 64))
+    settings = dict(max_new_tokens=8, eos_token_ids=eos, pad_token_id=0, do_sample=True, temperature=0.7,
+                    return_log_probs=True)
+    torch.manual_seed(0)
+    out, lp = sample_responses(rollout.module, ids, mask, **settings)
+    torch.manual_seed(0)
+    before, before_lp = sample_responses(plain, ids, mask, **settings)
+    assert torch.equal(out, before) and torch.allclose(lp, before_lp, atol=1e-5)
+    is_eos = torch.isin(out, torch.tensor(eos))
+    real = (is_eos.long().cumsum(1) - is_eos.long()) == 0  # up to and including the first EOS
+    lengths = real.sum(1).tolist()
+    assert len(set(lengths)) > 1 and max(lengths) > 2  # rows stopped at different steps, some went on
+    full_mask = torch.cat([mask, real.long()], dim=1)
+    pos = (full_mask.cumsum(-1) - 1).clamp(min=0)
+    with torch.no_grad():
+        logits = rollout.module(input_ids=torch.cat([ids, out], dim=1), attention_mask=full_mask,
+                                position_ids=pos).logits
+    ref = torch.log_softmax(logits[:, ids.size(1) - 1:-1].float() / 0.7, dim=-1).gather(2, out[..., None]).squeeze(-1)
+    assert torch.allclose(lp[real], ref[real], atol=1e-4) and (lp[~real] == 0).all()
+    assert (out[~real] == 0).all()
+
+
+def test_rollout_model_keeps_the_plain_parameters_through_a_weight_sync(tiny_model_dir):
+    """The rollout's model (LM head in vocabulary blocks, weight-major MLPs) has the plain
+    model's parameters, tied embedding included: after a weight sync its logits are those of a
+    plain model loaded with the same weights."""
+    rollout = make_rollout(tiny_model_dir)
+    model = rollout.module
+    head = model.get_output_embeddings()
+    assert isinstance(head, verl_cpu_patch.VocabChunkedLinear)
+    assert head.weight is model.get_input_embeddings().weight
+    assert all(type(layer.mlp).__name__ == "WeightMajorLlamaMLP" for layer in model.model.layers)
+    head.chunk = 24  # blocks that do not divide the 64-token vocabulary
+    _, plain = rollout_and_plain_models(tiny_model_dir)
+    assert list(model.state_dict()) == list(plain.state_dict())
+    torch.manual_seed(1)
+    new = {k: v + 0.05 * torch.randn_like(v) for k, v in plain.state_dict().items() if k != "lm_head.weight"}
+    asyncio.run(rollout.update_weights(iter(new.items())))
+    plain.load_state_dict(new, strict=False)
+    ids, mask = grouped_batch(n=2)
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)
+    with torch.no_grad():
+        got = model(input_ids=ids, attention_mask=mask, position_ids=pos).logits
+        want = plain(input_ids=ids, attention_mask=mask, position_ids=pos).logits
+    assert torch.allclose(got, want, atol=1e-5)
+
+
+def test_shared_prompt_kv_lays_out_groups_of_any_size():
+    keys = [torch.arange(3.0)[:, None, None, None].expand(3, 1, 2, 1).contiguous()]  # group g's keys are g
+    kv = verl_cpu_patch.SharedPromptKV(keys, keys, torch.tensor([0, 0, 0, 1, 2, 2]))
+    rows = torch.arange(6.0)
+    assert kv.slots == 3 and not kv.identity
+    assert kv.to_places(rows).tolist() == [0, 1, 2, 3, 3, 3, 4, 5, 5]  # spare places repeat a group's last row
+    assert torch.equal(kv.to_rows(kv.to_places(rows)), rows)
+    kept = kv.select(torch.tensor([0, 1, 4, 5]))  # group 1 has no row left
+    assert kept.groups.tolist() == [0, 0, 1, 1] and kept.identity and kept.slots == 2
+    assert kept.keys[0][:, 0, 0, 0].tolist() == [0.0, 2.0]
+    with pytest.raises(ValueError, match="consecutive"):
+        verl_cpu_patch.SharedPromptKV(keys, keys, torch.tensor([0, 1, 0]))
 
 
 def test_actor_forward_on_real_columns_and_response_logits_equals_verls(tiny_model_dir, monkeypatch):

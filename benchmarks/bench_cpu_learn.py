@@ -10,8 +10,10 @@ prompts, reward = the answer contract's format, new_math_reward.compute_format_s
 OUTPUT_DIR=DIR, then reads its TensorBoard events and prints:
 
 - per global step: training reward ``critic/score/mean`` (the share of the contract
-  followed, 0..1), ``critic/score/max``, ``actor/kl_loss``, ``actor/grad_norm``, mean
-  response length (tokens) and the rollout/actor absolute log-prob difference;
+  followed, 0..1), ``critic/score/max``, ``actor/kl_loss``, ``actor/grad_norm``,
+  ``actor/entropy`` (nats per token), mean response length (tokens), the mean and maximum
+  absolute difference between the rollout's and the actor's log-probs of the sampled tokens
+  (nats per token) and the step's wall time (``timing_s/step``, s);
 - the bar the profile is meant to clear: the mean training reward over the last 3 steps is
   at least twice, and at least 0.15 above, the mean over the first 3 steps;
 - validation (greedy, held-out Level-1 problems) before training and at the last step:
@@ -25,16 +27,19 @@ Exit status: the launcher's, else 1 when the bar is not met, else 0.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from pathlib import Path
 
 from benchmarks.bench_cpu_run import run_launcher
 from health_report import scalars_by_step
-from script_utils import write_text_atomic
+from script_utils import cpu_description, write_text_atomic
 
-TAGS = ("critic/score/mean", "critic/score/max", "actor/kl_loss", "actor/grad_norm", "response_length/mean",
-        "training/rollout_log_prob_absdiff_mean")
+#: per-step columns and their number formats (log-prob differences are ~1e-5 nats: scientific)
+TAGS = {"critic/score/mean": ".3f", "critic/score/max": ".3f", "actor/kl_loss": ".3f", "actor/grad_norm": ".3f",
+        "actor/entropy": ".2f", "response_length/mean": ".1f", "training/rollout_log_prob_absdiff_mean": ".1e",
+        "training/rollout_log_prob_absdiff_max": ".1e", "timing_s/step": ".0f"}
 
 
 def val_tag(scalars: dict, key: str) -> str | None:
@@ -44,7 +49,7 @@ def val_tag(scalars: dict, key: str) -> str | None:
                 None)
 
 
-def report(scalars: dict, wall_s: float | None, peak: int | None) -> tuple[bool, str]:
+def report(scalars: dict, wall_s: float | None, peak: int | None, header: str = "") -> tuple[bool, str]:
     score = scalars.get("critic/score/mean", {})
     steps = sorted(score)
     if len(steps) < 6:
@@ -52,9 +57,10 @@ def report(scalars: dict, wall_s: float | None, peak: int | None) -> tuple[bool,
     first = sum(score[s] for s in steps[:3]) / 3
     last = sum(score[s] for s in steps[-3:]) / 3
     ok = last >= 2 * first and last >= first + 0.15
-    lines = ["| global step | " + " | ".join(TAGS) + " |", "|---" * (len(TAGS) + 1) + "|"]
+    lines = [header, ""] if header else []
+    lines += ["| global step | " + " | ".join(TAGS) + " |", "|---" * (len(TAGS) + 1) + "|"]
     for s in steps:
-        cells = [f"{scalars[t][s]:.3f}" if s in scalars.get(t, {}) else "-" for t in TAGS]
+        cells = [format(scalars[t][s], fmt) if s in scalars.get(t, {}) else "-" for t, fmt in TAGS.items()]
         lines.append(f"| {s} | " + " | ".join(cells) + " |")
     lines += ["", "| run | value |", "|---|---|",
               f"| training reward, mean of the first 3 steps | {first:.3f} |",
@@ -110,16 +116,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plot", type=Path, help="write the learning curve PNG here")
     parser.add_argument("extra", nargs="*", help="Hydra overrides passed to the launcher (after --)")
     args = parser.parse_args(argv)
-    rc, wall_s, peak = 0, None, None
+    rc, wall_s, peak, header = 0, None, None, ""
     if args.run_dir:
         run_dir = args.run_dir
     else:
         run_dir = args.output_dir or Path(tempfile.mkdtemp(prefix="bench_cpu_learn-"))
+        load = os.getloadavg()[0]
         rc, wall_s, peak = run_launcher(run_dir, args.extra, env_extra={"PROFILE": "cpu_learn"})
+        header = f"`PROFILE=cpu_learn` on {cpu_description()}; load average {load:.2f} at the start."
     events = run_dir / "tensorboard"
     scalars = scalars_by_step(events) if events.is_dir() else {}
     try:
-        ok, text = report(scalars, wall_s, peak)
+        ok, text = report(scalars, wall_s, peak, header)
     except (ValueError, KeyError) as exc:
         print(f"bench_cpu_learn: {events}: {exc} (launcher exit status {rc})", file=sys.stderr)
         return rc or 1

@@ -44,7 +44,7 @@ from pathlib import Path
 import psutil
 
 from health_report import scalars_by_step  # TensorBoard's reader, one place
-from script_utils import write_text_atomic
+from script_utils import cpu_description, write_text_atomic
 
 REPO = Path(__file__).resolve().parent.parent
 PHASES = ("gen", "reward", "old_log_prob", "ref", "adv", "update_actor", "testing", "save_checkpoint", "step")
@@ -138,6 +138,7 @@ def mean_per_step(scalars: dict[str, dict[int, float]], phase: str) -> float | N
 
 def compare(ref: str, rounds: int, extra: list[str]) -> tuple[int, str]:
     """Run REF's launcher and this checkout's in turns; markdown of mean seconds per step."""
+    load = os.getloadavg()[0]
     work = Path(tempfile.mkdtemp(prefix="bench_cpu_compare-"))
     ref_repo = checkout(ref, work / "ref")
     head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -160,7 +161,8 @@ def compare(ref: str, rounds: int, extra: list[str]) -> tuple[int, str]:
         subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(ref_repo)], capture_output=True)
 
     header = (f"Side by side, {rounds} run(s) each in turns: ref = `{names['ref']}`, new = `{names['new']}`; "
-              "seconds per GRPO step (mean over the run's steps and rounds).")
+              f"seconds per GRPO step (mean over the run's steps and rounds); {cpu_description()}, "
+              f"load average {load:.2f} at the start.")
     return status, side_by_side(runs, header)
 
 

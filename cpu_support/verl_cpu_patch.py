@@ -40,6 +40,10 @@ differences only                              (``training/rollout_log_prob_absdi
 transformers' SDPA attention copies the KV    torch's SDPA is called with ``enable_gqa``
 heads to every query head whenever a mask     (:func:`enable_sdpa_gqa`)
 is given (GQA is used on CUDA only)
+the actor's ``torch.optim.AdamW`` takes       ``fused=True`` unless verl asks for an
+torch's per-tensor loop on CPU                implementation (:func:`_patch_optimizer`)
+``aggressive_empty_cache`` (entering rollout  a no-op in the FSDP workers: no device cache
+mode) runs a full ``gc.collect()``            exists (:func:`_patch_empty_cache`)
 ==========================================  ===============================================
 
 Settings that need no code and are therefore passed by the launcher instead (see
@@ -171,6 +175,43 @@ def _patch_cpu_offload_policy() -> None:
 
     fsdp.CPUOffloadPolicy = CPUOffloadPolicy
     _replace_everywhere("verl", "CPUOffloadPolicy", original, CPUOffloadPolicy)
+
+
+def _patch_optimizer() -> None:
+    """The actor's optimizer with torch's fused CPU AdamW kernel.
+
+    verl 0.6.0 ``fsdp_workers`` builds ``torch.optim.AdamW(params, lr, betas, weight_decay)``
+    with no implementation named, and on CPU torch then takes its per-tensor Python loop
+    (``_single_tensor_adamw``). Same update rule, one fused kernel: for SmolLM2-135M's
+    parameters (fp32, random gradients, 2 threads, the recipe's Sapphire Rapids machine) one
+    step took 0.43 s per-tensor, 0.51 s foreach and 0.13 s fused; the quick start spent about
+    1.8 s per step in verl's ``_optimizer_step`` (py-spy). Works on FSDP2's DTensor parameters
+    (world size 1: the same weights as the per-tensor loop within 1.5e-8 after 3 steps). An
+    explicit ``fused`` or ``foreach`` is kept."""
+    original = torch.optim.AdamW
+    if getattr(original, "_cpu_patched", False):
+        return
+
+    class AdamW(original):  # type: ignore[misc, valid-type]
+        _cpu_patched = True
+
+        def __init__(self, params, *args, **kwargs):
+            if kwargs.get("fused") is None and kwargs.get("foreach") is None:
+                kwargs["fused"] = True
+            super().__init__(params, *args, **kwargs)
+
+    torch.optim.AdamW = AdamW  # verl looks it up at build time (``from torch import optim``)
+
+
+def _patch_empty_cache() -> None:
+    """verl's ``aggressive_empty_cache`` (called by the FSDP worker as it enters rollout mode,
+    every step and every validation) runs ``gc.collect()`` and then empties the device cache.
+    On CPU there is no device cache (``torch.cpu.empty_cache`` is this module's no-op), so only
+    the full garbage collection remains: about 0.8 s per call in the quick start's worker
+    (py-spy). Python's own generational collection still runs."""
+    from verl.workers import fsdp_workers
+
+    fsdp_workers.aggressive_empty_cache = _noop
 
 
 def _patch_profiler() -> None:
@@ -481,6 +522,8 @@ def apply() -> None:
     _patch_actor_padding()
     _patch_actor_autocast()
     _patch_debug_metrics()
+    _patch_optimizer()
+    _patch_empty_cache()
     enable_sdpa_gqa()
     _register_hf_rollout()
     _APPLIED = True

@@ -609,3 +609,50 @@ def test_actor_forward_sharing_prompts_under_fsdp2_equals_verls(tiny_model_dir, 
                 _, got = fp32_actor_forward(actor, batch, 0.7, calculate_entropy=False)
         assert calls == [(2, 6, 1), (7, 5, 5)]
         assert_same_on_real_tokens(got, want, batch)
+
+
+def test_actor_adamw_is_fused_unless_an_implementation_is_named(monkeypatch):
+    monkeypatch.setattr(torch.optim, "AdamW", torch.optim.AdamW)  # restored after the test
+    original = torch.optim.AdamW
+    verl_cpu_patch._patch_optimizer()
+    verl_cpu_patch._patch_optimizer()  # idempotent: one subclass, not a chain
+    assert torch.optim.AdamW.__bases__ == (original,)
+
+    def trained(optimizer_cls, lr=1e-2, **kwargs):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
+        # verl's call: lr, betas and weight decay, no implementation named
+        optimizer = optimizer_cls(model.parameters(), lr=lr, betas=(0.9, 0.999), weight_decay=1e-2, **kwargs)
+        x = torch.randn(8, 16)
+        for _ in range(3):
+            model(x).pow(2).mean().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        return optimizer, torch.cat([p.detach().flatten() for p in model.parameters()])
+
+    fused, fused_weights = trained(torch.optim.AdamW)
+    assert fused.param_groups[0]["fused"] is True
+    plain, plain_weights = trained(original)
+    assert not plain.param_groups[0]["fused"]
+    assert torch.allclose(fused_weights, plain_weights, atol=1e-6)
+    assert not torch.allclose(plain_weights, trained(original, lr=0.0)[1])  # the steps moved the weights
+    foreach, _ = trained(torch.optim.AdamW, foreach=True)
+    assert foreach.param_groups[0]["foreach"] is True and not foreach.param_groups[0]["fused"]
+
+
+def test_entering_rollout_mode_skips_the_full_garbage_collection(monkeypatch):
+    import gc
+
+    from verl.workers import fsdp_workers
+
+    monkeypatch.setattr(fsdp_workers, "aggressive_empty_cache", fsdp_workers.aggressive_empty_cache)
+    for name, fn in verl_cpu_patch._TORCH_CPU_ATTRS.items():  # what verl calls through get_torch_device()
+        monkeypatch.setattr(torch.cpu, name, getattr(torch.cpu, name, fn), raising=False)
+    collections = []
+    monkeypatch.setattr(gc, "collect", lambda *a: collections.append(a) or 0)
+    fsdp_workers.aggressive_empty_cache(force_sync=True)
+    assert collections, "verl's aggressive_empty_cache no longer collects garbage: revisit the patch"
+    collections.clear()
+    verl_cpu_patch._patch_empty_cache()
+    fsdp_workers.aggressive_empty_cache(force_sync=True)
+    assert collections == []

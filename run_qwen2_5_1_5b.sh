@@ -2,9 +2,11 @@
 # GRPO on MATH (MATH-lighteval) with verl's main_ppo: Qwen2.5-1.5B-Instruct, the reference
 # recipe's hyperparameters (4 Ascend NPUs, vLLM rollout with tensor parallel 2).
 #
-# Usage: bash run_qwen2_5_1_5b.sh [--preflight-only] [extra Hydra overrides ...]
+# Usage: bash run_qwen2_5_1_5b.sh [--help | --preflight-only] [extra Hydra overrides ...]
+#   --help: print this text and every knob with its default and meaning, then exit.
 #   --preflight-only: run preflight.py's checks (model, data, batch sizes, devices, versions,
 #   disk) and exit; they also run before every training start unless PREFLIGHT=0.
+#   Either flag must come first; the remaining arguments are Hydra overrides for main_ppo.
 #   Every knob below is an environment variable, e.g.
 #     DEVICE=cuda N_DEVICES=8 bash run_qwen2_5_1_5b.sh trainer.total_epochs=1
 #   DEVICE=auto picks npu (torch_npu or /dev/davinci*), cuda (nvidia-smi) or cpu. A profile
@@ -16,6 +18,13 @@
 set -euo pipefail
 
 REPO_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+  # the manual is this file's own header and knob lines: one home for both
+  sed -n '2,/^set -euo pipefail/{/^set -euo pipefail/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"
+  echo "Knobs (environment variables; NAME=\${NAME:-default}  # meaning; a profile changes some defaults):"
+  grep -E '^(export )?[A-Z_][A-Z0-9_]*=\$\{' "${BASH_SOURCE[0]}" | sed 's/^export //'
+  exit 0
+fi
 
 # ---- device and profile (resolved first: a profile supplies defaults for the knobs below)
 DEVICE=${DEVICE:-auto}        # npu | cuda | cpu | auto (detect)
@@ -98,6 +107,8 @@ CANN_HOME=${CANN_HOME:-/usr/local/Ascend}     # where the CANN set_env.sh script
 
 # ---- knob values: one line naming the knob, before anything starts
 knob_error() { echo "run_qwen2_5_1_5b.sh: $1=${!1}; expected $2" >&2; exit 2; }
+# the cpu profiles' compute dtype (else a Ray worker's traceback after start-up)
+[[ -z ${CPU_DTYPE+set} || $CPU_DTYPE == bf16 || $CPU_DTYPE == fp32 ]] || knob_error CPU_DTYPE "bf16 or fp32"
 for knob in TRAIN_BATCH_SIZE MAX_PROMPT_LENGTH MAX_RESPONSE_LENGTH N_SAMPLES PPO_MINI_BATCH_SIZE \
   MICRO_BATCH_PER_DEVICE TOTAL_EPOCHS N_DEVICES N_NODES ROLLOUT_TP; do
   [[ ${!knob} =~ ^[1-9][0-9]*$ ]] || knob_error "$knob" "an integer >= 1"

@@ -183,7 +183,7 @@ def _patch_optimizer() -> None:
     verl 0.6.0 ``fsdp_workers`` builds ``torch.optim.AdamW(params, lr, betas, weight_decay)``
     with no implementation named, and on CPU torch then takes its per-tensor Python loop
     (``_single_tensor_adamw``). Same update rule, one fused kernel: for SmolLM2-135M's
-    parameters (fp32, random gradients, 2 threads, the recipe's Sapphire Rapids machine) one
+    parameters (fp32, random gradients, 2 threads, a 2-core Sapphire Rapids) one
     step took 0.43 s per-tensor, 0.51 s foreach and 0.13 s fused; the quick start spent about
     1.8 s per step in verl's ``_optimizer_step`` (py-spy). Works on FSDP2's DTensor parameters
     (world size 1: the same weights as the per-tensor loop within 1.5e-8 after 3 steps). An
@@ -361,7 +361,7 @@ def _patch_actor_padding() -> None:
     and then slices it away (``logits[:, -response_length - 1:-1]``); with prompts about 3x
     longer than the responses that is most of the LM head's work and memory.
 
-    Measured on the recipe's machine (2-core AMD EPYC, AVX2, fp32, 2 threads,
+    Measured on a 2-core AMD EPYC (AVX2, fp32, 2 threads,
     ``OMP_WAIT_POLICY=PASSIVE`` as in the workers, a training run sharing the cores), for
     SmolLM2-135M and 8 responses of 64 tokens sharing one 170-token prompt, best / median of 3
     alternating rounds, columns cut and response logits only in both: without gradients
@@ -712,7 +712,7 @@ def rollout_attention_forward(module, query, key, value, attention_mask, dropout
     over the whole static cache (322 columns), ``enable_gqa`` included. The decode attention here
     (:func:`_shared_prompt_decode`) reads each GRPO group's prompt keys and values once for all
     its rows (8 x fewer prompt bytes at 8 responses per prompt) and only the response columns
-    filled so far. Measured per layer in a decode step on the recipe's machine (batch 64, 8
+    filled so far. Measured per layer in a decode step on the AVX2 machine (batch 64, 8
     groups, 194 prompt columns, a training run sharing the cores, best / median of 8 alternating
     rounds): 7.0 / 8.7 ms for SDPA against 3.8 / 4.5 ms with 65 response columns filled and
     4.9 / 6.4 ms with 121, 2 threads (1 thread: 7.4 / 9.0 against 3.7 / 4.4 ms). Plain batched
@@ -744,7 +744,7 @@ class VocabChunkedLinear(torch.nn.Linear):
     each block's (features x rows) product transposed into its columns of the output.
 
     For the LM head at decode shapes (64 rows x 576 -> 49,152 vocabulary) MKL's ``x @ weight.T``
-    was measured on the recipe's AVX2 machine (a training run sharing the cores, best / median of
+    was measured on the AVX2 machine (a training run sharing the cores, best / median of
     5 alternating rounds) at 140 / 149 ms with 1 thread and 175 / 186 ms with 2, against 90 / 103
     and 75 / 86 ms this way (26 against 40-49 GFLOP/s); one ``weight @ x.T`` over the whole
     vocabulary took 113 / 120 ms (the transpose of its 12 MB output is slow), blocks of 512 to
@@ -783,7 +783,7 @@ def _use_weight_major_mlp(mlp: torch.nn.Module) -> bool:
     whether it did.
 
     Why: at the decode step's 64 rows, MKL splits ``x @ weight.T`` over its 2 threads in a way
-    that was measured slower than 1 thread on the recipe's machine (a training run sharing the
+    that was measured slower than 1 thread on the AVX2 machine (a training run sharing the
     cores): the 30 MLPs of SmolLM2-135M took 314 / 386 ms (best / median of 10 alternating
     rounds) at 2 threads against 215 / 264 ms as ``weight @ x.T``; equal at 1 thread (245 / 303
     against 249 / 295 ms) and at the prefill's 1,552 rows. Same values (the same dot products)."""
@@ -840,7 +840,7 @@ def _warpers(do_sample: bool, temperature: float, top_k: int, top_p: float):
 #: values, mask and positions) once at least this fraction of it has stopped and at least
 #: :data:`DROP_MIN_STEPS_LEFT` steps may follow: every later step then computes the live rows
 #: only. In the benchmark's batch (64 rows, 128 new tokens) 16 rows stopped early, at steps 7 to
-#: 108. A row costs about 1/64 of a decode step (~10 ms on the recipe's machine, a training run
+#: 108. A row costs about 1/64 of a decode step (~10 ms on the AVX2 machine, a training run
 #: sharing the cores); dropping rows copies the response cache of the live rows once
 #: (``reorder_cache``: measured 60-100 ms for 60 rows, 400-450 ms the first time, its fresh pages).
 DROP_STOPPED_FRACTION = 1 / 16
@@ -963,9 +963,9 @@ class CPUHFRollout(BaseRollout):
     ``release`` / ``update_weights``) and cannot be built by ``_build_rollout``. This class
     keeps its own ``AutoModelForCausalLM`` (:func:`load_rollout_model`: compute dtype
     ``CPU_DTYPE``, the same as the actor's and the ref's forward; SDPA attention for the prefill,
-    the shared-prompt attention for the decode steps; the LM head in vocabulary blocks),
-    receives the actor's full weights before every rollout through :meth:`update_weights`,
-    and samples with :func:`sample_responses` (one prefill per GRPO group).
+    the shared-prompt attention for the decode steps; in fp32 the LM head in vocabulary blocks
+    and the MLPs weight-major), receives the actor's full weights before every rollout through
+    :meth:`update_weights`, and samples with :func:`sample_responses` (one prefill per GRPO group).
 
     Speed: verl's dataset left-pads every prompt to ``data.max_prompt_length``; before
     generating, the columns that are padding in every row are cut (and put back in the

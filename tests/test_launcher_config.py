@@ -125,6 +125,8 @@ def test_indivisible_batch_fails_validation():
     ({"TOTAL_STEPS": "-1"}, "TOTAL_STEPS=-1; expected null or an integer >= 1"),
     ({"SAVE_FREQ": "x"}, "SAVE_FREQ=x; expected an integer >= 0, or -1 (off)"),
     ({"VAL_BEFORE_TRAIN": "yes"}, "VAL_BEFORE_TRAIN=yes; expected True or False"),
+    # checked by the cpu profile before Ray starts (else a worker traceback after start-up)
+    ({"CPU_DTYPE": "fp16"}, "CPU_DTYPE=fp16; expected bf16 or fp32"),
 ])
 def test_bad_knob_is_one_line_error(env, message):
     run_env = {**os.environ, "DRY_RUN": "1", "DEVICE": "cpu", **env}
@@ -140,3 +142,14 @@ def test_swanlab_logger_without_the_package_names_the_setup_line(tmp_path):
     proc = subprocess.run(["bash", str(LAUNCHER)], env=run_env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "LOGGER=swanlab needs swanlab[dashboard]" in proc.stderr and "bash setup.sh --with-swanlab" in proc.stderr
+
+
+def test_help_is_the_manual_with_every_knob():
+    proc = subprocess.run(["bash", str(LAUNCHER), "--help"], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0 and proc.stderr == ""
+    assert "Usage: bash run_qwen2_5_1_5b.sh" in proc.stdout and "--preflight-only" in proc.stdout
+    from tools.sync_readme import knobs
+
+    for name, _, meaning in knobs(LAUNCHER):
+        assert f"{name}=${{{name}:-" in proc.stdout, name
+    assert "set -euo pipefail" not in proc.stdout

@@ -42,8 +42,8 @@ heads to every query head whenever a mask     (:func:`enable_sdpa_gqa`)
 is given (GQA is used on CUDA only)
 the actor's ``torch.optim.AdamW`` takes       ``fused=True`` unless verl asks for an
 torch's per-tensor loop on CPU                implementation (:func:`_patch_optimizer`)
-``aggressive_empty_cache`` (entering rollout  a no-op in the FSDP workers: no device cache
-mode) runs a full ``gc.collect()``            exists (:func:`_patch_empty_cache`)
+``aggressive_empty_cache`` (entering rollout  a no-op wherever verl imported it: no device
+mode) runs a full ``gc.collect()``            cache exists (:func:`_patch_empty_cache`)
 ==========================================  ===============================================
 
 Settings that need no code and are therefore passed by the launcher instead (see
@@ -209,9 +209,9 @@ def _patch_empty_cache() -> None:
     On CPU there is no device cache (``torch.cpu.empty_cache`` is this module's no-op), so only
     the full garbage collection remains: about 0.8 s per call in the quick start's worker
     (py-spy). Python's own generational collection still runs."""
-    from verl.workers import fsdp_workers
+    from verl.utils import memory_utils
 
-    fsdp_workers.aggressive_empty_cache = _noop
+    _replace_everywhere("verl", "aggressive_empty_cache", memory_utils.aggressive_empty_cache, _noop)
 
 
 def _patch_profiler() -> None:

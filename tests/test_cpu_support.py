@@ -645,7 +645,11 @@ def test_entering_rollout_mode_skips_the_full_garbage_collection(monkeypatch):
 
     from verl.workers import fsdp_workers
 
-    monkeypatch.setattr(fsdp_workers, "aggressive_empty_cache", fsdp_workers.aggressive_empty_cache)
+    import sys
+
+    for module in [m for name, m in sys.modules.items() if name.startswith("verl") and m is not None]:
+        if hasattr(module, "aggressive_empty_cache"):  # restored after the test
+            monkeypatch.setattr(module, "aggressive_empty_cache", module.aggressive_empty_cache)
     for name, fn in verl_cpu_patch._TORCH_CPU_ATTRS.items():  # what verl calls through get_torch_device()
         monkeypatch.setattr(torch.cpu, name, getattr(torch.cpu, name, fn), raising=False)
     collections = []

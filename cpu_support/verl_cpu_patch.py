@@ -211,7 +211,9 @@ def _patch_empty_cache() -> None:
     (py-spy). Python's own generational collection still runs."""
     from verl.utils import memory_utils
 
-    _replace_everywhere("verl", "aggressive_empty_cache", memory_utils.aggressive_empty_cache, _noop)
+    original = memory_utils.aggressive_empty_cache
+    memory_utils.aggressive_empty_cache = _noop  # modules imported later take the no-op
+    _replace_everywhere("verl", "aggressive_empty_cache", original, _noop)  # and those imported before
 
 
 def _patch_profiler() -> None:

@@ -449,7 +449,9 @@ def _patch_actor_autocast() -> None:
 def _patch_debug_metrics() -> None:
     """Add the mean and max absolute log-prob difference between the rollout and the actor
     (``training/rollout_log_prob_absdiff_mean|max``) to verl's rollout-vs-actor metrics,
-    which report differences of probabilities only."""
+    which report differences of probabilities only. Where the old log-probs are left to the
+    update (:func:`_patch_old_log_probs_in_update`), the trainer's batch holds NaN placeholders
+    and the metrics come from the update instead: none are computed from the placeholders."""
     import verl.utils.debug.metrics as metrics
 
     original = metrics.calculate_debug_metrics
@@ -457,8 +459,10 @@ def _patch_debug_metrics() -> None:
         return
 
     def calculate_debug_metrics(data):
-        out = original(data)
         rollout, actor = data.batch["rollout_log_probs"], data.batch["old_log_probs"]
+        if data.meta_info.get(OLD_LOG_PROBS_IN_UPDATE, False):
+            return {}
+        out = original(data)
         mask = data.batch["response_mask"] if "response_mask" in data.batch.keys() else \
             data.batch["attention_mask"][:, -rollout.size(1):]
         diff = (rollout.float() - actor.float()).abs()[mask.bool()]
@@ -469,6 +473,140 @@ def _patch_debug_metrics() -> None:
 
     calculate_debug_metrics._cpu_patched = True
     metrics.calculate_debug_metrics = calculate_debug_metrics
+
+
+#: ``meta_info`` key set on the trainer's batch when the old log-probs are left to the update.
+OLD_LOG_PROBS_IN_UPDATE = "cpu_old_log_probs_in_update"
+
+
+def old_log_probs_needed(config) -> str | None:
+    """Why verl 0.6.0 needs the separate old log-prob pass for this run's config, or None
+    when that pass only feeds metrics.
+
+    verl's ``DataParallelPPOActor.update_policy`` is on-policy when a step's batch is one PPO
+    mini-batch updated for one epoch, and then computes the PPO ratio against its own forward
+    pass (``old_log_prob = log_prob.detach()``), not against the recomputed ``old_log_probs``.
+    These are still read by the trainer for the KL penalty in the reward, rollout importance
+    sampling (``algorithm.rollout_is_threshold``), and, with dynamic batch sizes, the update's
+    micro-batches are reordered (the metrics gathered in the update would not line up)."""
+    actor = config.actor_rollout_ref.actor
+    algorithm = config.algorithm
+    if actor.ppo_epochs != 1:
+        return f"actor.ppo_epochs={actor.ppo_epochs}: the later epochs are off-policy"
+    if config.data.train_batch_size > actor.ppo_mini_batch_size:
+        return (f"data.train_batch_size={config.data.train_batch_size} > actor.ppo_mini_batch_size="
+                f"{actor.ppo_mini_batch_size}: the later mini-batches are off-policy")
+    if algorithm.get("use_kl_in_reward", False):
+        return "algorithm.use_kl_in_reward reads the old log-probs"
+    if algorithm.get("rollout_is_threshold", None) is not None:
+        return "algorithm.rollout_is_threshold reads the old log-probs"
+    if actor.get("use_dynamic_bsz", False):
+        return "actor.use_dynamic_bsz reorders the update's micro-batches"
+    return None
+
+
+def _old_log_probs_placeholder(data, temperature: float):
+    """What the trainer receives instead of the old log-prob pass: NaN old log-probs and
+    entropy (any use of them would show as NaN) and the flag that leaves both to the update."""
+    from verl import DataProto
+
+    nan = torch.full(data.batch["responses"].shape, float("nan"))
+    return DataProto.from_dict(tensors={"old_log_probs": nan, "entropys": nan.clone()},
+                               meta_info={"temperature": temperature, OLD_LOG_PROBS_IN_UPDATE: True})
+
+
+def _skip_old_log_prob_pass(trainer) -> None:
+    """Give ``trainer`` (a RayPPOTrainer whose workers are built) the placeholder instead of the
+    old log-prob pass where :func:`old_log_probs_needed` allows it; say which in the log."""
+    reason = old_log_probs_needed(trainer.config)
+    if reason is None:
+        temperature = trainer.config.actor_rollout_ref.rollout.temperature
+        trainer.actor_rollout_wg.compute_log_prob = lambda data: _old_log_probs_placeholder(data, temperature)
+        print("cpu patch: on-policy update; the old log-probs' metrics come from the update's forward pass "
+              "(no separate old log-prob pass)")
+    else:
+        print(f"cpu patch: separate old log-prob pass kept ({reason})")
+
+
+def _patch_old_log_probs_in_update() -> None:
+    """Skip verl's separate old log-prob pass where it only feeds metrics
+    (:func:`old_log_probs_needed` is None), and take those metrics from the update's forward pass.
+
+    verl 0.6.0's trainer runs ``compute_log_prob`` over the whole batch every step (one no-grad
+    forward pass of the actor: 6.5 s of the quick start's 52 s step on a 2-core AMD EPYC with
+    avx512_bf16), then the on-policy update ignores its log-probs and computes its own from the
+    same weights. The pass is kept for two metrics: ``actor/entropy`` and the rollout-vs-actor
+    agreement (``training/rollout_*``, :func:`_patch_debug_metrics`). Here the trainer's
+    ``compute_log_prob`` call returns a placeholder (:func:`_old_log_probs_placeholder`) at no
+    cost, and the update records each micro-batch's log-probs and entropy (detached; entropy is
+    computed for this even where the loss has no entropy term) and reports both metrics, under
+    verl's names, from the weights before its optimizer step: the same quantities, from the
+    update's micro-batches. The update itself is unchanged: same loss, same gradients.
+
+    Two sides: the trainer process (``RayPPOTrainer.init_workers`` wraps the worker group's
+    ``compute_log_prob``) and the actor worker (``DataParallelPPOActor.update_policy`` and an
+    outer layer on ``_forward_micro_batch``). The worker refuses a flagged batch whose update is
+    not on-policy, so a placeholder can never reach a loss."""
+    from verl.trainer.ppo import ray_trainer
+    from verl.workers.actor import dp_actor
+
+    trainer = ray_trainer.RayPPOTrainer
+    if getattr(trainer.init_workers, "_cpu_patched", False):
+        return
+    init_workers = trainer.init_workers
+
+    def patched_init_workers(self):
+        init_workers(self)
+        _skip_old_log_prob_pass(self)
+
+    patched_init_workers._cpu_patched = True
+    trainer.init_workers = patched_init_workers
+
+    actor_cls = dp_actor.DataParallelPPOActor
+    update_policy = actor_cls.update_policy
+    forward = actor_cls._forward_micro_batch
+
+    def patched_forward(self, micro_batch, temperature, calculate_entropy=False):
+        outputs = getattr(self, "_cpu_update_outputs", None)
+        if outputs is None or not torch.is_grad_enabled():
+            return forward(self, micro_batch, temperature, calculate_entropy)
+        entropy, log_probs = forward(self, micro_batch, temperature, calculate_entropy=True)
+        outputs.append((log_probs.detach(), entropy.detach()))
+        return (entropy if calculate_entropy else None), log_probs
+
+    def patched_update_policy(self, data):
+        if not data.meta_info.get(OLD_LOG_PROBS_IN_UPDATE, False):
+            return update_policy(self, data)
+        if self.config.ppo_epochs != 1 or len(data) > self.config.ppo_mini_batch_size or \
+                self.config.get("use_dynamic_bsz", False):
+            raise RuntimeError("cpu patch: the old log-probs were left to the update, but this update is not "
+                               f"on-policy with fixed micro-batches ({len(data)} responses, mini-batch "
+                               f"{self.config.ppo_mini_batch_size}, {self.config.ppo_epochs} epochs)")
+        keys = [k for k in ("rollout_log_probs", "response_mask", "responses") if k in data.batch.keys()]
+        kept = data.select(batch_keys=keys)
+        kept.meta_info = {}  # not the flag: these metrics are computed from real log-probs
+        self._cpu_update_outputs = []
+        try:
+            metrics = update_policy(self, data)
+            outputs = self._cpu_update_outputs
+        finally:
+            self._cpu_update_outputs = None
+        log_probs = torch.cat([lp for lp, _ in outputs]).cpu()
+        entropy = torch.cat([e for _, e in outputs]).cpu()
+        mask = kept.batch["response_mask"]
+        metrics["actor/entropy"] = [dp_actor.agg_loss(entropy, mask, self.config.loss_agg_mode).item()]
+        if "rollout_log_probs" in kept.batch.keys():
+            import verl.utils.debug.metrics as debug_metrics
+
+            kept.batch["old_log_probs"] = log_probs
+            for name, value in debug_metrics.calculate_debug_metrics(kept).items():
+                metrics[name] = [float(value)]
+        return metrics
+
+    patched_forward._cpu_patched = True
+    patched_update_policy._cpu_patched = True
+    actor_cls._forward_micro_batch = patched_forward
+    actor_cls.update_policy = patched_update_policy
 
 
 def enable_sdpa_gqa() -> None:
@@ -524,6 +662,7 @@ def apply() -> None:
     _patch_actor_padding()
     _patch_actor_autocast()
     _patch_debug_metrics()
+    _patch_old_log_probs_in_update()
     _patch_optimizer()
     _patch_empty_cache()
     enable_sdpa_gqa()

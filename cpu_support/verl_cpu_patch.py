@@ -352,7 +352,7 @@ class _LinearLogProbs(torch.autograd.Function):
             lse[rows] = (top + total.log()).squeeze(-1)
             if with_entropy:  # H = -sum(p * log p), p = e / total, log p = z - log(total)
                 z.sub_(total.log())
-                entropy[rows] = -(e.unsqueeze(-2) @ z.unsqueeze(-1)).view(size) / total.squeeze(-1)  # batched dot: no product tensor
+                entropy[rows] = -e.mul_(z).sum(dim=-1) / total.squeeze(-1)  # e is read no more: product in place
         log_probs = picked - lse
         ctx.temperature = temperature
         ctx.save_for_backward(hidden, weight, labels, logits, lse, entropy)
@@ -463,7 +463,14 @@ def _forward_shared_prompts(actor, batch: dict, prompt_length: int, firsts: torc
 
     Under FSDP2 the first call's logits must be part of the loss, not only its cache: FSDP2
     gathers a layer's parameters for the backward when the gradient reaches the layer's output,
-    and the last layer's output reaches the loss only through those logits."""
+    and the last layer's output reaches the loss only through those logits.
+
+    For the model types of :data:`_PLAIN_HEAD_MODELS` (and :data:`FUSED_LOG_PROBS`), the head
+    of both calls returns the log-probs and entropy of the scored tokens instead of logits
+    (:class:`_scoring`, :class:`_LinearLogProbs`): the prompt call's head takes its hidden
+    state once per row (``inverse``) with response token 0 as label, the response call's the
+    response tokens 1 on; nothing of vocabulary size is joined, divided or kept but the logits
+    the backward needs."""
     from transformers import DynamicCache
     from verl.workers.actor import dp_actor
 

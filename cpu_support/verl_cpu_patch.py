@@ -647,7 +647,9 @@ def grouped_attention_forward(module, query, key, value, attention_mask, dropout
     against 2.9 / 13.4 ms. One update micro-batch under FSDP2 (8 rows = 2 prompts x 4
     responses, 194 prompt and 128 response columns), best / median of 3 alternating rounds:
     forward and backward 6.00 / 6.05 s against SDPA's 6.36 / 6.61 s (eager 6.15 / 6.38 s),
-    forward 2.14 / 2.36 s against 2.19 / 2.47 s. The price, against the same micro-batch in
+    forward 2.14 / 2.36 s against 2.19 / 2.47 s; in a later run of 4 rounds with the cores
+    more loaded, 8.37 / 8.83 s against 10.71 / 11.51 s (process CPU time 8.28 / 8.52 against
+    10.34 / 10.88 s), forward 2.92 / 3.20 s against 3.34 / 3.47 s. The price, against the same micro-batch in
     fp32: log-probs' mean / max error 0.076 / 0.62 against SDPA's 0.072 / 0.36, parameter
     gradients' mean relative error 3.2 % against 2.5 %. Scores computed in fp32 instead (bf16
     probabilities) kept SDPA's accuracy but were no faster than SDPA (37 against 54 ms for the

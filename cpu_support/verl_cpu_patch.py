@@ -487,14 +487,16 @@ def _forward_shared_prompts(actor, batch: dict, prompt_length: int, firsts: torc
     # dp_actor.torch: verl's autocast, or none where _patch_actor_autocast disabled it (fp32)
     with dp_actor.torch.autocast(device_type=actor.device_name, dtype=torch.bfloat16):
         cache = DynamicCache()
-        prompt_call = dict(input_ids=input_ids[firsts, :prompt_length], attention_mask=attention_mask[firsts, :prompt_length],
+        prompt_call = dict(input_ids=input_ids[firsts, :prompt_length],
+                           attention_mask=attention_mask[firsts, :prompt_length],
                            position_ids=position_ids[firsts, :prompt_length], past_key_values=cache, use_cache=True,
                            logits_to_keep=1)
         response_call = None
         if end > prompt_length:  # some response has a second token
             response_call = dict(input_ids=input_ids[:, prompt_length:end], attention_mask=attention_mask[:, :end],
                                  position_ids=position_ids[:, prompt_length:end], past_key_values=cache,
-                                 use_cache=True, cache_position=torch.arange(prompt_length, end, device=input_ids.device))
+                                 use_cache=True,
+                                 cache_position=torch.arange(prompt_length, end, device=input_ids.device))
         if head is not None:  # the head returns (log-prob, entropy) of each position: no logits kept
             with _scoring(head, responses[:, :1], inverse, temperature, calculate_entropy):
                 scores = module(**prompt_call).logits  # (bs, 1, 1 or 2)
@@ -635,8 +637,8 @@ def grouped_attention_forward(module, query, key, value, attention_mask, dropout
 
     Opt-in, not the default, because it is faster but less exact: the scores ``q k^T`` are
     rounded to bf16 under autocast (as in transformers' ``eager`` attention, whose log-probs
-    and gradients it matches to within the order of sums in a whole micro-batch), where torch's fused SDPA kernel keeps them in
-    fp32. Select it with ``+actor_rollout_ref.model.override_config._attn_implementation=``
+    and gradients it matches to within the order of sums in a whole micro-batch), where
+    torch's fused SDPA kernel keeps them in fp32. Select it with ``+actor_rollout_ref.model.override_config._attn_implementation=``
     ``cpu_grouped_kv`` (actor and ref); it falls back to SDPA with dropout or without a 4-D mask.
 
     Measured on this recipe's 2-core AMD EPYC (avx512_bf16, 2 threads, other jobs on the

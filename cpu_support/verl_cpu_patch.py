@@ -638,8 +638,9 @@ def grouped_attention_forward(module, query, key, value, attention_mask, dropout
     Opt-in, not the default, because it is faster but less exact: the scores ``q k^T`` are
     rounded to bf16 under autocast (as in transformers' ``eager`` attention, whose log-probs
     and gradients it matches to within the order of sums in a whole micro-batch), where
-    torch's fused SDPA kernel keeps them in fp32. Select it with ``+actor_rollout_ref.model.override_config._attn_implementation=``
-    ``cpu_grouped_kv`` (actor and ref); it falls back to SDPA with dropout or without a 4-D mask.
+    torch's fused SDPA kernel keeps them in fp32. Select it with
+    ``+actor_rollout_ref.model.override_config._attn_implementation=cpu_grouped_kv`` (actor
+    and ref); it falls back to SDPA with dropout or without a 4-D mask.
 
     Measured on this recipe's 2-core AMD EPYC (avx512_bf16, 2 threads, other jobs on the
     cores), SmolLM2-135M (9 query heads, 3 KV heads, 64 dims), bf16 autocast. One layer,

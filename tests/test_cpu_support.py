@@ -506,13 +506,25 @@ def assert_same_on_real_tokens(got, want, batch, atol=1e-5):
     assert got.shape == want.shape and torch.allclose(got[real], want[real], atol=atol)
 
 
+def count_fused_head_calls(monkeypatch, fused: bool) -> list:
+    """Sets whether the head computes the log-probs (FUSED_LOG_PROBS); the calls of
+    linear_log_probs are appended to the returned list."""
+    monkeypatch.setattr(verl_cpu_patch, "FUSED_LOG_PROBS", fused)
+    calls, original = [], verl_cpu_patch.linear_log_probs
+    monkeypatch.setattr(verl_cpu_patch, "linear_log_probs", lambda *args: calls.append(args) or original(*args))
+    return calls
+
+
+@pytest.mark.parametrize("fused", [True, False])
 @pytest.mark.parametrize("entropy_checkpointing", [False, True])
 def test_actor_forward_computes_a_shared_prompt_once_and_equals_verls(tiny_model_dir, fp32_actor_forward,
-                                                                        entropy_checkpointing):
+                                                                        entropy_checkpointing, fused, monkeypatch):
     """Rows that share a prompt (anywhere in the micro-batch) get it computed once: log-probs,
-    entropy and the gradients of a loss on them are verl's."""
+    entropy and the gradients of a loss on them are verl's, with the log-probs computed in the
+    head (fused) or from the logits."""
     from transformers import AutoModelForCausalLM
 
+    fused_calls = count_fused_head_calls(monkeypatch, fused)
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, torch_dtype=torch.float32)
     actor = stub_actor(model, entropy_checkpointing)
     batch = two_group_micro_batch()
@@ -525,6 +537,8 @@ def test_actor_forward_computes_a_shared_prompt_once_and_equals_verls(tiny_model
     assert_same_on_real_tokens(got, want, batch)
     assert_same_on_real_tokens(got_entropy, want_entropy, batch)
     assert got[:, 6:].abs().sum() == 0  # the unused response column is padded back
+    assert "forward" not in vars(model.lm_head)  # the head is the model's own again
+    assert len(fused_calls) == (2 if fused else 0)  # the prompt call's head and the responses'
     for name, grad in want_grads.items():
         assert torch.allclose(got_grads[name], grad, atol=1e-5), name
     with torch.no_grad():  # the log-prob / ref path
@@ -578,11 +592,13 @@ def single_process_group(tmp_path):
         dist.destroy_process_group()
 
 
+@pytest.mark.parametrize("fused", [True, False])
 def test_actor_forward_sharing_prompts_under_fsdp2_equals_verls(tiny_model_dir, fp32_actor_forward,
-                                                                single_process_group):
+                                                                single_process_group, fused, monkeypatch):
     """With the model wrapped as verl wraps it (FSDP2 fully_shard of every decoder layer and of
     the root, parameters freed after each forward), the two forward calls before one backward
     give verl's log-probs and gradients; so does the ref's no-grad forward with CPU offload."""
+    fused_calls = count_fused_head_calls(monkeypatch, fused)
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy
     from transformers import AutoModelForCausalLM
@@ -609,6 +625,7 @@ def test_actor_forward_sharing_prompts_under_fsdp2_equals_verls(tiny_model_dir, 
                 _, got = fp32_actor_forward(actor, batch, 0.7, calculate_entropy=False)
         assert calls == [(2, 6, 1), (7, 5, 5)]
         assert_same_on_real_tokens(got, want, batch)
+    assert len(fused_calls) == (4 if fused else 0)
 
 
 def test_actor_adamw_is_fused_unless_an_implementation_is_named(monkeypatch):
@@ -660,3 +677,123 @@ def test_entering_rollout_mode_skips_the_full_garbage_collection(monkeypatch):
     verl_cpu_patch._patch_empty_cache()
     fsdp_workers.aggressive_empty_cache(force_sync=True)
     assert collections == []
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+@pytest.mark.parametrize("with_entropy", [True, False])
+def test_linear_log_probs_equal_verls_from_the_logits(temperature, with_entropy, monkeypatch):
+    """The head's fused log-probs, entropy and their gradients (by the hidden states and the
+    weight) are verl's from the full logits in fp32; chunks of rows not dividing the rows."""
+    from verl.utils import torch_functional as verl_F
+
+    monkeypatch.setattr(verl_cpu_patch, "LOGPROB_CHUNK_ROWS", 3)
+    gen = torch.Generator().manual_seed(0)
+    hidden0 = torch.randn(2, 5, 16, generator=gen)
+    weight0 = torch.randn(50, 16, generator=gen)
+    labels = torch.randint(0, 50, (2, 5), generator=gen)
+    signs = torch.randn(2, 5, generator=gen)
+
+    def run(fused):
+        hidden, weight = hidden0.clone().requires_grad_(), weight0.clone().requires_grad_()
+        if fused:
+            log_probs, entropy = verl_cpu_patch.linear_log_probs(hidden, weight, labels, temperature, with_entropy)
+        else:
+            logits = hidden @ weight.T
+            logits.div_(temperature)
+            log_probs = verl_F.logprobs_from_logits(logits, labels)
+            entropy = verl_F.entropy_from_logits(logits) if with_entropy else None
+        loss = (log_probs * signs).sum() + (0.3 * (entropy * signs.flip(0)).sum() if with_entropy else 0)
+        loss.backward()
+        return log_probs.detach(), entropy, hidden.grad, weight.grad
+
+    got, want = run(True), run(False)
+    assert got[0].dtype == torch.float32 and torch.allclose(got[0], want[0], atol=1e-5)
+    assert got[1] is None if not with_entropy else torch.allclose(got[1], want[1].detach(), atol=1e-5)
+    assert torch.allclose(got[2], want[2], atol=1e-5) and torch.allclose(got[3], want[3], atol=1e-5)
+    with torch.no_grad():
+        log_probs, _ = verl_cpu_patch.linear_log_probs(hidden0, weight0, labels, temperature, with_entropy)
+    assert torch.allclose(log_probs, want[0], atol=1e-5)
+
+
+def test_linear_log_probs_under_bf16_autocast_are_verls_within_bf16():
+    """Under bf16 autocast the logits are rounded to bf16 as verl's are, and the log-probs
+    and entropy come back in bf16; they agree with verl's bf16 path within its rounding."""
+    from verl.utils import torch_functional as verl_F
+
+    gen = torch.Generator().manual_seed(1)
+    hidden = torch.randn(3, 7, 32, generator=gen)
+    weight = torch.randn(300, 32, generator=gen) * 0.2
+    labels = torch.randint(0, 300, (3, 7), generator=gen)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        log_probs, entropy = verl_cpu_patch.linear_log_probs(hidden, weight, labels, 0.7, True)
+        logits = torch.nn.functional.linear(hidden, weight)
+        logits.div_(0.7)
+        want = verl_F.logprobs_from_logits(logits, labels)
+        want_entropy = verl_F.entropy_from_logits(logits)
+    assert log_probs.dtype == entropy.dtype == want.dtype == torch.bfloat16
+    assert torch.allclose(log_probs.float(), want.float(), rtol=2e-2, atol=2e-2)
+    assert torch.allclose(entropy.float(), want_entropy.float(), rtol=2e-2, atol=2e-2)
+
+
+def test_scoring_head_only_for_models_whose_logits_are_the_heads_output(tiny_model_dir):
+    """Only a bias-free linear head of a model type without logit soft-capping or scaling is
+    replaced; other models keep verl's logits path."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, torch_dtype=torch.float32)
+    assert verl_cpu_patch._scoring_head(model) is model.lm_head
+    model.config.model_type = "gemma2"
+    assert verl_cpu_patch._scoring_head(model) is None
+
+
+def test_grouped_attention_is_sdpas_in_fp32_with_left_padding_and_a_cache(tiny_model_dir, fp32_actor_forward):
+    """The opt-in grouped-KV attention (registered name) gives the SDPA model's log-probs,
+    entropy and gradients in fp32, for verl's forward (left and right padding, fully masked
+    padding rows) and for the shared-prompt forward with its KV cache."""
+    from transformers import AutoModelForCausalLM
+
+    verl_cpu_patch.register_grouped_attention()
+    batch = two_group_micro_batch()
+    sdpa = stub_actor(AutoModelForCausalLM.from_pretrained(tiny_model_dir, torch_dtype=torch.float32,
+                                                           attn_implementation="sdpa"))
+    grouped = stub_actor(AutoModelForCausalLM.from_pretrained(
+        tiny_model_dir, torch_dtype=torch.float32, attn_implementation=verl_cpu_patch.GROUPED_ATTENTION))
+    assert grouped.actor_module.config._attn_implementation == verl_cpu_patch.GROUPED_ATTENTION
+    for forward in (fp32_actor_forward.original, fp32_actor_forward):
+        want_entropy, want, want_grads = log_probs_and_grads(forward, sdpa, batch)
+        verl_cpu_patch._grouped_bias_cache.clear()
+        got_entropy, got, got_grads = log_probs_and_grads(forward, grouped, batch)
+        assert verl_cpu_patch._grouped_bias_cache[0][-1].size(0) == 7 * 2  # it ran: rows x KV heads
+        assert_same_on_real_tokens(got, want, batch)
+        assert_same_on_real_tokens(got_entropy, want_entropy, batch)
+        for name, grad in want_grads.items():
+            assert torch.isfinite(got_grads[name]).all() and torch.allclose(got_grads[name], grad, atol=1e-5), name
+
+
+@pytest.mark.parametrize("mask_dtype", [torch.bool, torch.float32])
+def test_grouped_attention_under_bf16_autocast_is_finite_and_close_to_sdpa(mask_dtype):
+    """Under bf16 autocast with an fp32 or boolean mask that masks whole rows (left padding),
+    the grouped attention is finite (fp32's minimum is -inf in bf16) and within bf16 rounding
+    of SDPA's on the rows that attend to something; one bias is built for all layers."""
+    import torch.nn.functional as F
+
+    gen = torch.Generator().manual_seed(0)
+    query = torch.randn(2, 6, 5, 8, generator=gen, requires_grad=True)
+    key = torch.randn(2, 2, 7, 8, generator=gen, requires_grad=True)
+    value = torch.randn(2, 2, 7, 8, generator=gen)
+    allowed = torch.ones(2, 1, 5, 7, dtype=torch.bool).tril(2)
+    allowed[0, :, :, :3] = False  # row 0 left-padded: its first query attends to nothing
+    mask = allowed if mask_dtype == torch.bool else \
+        torch.zeros(allowed.shape).masked_fill(~allowed, torch.finfo(torch.float32).min)
+    module = SimpleNamespace(training=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out, _ = verl_cpu_patch.grouped_attention_forward(module, query, key, value, mask)
+        bias = verl_cpu_patch._grouped_bias_cache[0][-1]
+        verl_cpu_patch.grouped_attention_forward(module, query, key, value, mask)
+        assert verl_cpu_patch._grouped_bias_cache[0][-1] is bias  # the next layer reuses it
+        want = F.scaled_dot_product_attention(query, key, value, attn_mask=allowed, enable_gqa=True).transpose(1, 2)
+    out.float().sum().backward()
+    assert out.dtype == torch.bfloat16 and out.shape == (2, 5, 6, 8)
+    assert torch.isfinite(out.float()).all() and torch.isfinite(query.grad).all() and torch.isfinite(key.grad).all()
+    attends = allowed.any(-1).squeeze(1)  # (batch, query)
+    assert torch.allclose(out.float()[attends], want.float()[attends], atol=3e-2)

@@ -801,7 +801,7 @@ def _use_weight_major_mlp(mlp: torch.nn.Module) -> bool:
     return True
 
 
-def load_rollout_model(path, dtype: torch.dtype):
+def load_rollout_model(path, dtype: torch.dtype, lean: bool = True):
     """The rollout's copy of the policy: ``AutoModelForCausalLM`` in ``dtype`` with the attention
     :data:`ROLLOUT_ATTENTION` and, in fp32, the LM head computed as :class:`VocabChunkedLinear`
     and the MLPs as :func:`_weight_major_mlp_forward`, in eval mode. Its parameters and their
@@ -820,7 +820,176 @@ def load_rollout_model(path, dtype: torch.dtype):
             head.__class__ = VocabChunkedLinear  # same module and parameters, another forward
         for layer in getattr(model.base_model, "layers", []):
             _use_weight_major_mlp(layer.mlp)
-    return model.eval()
+    model.eval()
+    if lean and LeanLlamaDecode.unsupported(model) is None:
+        model.lean_decode = LeanLlamaDecode(model)
+    return model
+
+
+def lean_decode(model) -> "LeanLlamaDecode | None":
+    """The model's :class:`LeanLlamaDecode` (rebuilt first if its parameters changed since), or
+    None: the decode steps then run the HF forward."""
+    decode = getattr(model, "lean_decode", None)
+    if decode is not None:
+        decode.ensure_fresh()
+    return decode
+
+
+def _packed_linear_supported() -> bool:
+    """Whether this torch has oneDNN's prepacked linear (``mkldnn._reorder_linear_weight`` /
+    ``mkldnn._linear_pointwise``, what torch.compile's CPU backend uses for frozen weights)."""
+    return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_linear_weight") and \
+        hasattr(torch.ops.mkldnn, "_linear_pointwise")
+
+
+class _Linear:
+    """``x @ weight.T`` (no bias) with ``weight`` prepacked for oneDNN (``packed``) or as it is."""
+
+    def __init__(self, weight: torch.Tensor, packed: bool, rows_hint: int):
+        weight = weight.detach().contiguous()
+        self.out_features = weight.size(0)
+        self.packed = packed
+        self.weight = torch.ops.mkldnn._reorder_linear_weight(weight, rows_hint) if packed else weight
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.packed:
+            return torch.ops.mkldnn._linear_pointwise(x, self.weight, None, "none", [], "")
+        return torch.nn.functional.linear(x, self.weight)
+
+
+class ResponseKV:
+    """The decode's keys and values of the response columns, per layer (batch, kv heads,
+    capacity, head dim), as the static cache of the HF decode holds them."""
+
+    def __init__(self, layers: int, batch: int, kv_heads: int, capacity: int, head_dim: int, dtype: torch.dtype):
+        shape = (batch, kv_heads, capacity, head_dim)
+        self.keys = [torch.zeros(shape, dtype=dtype) for _ in range(layers)]
+        self.values = [torch.zeros(shape, dtype=dtype) for _ in range(layers)]
+
+    def reorder_cache(self, rows: torch.Tensor) -> None:
+        """Keep the rows ``rows`` (the decode batch drops its stopped rows)."""
+        self.keys = [k.index_select(0, rows) for k in self.keys]
+        self.values = [v.index_select(0, rows) for v in self.values]
+
+
+class LeanLlamaDecode:
+    """One decode step of a Llama model (one new token per row, the shared-prompt attention) as a
+    plain loop over its layers, with weights derived from the model's parameters: q/k/v joined
+    into one product, gate/up into one, every product (LM head included) on oneDNN-prepacked
+    weights where torch has them.
+
+    Supported (:meth:`unsupported` says why not): ``LlamaForCausalLM`` without attention or MLP
+    biases (SmolLM2's); any other model decodes through its own HF forward. The derived weights
+    are copies: :meth:`refresh` rebuilds them, and :meth:`ensure_fresh` does when any source
+    parameter changed since (its version counter: ``load_state_dict`` and every in-place write
+    bump it), so a weight sync cannot leave the decode on old weights. The model's own parameters
+    are untouched.
+
+    Same computation as the HF decode step, op for op in the same dtypes (RMSNorm in fp32, rotary
+    from the model's own rotary module, residual adds in the compute dtype, logits from the LM
+    head), up to the summation order of the joined / prepacked products."""
+
+    def __init__(self, model, packed: bool | None = None, rows_hint: int = 16):
+        self.model = model
+        self.packed = _packed_linear_supported() if packed is None else packed
+        self.rows_hint = rows_hint
+        self.refresh()
+
+    @staticmethod
+    def unsupported(model) -> str | None:
+        """Why the lean decode cannot run ``model`` (None: it can)."""
+        from transformers import LlamaForCausalLM
+
+        if not isinstance(model, LlamaForCausalLM):
+            return f"{type(model).__name__} is not a LlamaForCausalLM"
+        cfg = model.config
+        if getattr(cfg, "attention_bias", False) or getattr(cfg, "mlp_bias", False):
+            return "attention or MLP biases"
+        if model.get_output_embeddings().bias is not None:
+            return "LM head bias"
+        if model.dtype not in (torch.float32, torch.bfloat16):
+            return f"dtype {model.dtype}"
+        return None
+
+    def _sources(self) -> list:
+        return list(self.model.parameters())
+
+    def _versions(self) -> list:
+        return [(p.data_ptr(), p._version) for p in self._sources()]
+
+    def refresh(self) -> None:
+        """Rebuild the derived weights from the model's current parameters."""
+        import types
+
+        model, hint, packed = self.model, self.rows_hint, self.packed
+        cfg = model.config
+        decoder = model.model
+        with torch.no_grad():
+            self.layers = []
+            for layer in decoder.layers:
+                attn, mlp = layer.self_attn, layer.mlp
+                self.layers.append(types.SimpleNamespace(
+                    attn=attn,
+                    norm1=layer.input_layernorm, norm2=layer.post_attention_layernorm,
+                    qkv=_Linear(torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight]), packed, hint),
+                    o=_Linear(attn.o_proj.weight, packed, hint),
+                    gate_up=_Linear(torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]), packed, hint),
+                    down=_Linear(mlp.down_proj.weight, packed, hint),
+                    act=mlp.act_fn, intermediate=mlp.gate_proj.out_features))
+            self.head = _Linear(model.get_output_embeddings().weight, packed, hint)
+        self.embed = decoder.embed_tokens
+        self.norm = decoder.norm
+        self.rotary = decoder.rotary_emb
+        self.heads = cfg.num_attention_heads
+        self.kv_heads = cfg.num_key_value_heads
+        self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        self.dtype = model.dtype
+        self.built_from = self._versions()
+
+    def fresh(self) -> bool:
+        """Whether the derived weights are the model's current parameters."""
+        return self._versions() == self.built_from
+
+    def ensure_fresh(self) -> None:
+        if not self.fresh():
+            self.refresh()
+
+    def new_cache(self, batch: int, capacity: int) -> ResponseKV:
+        return ResponseKV(len(self.layers), batch, self.kv_heads, capacity, self.head_dim, self.dtype)
+
+    @staticmethod
+    def _rms_norm(norm, x: torch.Tensor) -> torch.Tensor:
+        """LlamaRMSNorm's forward."""
+        dtype = x.dtype
+        x = x.to(torch.float32)
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
+        return norm.weight * x.to(dtype)
+
+    def step(self, token: torch.Tensor, position: torch.Tensor, bias: torch.Tensor, cache: ResponseKV, column: int,
+             shared: SharedPromptKV) -> torch.Tensor:
+        """The logits (batch, vocab) in the compute dtype after feeding ``token`` (batch,) at
+        ``position`` (batch, 1); its keys and values go to response column ``column`` of
+        ``cache``; ``bias``: the additive mask of :func:`_shared_prompt_decode` up to that column."""
+        batch = token.size(0)
+        heads, kv_heads, head_dim = self.heads, self.kv_heads, self.head_dim
+        x = torch.nn.functional.embedding(token, self.embed.weight)  # (batch, hidden)
+        cos, sin = self.rotary(x, position)  # (batch, 1, head dim)
+        half = head_dim // 2
+        q_end, k_end = heads * head_dim, (heads + kv_heads) * head_dim
+        for index, layer in enumerate(self.layers):
+            qkv = layer.qkv(self._rms_norm(layer.norm1, x))
+            qk = qkv[:, :k_end].view(batch, heads + kv_heads, head_dim)
+            rotated = torch.cat([-qk[..., half:], qk[..., :half]], dim=-1)
+            qk = qk * cos + rotated * sin
+            query = qk[:, :heads].unsqueeze(2)  # (batch, heads, 1, head dim)
+            cache.keys[index][:, :, column] = qk[:, heads:]
+            cache.values[index][:, :, column] = qkv[:, k_end:].view(batch, kv_heads, head_dim)
+            out = _shared_prompt_decode(layer.attn, query, cache.keys[index], cache.values[index], bias,
+                                        layer.attn.scaling, shared)
+            x = x + layer.o(out.reshape(batch, q_end))
+            gate_up = layer.gate_up(self._rms_norm(layer.norm2, x))
+            x = x + layer.down(layer.act(gate_up[:, :layer.intermediate]) * gate_up[:, layer.intermediate:])
+        return self.head(self._rms_norm(self.norm, x))
 
 
 def _warpers(do_sample: bool, temperature: float, top_k: int, top_p: float):
@@ -885,6 +1054,7 @@ def sample_responses(model, input_ids: torch.Tensor, attention_mask: torch.Tenso
     firsts, groups = group_index(input_ids, attention_mask)
     positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
     shared = model.config._attn_implementation == ROLLOUT_ATTENTION
+    lean = lean_decode(model) if shared else None
 
     if shared:
         prompt_cache = DynamicCache()
@@ -895,7 +1065,8 @@ def sample_responses(model, input_ids: torch.Tensor, attention_mask: torch.Tenso
         del prompt_cache
         # A static cache of the response columns: a dynamic cache concatenates the whole cache in
         # every layer at every decode step (measured 40 % of a decode step at batch 64).
-        cache = StaticCache(config=model.config, max_cache_len=max_new_tokens)
+        cache = lean.new_cache(batch_size, max_new_tokens) if lean is not None else \
+            StaticCache(config=model.config, max_cache_len=max_new_tokens)
         # the additive attention mask of the decode steps: prompt columns, then response columns
         # (a response column opens when its token is fed for a row that has not stopped)
         bias = torch.full((batch_size, 1, 1, prompt_length + max_new_tokens), torch.finfo(torch.float32).min)
@@ -945,6 +1116,10 @@ def sample_responses(model, input_ids: torch.Tensor, attention_mask: torch.Tenso
                 prompt_kv = prompt_kv.select(keep)
                 rows, bias, next_pos, token, alive = rows[keep], bias[keep], next_pos[keep], token[keep], alive[keep]
             bias[:, 0, 0, column].masked_fill_(alive, 0.0)
+            if lean is not None:
+                logits = lean.step(token, next_pos, bias[..., :column + 1], cache, step, prompt_kv).float()
+                next_pos = next_pos + 1
+                continue
             out = model(input_ids=token[:, None], attention_mask=bias[..., :column + 1], position_ids=next_pos,
                         past_key_values=cache, use_cache=True, cache_position=torch.tensor([step]),
                         shared_prompt=prompt_kv)

@@ -260,31 +260,51 @@ def test_sample_categorical_draws_from_the_distribution_and_never_a_zero_entry(b
         assert verl_cpu_patch.sample_categorical(one_hot, block=small).tolist() == [9, 0, 5]
 
 
-def rollout_and_plain_models(model_dir: Path):
-    """The model as the rollout loads it, and the plain SDPA model (the previous rollout's)."""
+def rollout_and_plain_models(model_dir: Path, lean: bool = True, dtype=torch.float32):
+    """The model as the rollout loads it (``lean``: with its lean decode step, else decoding
+    through its HF forward), and the plain SDPA model (the previous rollout's)."""
     from transformers import AutoModelForCausalLM
 
-    rollout = verl_cpu_patch.load_rollout_model(model_dir, torch.float32)
-    plain = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32, attn_implementation="sdpa")
+    rollout = verl_cpu_patch.load_rollout_model(model_dir, dtype, lean=lean)
+    assert (getattr(rollout, "lean_decode", None) is not None) == lean
+    plain = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=dtype, attn_implementation="sdpa")
     return rollout, plain.eval()
 
 
 def record_last_logits(model) -> list:
-    """The last position's logits of every forward call of model, appended."""
+    """The last position's logits of every forward call of model and of every step of its lean
+    decode (if it has one), appended."""
     calls = []
     model.register_forward_hook(lambda _m, _a, out: calls.append(out.logits[:, -1].clone()))
+    lean = getattr(model, "lean_decode", None)
+    if lean is not None:
+        step = lean.step
+        lean.step = lambda *args: calls.append(step(*args)) or calls[-1].clone()
     return calls
 
 
+def record_decode_rows(model) -> list:
+    """The rows of every forward call of model and of every step of its lean decode, appended."""
+    rows = []
+    model.register_forward_hook(lambda _m, _a, kwargs, _out: rows.append(kwargs["input_ids"].size(0)),
+                                with_kwargs=True)
+    lean = getattr(model, "lean_decode", None)
+    if lean is not None:
+        step = lean.step
+        lean.step = lambda token, *args: rows.append(token.size(0)) or step(token, *args)
+    return rows
+
+
+@pytest.mark.parametrize("lean", [True, False])  # the lean decode step, or the HF forward
 @pytest.mark.parametrize("rows", [[0, 1, 2, 3, 4, 5], [0, 1, 2, 3, 4]])  # groups of 3 and 3, of 3 and 2
-def test_shared_prompt_decode_gives_the_sdpa_logits(tiny_model_dir, monkeypatch, rows):
+def test_shared_prompt_decode_gives_the_sdpa_logits(tiny_model_dir, monkeypatch, rows, lean):
     """Every decode step's logits with the rollout's model (each group's prompt keys and values
     stored once, the response columns in their own static cache, the decode attention as
     grouped matrix products, LM head in vocabulary blocks, weight-major MLPs) are the plain SDPA
     model's over one static cache of prompt and response columns; SDPA runs in the prefill only."""
     from transformers.integrations import sdpa_attention
 
-    rollout, plain = rollout_and_plain_models(tiny_model_dir)
+    rollout, plain = rollout_and_plain_models(tiny_model_dir, lean=lean)
     ids, mask = grouped_batch(n=3)
     ids, mask = ids[rows], mask[rows]
     sdpa_queries = []
@@ -306,16 +326,15 @@ def test_shared_prompt_decode_gives_the_sdpa_logits(tiny_model_dir, monkeypatch,
         assert g.shape == w.shape and torch.allclose(g, w, atol=1e-5), step
 
 
-def test_stopped_rows_leave_the_decode_batch_and_greedy_still_equals_generate(tiny_model_dir, monkeypatch):
+@pytest.mark.parametrize("lean", [True, False])
+def test_stopped_rows_leave_the_decode_batch_and_greedy_still_equals_generate(tiny_model_dir, monkeypatch, lean):
     monkeypatch.setattr(verl_cpu_patch, "DROP_MIN_STEPS_LEFT", 0)
-    rollout, plain = rollout_and_plain_models(tiny_model_dir)
+    rollout, plain = rollout_and_plain_models(tiny_model_dir, lean=lean)
     ids, mask = grouped_batch(n=3)
     free, _ = sample_responses(plain, ids, mask, max_new_tokens=8, eos_token_ids=-1, pad_token_id=0, do_sample=False)
     eos = int(free[0, 0])  # group 0 (rows 0-2) stops at its first token, group 1 (rows 3-5) goes on
     assert eos not in free[3].tolist()
-    rows = []
-    rollout.register_forward_hook(lambda _m, _a, kwargs, _out: rows.append(kwargs["input_ids"].size(0)),
-                                  with_kwargs=True)
+    rows = record_decode_rows(rollout)
     got, _ = sample_responses(rollout, ids, mask, max_new_tokens=8, eos_token_ids=eos, pad_token_id=0,
                               do_sample=False)
     want = plain.generate(input_ids=ids, attention_mask=mask, max_new_tokens=8, do_sample=False, eos_token_id=eos,

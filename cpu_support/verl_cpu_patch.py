@@ -805,8 +805,11 @@ def load_rollout_model(path, dtype: torch.dtype, lean: bool = True):
     """The rollout's copy of the policy: ``AutoModelForCausalLM`` in ``dtype`` with the attention
     :data:`ROLLOUT_ATTENTION` and, in fp32, the LM head computed as :class:`VocabChunkedLinear`
     and the MLPs as :func:`_weight_major_mlp_forward`, in eval mode. Its parameters and their
-    names are the plain model's (the weight sync loads the actor's state dict into them in place;
-    nothing derived from them is kept)."""
+    names are the plain model's (the weight sync loads the actor's state dict into them in place).
+    With ``lean`` and a model that :class:`LeanLlamaDecode` supports, ``model.lean_decode`` holds
+    the lean decode step that :func:`sample_responses` runs (weights derived from the parameters,
+    rebuilt whenever they change: :func:`lean_decode`); otherwise the decode steps run the HF
+    forward."""
     from transformers import AutoModelForCausalLM
 
     register_rollout_attention()
@@ -873,21 +876,52 @@ class ResponseKV:
 
 
 class LeanLlamaDecode:
-    """One decode step of a Llama model (one new token per row, the shared-prompt attention) as a
-    plain loop over its layers, with weights derived from the model's parameters: q/k/v joined
-    into one product, gate/up into one, every product (LM head included) on oneDNN-prepacked
-    weights where torch has them.
+    """One decode step of a Llama model (one new token per row, the shared-prompt attention
+    :func:`_shared_prompt_decode`) as a plain loop over its layers, with weights derived from the
+    model's parameters: q/k/v joined into one product, gate/up into one, every product (LM head
+    included) on oneDNN-prepacked weights where torch has them (:func:`_packed_linear_supported`).
 
-    Supported (:meth:`unsupported` says why not): ``LlamaForCausalLM`` without attention or MLP
-    biases (SmolLM2's); any other model decodes through its own HF forward. The derived weights
-    are copies: :meth:`refresh` rebuilds them, and :meth:`ensure_fresh` does when any source
-    parameter changed since (its version counter: ``load_state_dict`` and every in-place write
-    bump it), so a weight sync cannot leave the decode on old weights. The model's own parameters
-    are untouched.
+    Supported (:meth:`unsupported` says why not): ``LlamaForCausalLM`` (SmolLM2's class) without
+    attention, MLP or LM-head biases, in fp32 or bf16. Any other model (Qwen2's q/k/v biases,
+    Gemma's scaled norms, ...) decodes through its own HF forward, as before.
 
-    Same computation as the HF decode step, op for op in the same dtypes (RMSNorm in fp32, rotary
-    from the model's own rotary module, residual adds in the compute dtype, logits from the LM
-    head), up to the summation order of the joined / prepacked products."""
+    The derived weights are copies (about one more copy of the model in memory, the tied LM head
+    included): :meth:`refresh` rebuilds them, and :meth:`ensure_fresh` does so whenever any
+    parameter of the model changed since (its tensor or its version counter, which
+    ``load_state_dict`` and every in-place write bump), so a weight sync cannot leave the decode on
+    old weights. The model's own parameters and their names are untouched.
+
+    Same computation as the HF decode step, op for op in the same dtypes (RMSNorm in fp32, the
+    model's own rotary module, residual adds in the compute dtype, the LM head's logits in the
+    compute dtype), up to the summation order of the joined and prepacked products.
+
+    Why, measured on the recipe's 2-core AMD EPYC (AVX512-BF16, no AMX; another user's job on the
+    cores, load average 2.5-4; SmolLM2-135M, MATH prompts of ~170-194 columns, 24 or 16 decode
+    steps from a real prefill, best / median of 3 alternating rounds, ms per decode step):
+
+    ===========  ===============  ===============  ===============  ===============
+    variant      bf16, 16 rows    bf16, 64 rows    fp32, 16 rows    fp32, 64 rows
+    ===========  ===============  ===============  ===============  ===============
+    HF forward   113 / 119        255 / 265        157 / 167        360 / 375
+    lean, plain  106 / 236 [*]_   250 / 328 [*]_   191 / 230 [*]_   503 / 705 [*]_
+    lean packed  83 / 87          217 / 218        103 / 105        284 / 298
+    + 1 thread   72 / 73          152 / 176        93 / 109         207 / 243
+    ===========  ===============  ===============  ===============  ===============
+
+    .. [*] another run, next to HF forward at 127 / 130, 247 / 396, 171 / 270, 415 / 685.
+
+    "lean, plain": the same loop on joined but unpacked weights (``F.linear``); "+ 1 thread":
+    the attention half of each layer (q/k/v product, rotary, attention, output product) at 1
+    thread, the MLP and LM head at the caller's (:attr:`attention_threads`); all 4 products of
+    a layer at 1 thread measured no better (71 / 75, 159 / 193, 102 / 105, 255 / 258). Per
+    product (bf16, 16 rows, 2 threads, best of 3 rounds, ms): q/k/v 0.354 as 3 ``F.linear``, 0.137
+    joined, 0.105 joined and prepacked; gate/up 0.412 / 0.305 / 0.229; LM head (49,152 x 576)
+    6.8 as ``F.linear``, 3.5 prepacked (fp32: 21.5 / 7.8; at 64 rows bf16 18.1 / 11.2). The
+    output product (576 x 576) took 0.107 at 2 threads and 0.068 at 1, prepacked.
+    """
+
+    #: threads of the attention half of each layer (None: the caller's)
+    attention_threads: int | None = 1
 
     def __init__(self, model, packed: bool | None = None, rows_hint: int = 16):
         self.model = model
@@ -976,19 +1010,27 @@ class LeanLlamaDecode:
         cos, sin = self.rotary(x, position)  # (batch, 1, head dim)
         half = head_dim // 2
         q_end, k_end = heads * head_dim, (heads + kv_heads) * head_dim
-        for index, layer in enumerate(self.layers):
-            qkv = layer.qkv(self._rms_norm(layer.norm1, x))
-            qk = qkv[:, :k_end].view(batch, heads + kv_heads, head_dim)
-            rotated = torch.cat([-qk[..., half:], qk[..., :half]], dim=-1)
-            qk = qk * cos + rotated * sin
-            query = qk[:, :heads].unsqueeze(2)  # (batch, heads, 1, head dim)
-            cache.keys[index][:, :, column] = qk[:, heads:]
-            cache.values[index][:, :, column] = qkv[:, k_end:].view(batch, kv_heads, head_dim)
-            out = _shared_prompt_decode(layer.attn, query, cache.keys[index], cache.values[index], bias,
-                                        layer.attn.scaling, shared)
-            x = x + layer.o(out.reshape(batch, q_end))
-            gate_up = layer.gate_up(self._rms_norm(layer.norm2, x))
-            x = x + layer.down(layer.act(gate_up[:, :layer.intermediate]) * gate_up[:, layer.intermediate:])
+        threads = torch.get_num_threads()
+        few = self.attention_threads if self.attention_threads and self.attention_threads < threads else None
+        try:
+            for index, layer in enumerate(self.layers):
+                if few:
+                    torch.set_num_threads(few)
+                qkv = layer.qkv(self._rms_norm(layer.norm1, x))
+                qk = qkv[:, :k_end].view(batch, heads + kv_heads, head_dim)
+                qk = qk * cos + torch.cat([-qk[..., half:], qk[..., :half]], dim=-1) * sin  # rotary
+                query = qk[:, :heads].unsqueeze(2)  # (batch, heads, 1, head dim), as HF's attention gets it
+                cache.keys[index][:, :, column] = qk[:, heads:]
+                cache.values[index][:, :, column] = qkv[:, k_end:].view(batch, kv_heads, head_dim)
+                out = _shared_prompt_decode(layer.attn, query, cache.keys[index], cache.values[index], bias,
+                                            layer.attn.scaling, shared)
+                x = x + layer.o(out.reshape(batch, q_end))
+                if few:
+                    torch.set_num_threads(threads)
+                gate_up = layer.gate_up(self._rms_norm(layer.norm2, x))
+                x = x + layer.down(layer.act(gate_up[:, :layer.intermediate]) * gate_up[:, layer.intermediate:])
+        finally:
+            torch.set_num_threads(threads)
         return self.head(self._rms_norm(self.norm, x))
 
 
@@ -1036,7 +1078,9 @@ def sample_responses(model, input_ids: torch.Tensor, attention_mask: torch.Tenso
     them through :func:`rollout_attention_forward`; the static cache holds the response columns
     only, and rows that stopped are dropped from the decode batch (:data:`DROP_STOPPED_FRACTION`;
     every sampling step still draws one random number per row of the batch, so a seed gives the
-    same tokens either way, up to fp32 rounding of the logits). With any other
+    same tokens either way, up to fp32 rounding of the logits); a model with a lean decode step
+    (:func:`lean_decode`) computes the decode steps with it instead of its HF forward (same
+    logits up to the rounding of the products). With any other
     attention implementation the prompt's keys and values are copied to every row of its group
     in one static cache of prompt and response columns, and every row is computed to the end
     (the previous rollout, kept for other models and to measure against).
@@ -1140,7 +1184,8 @@ class CPUHFRollout(BaseRollout):
     ``release`` / ``update_weights``) and cannot be built by ``_build_rollout``. This class
     keeps its own ``AutoModelForCausalLM`` (:func:`load_rollout_model`: compute dtype
     ``CPU_DTYPE``, the same as the actor's and the ref's forward; SDPA attention for the prefill,
-    the shared-prompt attention for the decode steps; in fp32 the LM head in vocabulary blocks
+    the shared-prompt attention for the decode steps, run by a lean decode step for Llama
+    models (:class:`LeanLlamaDecode`); in fp32 the LM head in vocabulary blocks
     and the MLPs weight-major), receives the actor's full weights before every rollout through
     :meth:`update_weights`, and samples with :func:`sample_responses` (one prefill per GRPO group).
 
@@ -1179,6 +1224,8 @@ class CPUHFRollout(BaseRollout):
         tied = {"lm_head.weight"} if self.module.config.tie_word_embeddings else set()
         if unexpected or set(missing) - tied:
             raise RuntimeError(f"rollout weight sync: missing {missing[:5]}, unexpected {unexpected[:5]}")
+        if getattr(self.module, "lean_decode", None) is not None:
+            self.module.lean_decode.refresh()  # its joined, prepacked weights are copies
         self._syncs += 1
         if self.digest_file:
             import json

@@ -679,3 +679,97 @@ def test_entering_rollout_mode_skips_the_full_garbage_collection(monkeypatch):
     verl_cpu_patch._patch_empty_cache()
     fsdp_workers.aggressive_empty_cache(force_sync=True)
     assert collections == []
+
+
+def decode_logits_and_full_forward(model, ids, mask, new_tokens: int = 6):
+    """(the logits of every decode step of a greedy rollout, the full forward's logits at the same
+    positions over prompt + the generated tokens), both (rows, steps, vocab) in fp32."""
+    steps = record_last_logits(model)
+    responses, _ = sample_responses(model, ids, mask, max_new_tokens=new_tokens, eos_token_ids=-1, pad_token_id=0,
+                                    do_sample=False)
+    decoded = torch.stack([s.float() for s in steps[1:]], dim=1)  # steps[0]: the prefill's
+    full_mask = torch.cat([mask, torch.ones_like(responses)], dim=1)
+    pos = (full_mask.cumsum(-1) - 1).clamp(min=0)
+    with torch.no_grad():
+        full = model(input_ids=torch.cat([ids, responses], dim=1), attention_mask=full_mask, position_ids=pos).logits
+    return decoded, full[:, ids.size(1):-1].float()
+
+
+@pytest.mark.parametrize("dtype, atol", [(torch.float32, 1e-5), (torch.bfloat16, 1e-2)])
+def test_lean_decode_logits_are_the_full_forward_logits(tiny_model_dir, dtype, atol):
+    """The lean decode step's logits equal HF's full forward over the same tokens: fp32 up to
+    summation order, bf16 up to a few bf16 roundings (logits of magnitude up to about 0.6 here,
+    where bf16's step is 2**-8; measured 2e-3 off, as the HF decode)."""
+    rollout, _ = rollout_and_plain_models(tiny_model_dir, dtype=dtype)
+    ids, mask = grouped_batch(n=3)
+    decoded, full = decode_logits_and_full_forward(rollout, ids, mask)
+    assert decoded.shape == full.shape == (6, 5, 64)
+    assert (decoded - full).abs().max() <= atol
+    # the HF decode of the same model (its previous path) is no closer in bf16
+    hf, _ = rollout_and_plain_models(tiny_model_dir, lean=False, dtype=dtype)
+    hf_decoded, hf_full = decode_logits_and_full_forward(hf, ids, mask)
+    assert (hf_decoded - hf_full).abs().max() <= atol
+
+
+def test_lean_decode_greedy_equals_generate_in_bf16(tiny_model_dir):
+    rollout, plain = rollout_and_plain_models(tiny_model_dir, dtype=torch.bfloat16)
+    ids, mask = grouped_batch(n=3)
+    got, _ = sample_responses(rollout, ids, mask, max_new_tokens=6, eos_token_ids=3, pad_token_id=0, do_sample=False)
+    want = plain.generate(input_ids=ids, attention_mask=mask, max_new_tokens=6, do_sample=False, eos_token_id=3,
+                          pad_token_id=0)[:, ids.size(1):]
+    assert torch.equal(got[:, :want.size(1)], want)
+
+
+def test_weight_sync_changes_what_the_lean_decode_computes(tiny_model_dir):
+    """The lean decode's joined, prepacked weights are copies: after a weight sync the decode
+    steps compute with the new weights (a plain model loaded with them gives the same logits),
+    not the old ones."""
+    rollout = make_rollout(tiny_model_dir)
+    model = rollout.module
+    lean = model.lean_decode
+    assert lean is not None and lean.fresh()
+    ids, mask = grouped_batch(n=2)
+    before, _ = decode_logits_and_full_forward(model, ids, mask)
+    _, plain = rollout_and_plain_models(tiny_model_dir)
+    torch.manual_seed(2)
+    new = {k: v + 0.1 * torch.randn_like(v) for k, v in plain.state_dict().items() if k != "lm_head.weight"}
+    asyncio.run(rollout.update_weights(iter(new.items())))
+    assert model.lean_decode is lean and lean.fresh()
+    plain.load_state_dict(new, strict=False)
+    after, _ = decode_logits_and_full_forward(model, ids, mask)
+    _, want = decode_logits_and_full_forward(plain, ids, mask)  # plain's full forward over the same tokens
+    assert torch.allclose(after, want, atol=1e-5)
+    assert (after - before).abs().max() > 1e-2
+
+
+def test_lean_decode_rebuilds_its_weights_when_a_parameter_changes_in_place(tiny_model_dir):
+    """A parameter written in place without a weight sync (its version counter moves) still
+    reaches the decode: the derived weights are rebuilt before the next rollout."""
+    rollout, _ = rollout_and_plain_models(tiny_model_dir)
+    ids, mask = grouped_batch(n=2)
+    before, _ = decode_logits_and_full_forward(rollout, ids, mask)
+    with torch.no_grad():
+        rollout.model.layers[1].mlp.down_proj.weight.mul_(3.0)
+        rollout.get_output_embeddings().weight.add_(0.05)  # tied: the embedding too
+    assert not rollout.lean_decode.fresh()
+    after, full = decode_logits_and_full_forward(rollout, ids, mask)
+    assert rollout.lean_decode.fresh()
+    assert torch.allclose(after, full, atol=1e-5) and (after - before).abs().max() > 1e-2
+
+
+def test_models_the_lean_decode_does_not_support_decode_through_their_hf_forward(tmp_path):
+    """A Llama with attention biases has no lean decode; its rollout still equals generate."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, attention_bias=True)
+    LlamaForCausalLM(cfg).save_pretrained(tmp_path)
+    model = verl_cpu_patch.load_rollout_model(tmp_path, torch.float32)
+    assert verl_cpu_patch.LeanLlamaDecode.unsupported(model) == "attention or MLP biases"
+    assert getattr(model, "lean_decode", None) is None and verl_cpu_patch.lean_decode(model) is None
+    ids, mask = grouped_batch(n=3)
+    got, _ = sample_responses(model, ids, mask, max_new_tokens=6, eos_token_ids=3, pad_token_id=0, do_sample=False)
+    want = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=6, do_sample=False, eos_token_id=3,
+                          pad_token_id=0)[:, ids.size(1):]
+    assert torch.equal(got[:, :want.size(1)], want)

@@ -850,7 +850,7 @@ class _Linear:
 
     def __init__(self, weight: torch.Tensor, packed: bool, rows_hint: int):
         weight = weight.detach().contiguous()
-        self.out_features = weight.size(0)
+        self.out_features, self.in_features = weight.shape
         self.packed = packed
         self.weight = torch.ops.mkldnn._reorder_linear_weight(weight, rows_hint) if packed else weight
 

@@ -773,3 +773,14 @@ def test_models_the_lean_decode_does_not_support_decode_through_their_hf_forward
     want = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=6, do_sample=False, eos_token_id=3,
                           pad_token_id=0)[:, ids.size(1):]
     assert torch.equal(got[:, :want.size(1)], want)
+
+
+def test_lean_decode_on_plain_weights_gives_the_prepacked_logits(tiny_model_dir):
+    """Where oneDNN cannot prepack, the lean decode runs ``F.linear`` on the joined weights: the
+    same logits."""
+    rollout, _ = rollout_and_plain_models(tiny_model_dir)
+    ids, mask = grouped_batch(n=3)
+    packed, full = decode_logits_and_full_forward(rollout, ids, mask)
+    rollout.lean_decode = verl_cpu_patch.LeanLlamaDecode(rollout, packed=False)
+    plain, _ = decode_logits_and_full_forward(rollout, ids, mask)
+    assert torch.allclose(packed, plain, atol=1e-5) and torch.allclose(plain, full, atol=1e-5)

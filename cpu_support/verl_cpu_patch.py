@@ -1182,18 +1182,17 @@ def sample_responses(model, input_ids: torch.Tensor, attention_mask: torch.Tenso
                 rows, bias, next_pos, token, alive = rows[keep], bias[keep], next_pos[keep], token[keep], alive[keep]
             bias[:, 0, 0, column].masked_fill_(alive, 0.0)
             if lean is not None:
-                logits = lean.step(token, next_pos, bias[..., :column + 1], cache, step, prompt_kv).float()
-                next_pos = next_pos + 1
-                continue
-            out = model(input_ids=token[:, None], attention_mask=bias[..., :column + 1], position_ids=next_pos,
-                        past_key_values=cache, use_cache=True, cache_position=torch.tensor([step]),
-                        shared_prompt=prompt_kv)
+                logits = lean.step(token, next_pos, bias[..., :column + 1], cache, step, prompt_kv)
+            else:
+                logits = model(input_ids=token[:, None], attention_mask=bias[..., :column + 1], position_ids=next_pos,
+                               past_key_values=cache, use_cache=True, cache_position=torch.tensor([step]),
+                               shared_prompt=prompt_kv).logits[:, -1]
         else:
             mask[:, column] = alive.to(mask.dtype)
-            out = model(input_ids=token[:, None], attention_mask=mask, position_ids=next_pos, past_key_values=cache,
-                        use_cache=True, cache_position=torch.tensor([column]))
+            logits = model(input_ids=token[:, None], attention_mask=mask, position_ids=next_pos, past_key_values=cache,
+                           use_cache=True, cache_position=torch.tensor([column])).logits[:, -1]
         next_pos = next_pos + 1
-        logits = out.logits[:, -1].float()
+        logits = logits.float()
     responses = torch.stack(tokens, dim=1)
     return responses, (torch.stack(log_probs, dim=1) if return_log_probs else None)
 

@@ -921,7 +921,16 @@ class LeanLlamaDecode:
     product (bf16, 16 rows, 2 threads, best of 3 rounds, ms): q/k/v 0.354 as 3 ``F.linear``, 0.137
     joined, 0.105 joined and prepacked; gate/up 0.412 / 0.305 / 0.229; LM head (49,152 x 576)
     6.8 as ``F.linear``, 3.5 prepacked (fp32: 21.5 / 7.8; at 64 rows bf16 18.1 / 11.2). The
-    output product (576 x 576) took 0.107 at 2 threads and 0.068 at 1, prepacked.
+    output product (576 x 576) took 0.107 at 2 threads and 0.068 at 1, prepacked. Also at 1
+    thread the MLP's elementwise work between its products (4 more thread switches per layer):
+    no clear gain at 64 rows (151 / 161 against 155 / 168 bf16, 263 / 268 against 263 / 271
+    fp32, 4 rounds).
+
+    The whole rollout (``python -m benchmarks.bench_cpu_rollout --dtypes bf16,fp32
+    --skip-generate --rounds 3``, 128 new tokens, sampling; prefill included; the same machine,
+    shared, load average 3-6), ms per decode step, best / median, against the HF forward's
+    decode ("before"): 4 x 4 rows bf16 86 / 96 against 131 / 157, fp32 129 / 143 against
+    238 / 271; 8 x 8 rows bf16 206 / 214 against 261 / 263, fp32 313 / 412 against 474 / 666.
     """
 
     #: threads of the attention half of each layer (None: the caller's)

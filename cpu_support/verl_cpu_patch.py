@@ -970,7 +970,8 @@ class LeanLlamaDecode:
 
     def refresh(self) -> None:
         """Rebuild the derived weights from the model's current parameters (on plain weights if
-        oneDNN refuses to prepack them)."""
+        oneDNN refuses to prepack them). Measured for SmolLM2-135M on the 2-core machine (shared):
+        0.14-0.23 s in bf16, 0.22-0.49 s in fp32, once per weight sync; :meth:`fresh` 1-2 ms."""
         try:
             self._build()
         except RuntimeError:

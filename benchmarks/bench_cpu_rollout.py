@@ -3,7 +3,7 @@
 Usage::
 
     python -m benchmarks.bench_cpu_rollout [--prompts 8] [--n 8] [--new-tokens 128] [--threads 2]
-                                           [--dtypes fp32,bf16] [--before] [--rounds 1]
+                                           [--dtypes fp32,bf16] [--skip-before] [--sdpa] [--rounds 1]
                                            [--skip-generate] [--markdown FILE]
 
 Builds one rollout batch the way verl hands it to the rollout: ``--prompts`` MATH Level-1
@@ -16,13 +16,18 @@ the same batch and in one process, side by side:
 - ``rollout fp32`` / ``rollout bf16``: :func:`cpu_support.verl_cpu_patch.sample_responses` on
   the model as the CPU rollout loads it (:func:`~cpu_support.verl_cpu_patch.load_rollout_model`:
   one prefill per group, the group's prompt keys and values stored once and read by the
-  shared-prompt decode attention, stopped rows dropped from the decode batch; in fp32 also the
-  LM head in vocabulary blocks and the MLPs weight-major), in fp32 and bf16 (the cpu profile
-  uses bf16 only on CPUs with native bf16 matmuls, see profiles/cpu.sh);
-- with ``--before``, ``rollout <dtype> (before)``: the previous rollout, ``sample_responses`` on
-  a plain SDPA model (the prompt's keys and values copied to every row of a static cache of
-  prompt and response columns, torch's fused SDPA kernel over all of it in every decode step,
-  every row computed to the last step, ``nn.Linear`` LM head).
+  shared-prompt decode attention, stopped rows dropped from the decode batch, the decode steps
+  run by the lean decode step :class:`~cpu_support.verl_cpu_patch.LeanLlamaDecode`: joined,
+  oneDNN-prepacked products; in fp32 also the LM head in vocabulary blocks and the MLPs
+  weight-major for the prefill), in fp32 and bf16 (the cpu profile uses bf16 only on CPUs with
+  native bf16 matmuls, see profiles/cpu.sh);
+- unless ``--skip-before``, ``rollout <dtype> (before)``: the previous decode, the same model
+  loaded with ``lean=False``, every decode step through the HF forward (same prefill, same
+  shared-prompt attention, same sampling);
+- with ``--sdpa``, ``rollout <dtype> (plain SDPA)``: the rollout before the shared prompt,
+  ``sample_responses`` on a plain SDPA model (the prompt's keys and values copied to every row of
+  a static cache of prompt and response columns, torch's fused SDPA kernel over all of it in
+  every decode step, every row computed to the last step, ``nn.Linear`` LM head).
 
 With ``--rounds N`` every timed variant runs N times, the variants alternating within each
 round, and the table gives the best and the median round: the CPUs may be shared with other
@@ -31,7 +36,7 @@ work (the header gives the load average when the run started), so compare rows o
 Every variant samples with temperature 1, top-p 1 and no top-k (verl's rollout defaults)
 and stops a row at its EOS, so the variants do not generate the same number of tokens:
 the table counts generated tokens (each response up to and including its EOS) and the
-decode steps actually run. A rollout and its ``(before)`` variant draw the same random numbers,
+decode steps actually run. A rollout and its other variants draw the same random numbers,
 so from one seed they sample the same tokens, except where fp32 rounding of the logits moves a
 draw that falls among very unlikely tokens to a neighbouring one (5 of the 64 rows within 64
 tokens in the default batch).
@@ -43,7 +48,8 @@ The estimated limit printed under the table is arithmetic on rates measured on t
 in the same run: a decode step must at least read the weights and the KV cache once (at the
 bandwidth of a large tensor copy; each group's prompt keys and values once, each row's
 response) and do 2 FLOPs per parameter per row, at the FLOP rate that the rollout model's own
-matmuls (every layer's projections and MLP, and the LM head, :func:`matmul_units`) reach with
+matmuls (every layer's projections and MLP, and the LM head, :func:`matmul_units`; the lean decode
+step's joined, prepacked products for the rollout) reach with
 the decode step's input of ``--prompts`` x ``--n`` rows, not a square matmul's (64-row
 products run well below it); the prefill does 2 FLOPs per parameter per prompt token, at the
 rate of the first layer's matmuls with the prefill's rows. Attention FLOPs are left out.
@@ -109,6 +115,16 @@ def matmul_units(model, layers=None) -> list:
     return units
 
 
+def lean_matmul_units(model) -> list:
+    """:func:`matmul_units` of the model's lean decode step (its joined, prepacked products), or
+    [] when it has none."""
+    lean = getattr(model, "lean_decode", None)
+    if lean is None:
+        return []
+    products = [p for layer in lean.layers for p in (layer.qkv, layer.o, layer.gate_up, layer.down)] + [lean.head]
+    return [(p, p.in_features, 2 * p.in_features * p.out_features) for p in products]
+
+
 def matmul_gflops(units, rows: int, dtype, repeats: int = 3) -> float:
     """FLOP rate (GFLOP/s, all torch threads, best of ``repeats``) of calling every module of
     ``units`` (:func:`matmul_units`) once on a (``rows``, in_features) input in ``dtype``: the
@@ -157,7 +173,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)), help="torch threads")
     parser.add_argument("--seed", type=int, default=0, help="torch seed before each variant")
     parser.add_argument("--dtypes", default="fp32,bf16", help="rollout dtypes to time, comma-separated (fp32, bf16)")
-    parser.add_argument("--before", action="store_true", help="also time the previous rollout (SDPA model)")
+    parser.add_argument("--skip-before", action="store_true", help="omit the previous decode (HF forward)")
+    parser.add_argument("--sdpa", "--before", action="store_true",
+                        help="also time the plain SDPA model's rollout (--before: its former name)")
     parser.add_argument("--rounds", type=int, default=1, help="runs of every variant, alternating")
     parser.add_argument("--skip-generate", action="store_true", help="omit the slow model.generate variant")
     parser.add_argument("--markdown", type=Path, help="also write the table to this file")
@@ -182,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16}
     names = args.dtypes.split(",")
     rollout_models = {name: load_rollout_model(args.model, dtypes[name]) for name in names}
+    before_models = {} if args.skip_before else \
+        {name: load_rollout_model(args.model, dtypes[name], lean=False) for name in names}
     sdpa_models = {}
 
     def sdpa_model(name):
@@ -204,8 +224,10 @@ def main(argv: list[str] | None = None) -> int:
     variants = [] if args.skip_generate else [("generate fp32", run_generate)]
     for name in names:
         variants.append((f"rollout {name}", run_rollout(rollout_models[name])))
-        if args.before:
-            variants.append((f"rollout {name} (before)", run_rollout(sdpa_model(name))))
+        if not args.skip_before:
+            variants.append((f"rollout {name} (before)", run_rollout(before_models[name])))
+        if args.sdpa:
+            variants.append((f"rollout {name} (plain SDPA)", run_rollout(sdpa_model(name))))
     batch = input_ids.size(0)
     lines = [f"Batch {batch} = {args.prompts} prompts x {args.n} responses, mean real prompt {real_prompt:.0f} "
              f"tokens (padded to {input_ids.size(1)}), up to {args.new_tokens} new tokens, sampling at temperature 1; "
@@ -238,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         model = rollout_models[name]
         size = torch.finfo(dtypes[name]).bits // 8
-        decode_gflops = matmul_gflops(matmul_units(model), batch, dtypes[name])
+        decode_gflops = matmul_gflops(lean_matmul_units(model) or matmul_units(model), batch, dtypes[name])
         prefill_rows = args.prompts * input_ids.size(1)
         prefill_gflops = matmul_gflops(matmul_units(model, layers=[0]), prefill_rows, dtypes[name], repeats=2)
         # keys and values read by a decode step: each group's prompt once, each row's response
@@ -250,7 +272,8 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"Estimated limit in {name}: about {limit:.0f} tokens/s if every row runs all "
                      f"{args.new_tokens} steps ({1000 * step_s:.0f} ms per decode step, prefill {prefill_s:.1f} s), "
                      f"from {decode_gflops:.0f} GFLOP/s measured for the rollout model's matmuls at the decode "
-                     f"step's shapes ({batch} rows: every layer's projections and MLP, and the LM head), "
+                     f"step's shapes ({batch} rows: every layer's projections and MLP, and the LM head"
+                     f"{', as the lean decode step computes them' if lean_matmul_units(model) else ''}), "
                      f"{prefill_gflops:.0f} GFLOP/s at the prefill's ({prefill_rows} rows, first layer) and "
                      f"{mem_gbps:.1f} GB/s for a copy.")
     text = "\n".join(lines)

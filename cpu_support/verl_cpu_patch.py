@@ -1210,12 +1210,15 @@ def _use_weight_major_mlp(mlp: torch.nn.Module) -> bool:
     return True
 
 
-def load_rollout_model(path, dtype: torch.dtype):
+def load_rollout_model(path, dtype: torch.dtype, lean: bool = True):
     """The rollout's copy of the policy: ``AutoModelForCausalLM`` in ``dtype`` with the attention
     :data:`ROLLOUT_ATTENTION` and, in fp32, the LM head computed as :class:`VocabChunkedLinear`
     and the MLPs as :func:`_weight_major_mlp_forward`, in eval mode. Its parameters and their
-    names are the plain model's (the weight sync loads the actor's state dict into them in place;
-    nothing derived from them is kept)."""
+    names are the plain model's (the weight sync loads the actor's state dict into them in place).
+    With ``lean`` and a model that :class:`LeanLlamaDecode` supports, ``model.lean_decode`` holds
+    the lean decode step that :func:`sample_responses` runs (weights derived from the parameters,
+    rebuilt whenever they change: :func:`lean_decode`); otherwise the decode steps run the HF
+    forward."""
     from transformers import AutoModelForCausalLM
 
     register_rollout_attention()
@@ -1229,7 +1232,246 @@ def load_rollout_model(path, dtype: torch.dtype):
             head.__class__ = VocabChunkedLinear  # same module and parameters, another forward
         for layer in getattr(model.base_model, "layers", []):
             _use_weight_major_mlp(layer.mlp)
-    return model.eval()
+    model.eval()
+    if lean and LeanLlamaDecode.unsupported(model) is None:
+        model.lean_decode = LeanLlamaDecode(model)
+    return model
+
+
+def lean_decode(model) -> "LeanLlamaDecode | None":
+    """The model's :class:`LeanLlamaDecode` (rebuilt first if its parameters changed since), or
+    None: the decode steps then run the HF forward."""
+    decode = getattr(model, "lean_decode", None)
+    if decode is not None:
+        decode.ensure_fresh()
+    return decode
+
+
+def _packed_linear_supported(dtype: torch.dtype) -> bool:
+    """Whether this torch has oneDNN's prepacked linear (``mkldnn._reorder_linear_weight`` /
+    ``mkldnn._linear_pointwise``, what torch.compile's CPU backend uses for frozen weights) for
+    ``dtype``: fp32 wherever oneDNN is built in, bf16 where oneDNN reports bf16 support (AVX512
+    and newer; the cpu profile runs bf16 only where the CPU multiplies it natively anyway)."""
+    if not (torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
+            and hasattr(torch.ops.mkldnn, "_linear_pointwise")):
+        return False
+    return dtype == torch.float32 or dtype == torch.bfloat16 and torch.ops.mkldnn._is_mkldnn_bf16_supported()
+
+
+class _Linear:
+    """``x @ weight.T`` (no bias) with ``weight`` prepacked for oneDNN (``packed``) or as it is."""
+
+    def __init__(self, weight: torch.Tensor, packed: bool, rows_hint: int):
+        weight = weight.detach().contiguous()
+        self.out_features, self.in_features = weight.shape
+        self.packed = packed
+        self.weight = torch.ops.mkldnn._reorder_linear_weight(weight, rows_hint) if packed else weight
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.packed:
+            return torch.ops.mkldnn._linear_pointwise(x, self.weight, None, "none", [], "")
+        return torch.nn.functional.linear(x, self.weight)
+
+
+class ResponseKV:
+    """The decode's keys and values of the response columns, per layer (batch, kv heads,
+    capacity, head dim), as the static cache of the HF decode holds them."""
+
+    def __init__(self, layers: int, batch: int, kv_heads: int, capacity: int, head_dim: int, dtype: torch.dtype):
+        shape = (batch, kv_heads, capacity, head_dim)
+        self.keys = [torch.zeros(shape, dtype=dtype) for _ in range(layers)]
+        self.values = [torch.zeros(shape, dtype=dtype) for _ in range(layers)]
+
+    def reorder_cache(self, rows: torch.Tensor) -> None:
+        """Keep the rows ``rows`` (the decode batch drops its stopped rows)."""
+        self.keys = [k.index_select(0, rows) for k in self.keys]
+        self.values = [v.index_select(0, rows) for v in self.values]
+
+
+class LeanLlamaDecode:
+    """One decode step of a Llama model (one new token per row, the shared-prompt attention
+    :func:`_shared_prompt_decode`) as a plain loop over its layers, with weights derived from the
+    model's parameters: q/k/v joined into one product, gate/up into one, every product (LM head
+    included) on oneDNN-prepacked weights where torch has them (:func:`_packed_linear_supported`).
+
+    Supported (:meth:`unsupported` says why not): ``LlamaForCausalLM`` (SmolLM2's class) without
+    attention, MLP or LM-head biases, in fp32 or bf16. Any other model (Qwen2's q/k/v biases,
+    Gemma's scaled norms, ...) decodes through its own HF forward, as before.
+
+    The derived weights are copies (about one more copy of the model in memory, the tied LM head
+    included): :meth:`refresh` rebuilds them, and :meth:`ensure_fresh` does so whenever any
+    parameter of the model changed since (its tensor or its version counter, which
+    ``load_state_dict`` and every in-place write bump), so a weight sync cannot leave the decode on
+    old weights. The model's own parameters and their names are untouched.
+
+    Same computation as the HF decode step, op for op in the same dtypes (RMSNorm in fp32, the
+    model's own rotary module, residual adds in the compute dtype, the LM head's logits in the
+    compute dtype), up to the summation order of the joined and prepacked products.
+
+    Why, measured on the recipe's 2-core AMD EPYC (AVX512-BF16, no AMX; another user's job on the
+    cores, load average 2.5-4; SmolLM2-135M, MATH prompts of ~170-194 columns, 24 or 16 decode
+    steps from a real prefill, best / median of 3 alternating rounds, ms per decode step):
+
+    ===========  ===============  ===============  ===============  ===============
+    variant      bf16, 16 rows    bf16, 64 rows    fp32, 16 rows    fp32, 64 rows
+    ===========  ===============  ===============  ===============  ===============
+    HF forward   113 / 119        255 / 265        157 / 167        360 / 375
+    lean, plain  106 / 236 [*]_   250 / 328 [*]_   191 / 230 [*]_   503 / 705 [*]_
+    lean packed  83 / 87          217 / 218        103 / 105        284 / 298
+    + 1 thread   72 / 73          152 / 176        93 / 109         207 / 243
+    ===========  ===============  ===============  ===============  ===============
+
+    .. [*] another run, next to HF forward at 127 / 130, 247 / 396, 171 / 270, 415 / 685.
+
+    "lean, plain": the same loop on joined but unpacked weights (``F.linear``); "+ 1 thread":
+    the attention half of each layer (q/k/v product, rotary, attention, output product) at 1
+    thread, the MLP and LM head at the caller's (:attr:`attention_threads`); all 4 products of
+    a layer at 1 thread measured no better (71 / 75, 159 / 193, 102 / 105, 255 / 258). Per
+    product (bf16, 16 rows, 2 threads, best of 3 rounds, ms): q/k/v 0.354 as 3 ``F.linear``, 0.137
+    joined, 0.105 joined and prepacked; gate/up 0.412 / 0.305 / 0.229; LM head (49,152 x 576)
+    6.8 as ``F.linear``, 3.5 prepacked (fp32: 21.5 / 7.8; at 64 rows bf16 18.1 / 11.2). The
+    output product (576 x 576) took 0.107 at 2 threads and 0.068 at 1, prepacked. Also at 1
+    thread the MLP's elementwise work between its products (4 more thread switches per layer):
+    no clear gain at 64 rows (151 / 161 against 155 / 168 bf16, 263 / 268 against 263 / 271
+    fp32, 4 rounds).
+
+    The whole rollout (``python -m benchmarks.bench_cpu_rollout --dtypes bf16,fp32
+    --skip-generate --rounds 3``, 128 new tokens, sampling; prefill included; the same machine,
+    shared, load average 3-6), ms per decode step, best / median, against the HF forward's
+    decode ("before"): 4 x 4 rows bf16 86 / 96 against 131 / 157, fp32 129 / 143 against
+    238 / 271; 8 x 8 rows bf16 206 / 214 against 261 / 263, fp32 313 / 412 against 474 / 666.
+    """
+
+    #: threads of the attention half of each layer (None: the caller's)
+    attention_threads: int | None = 1
+
+    def __init__(self, model, packed: bool | None = None, rows_hint: int = 16):
+        """``packed``: prepack the products' weights (default: where :func:`_packed_linear_supported`);
+        ``rows_hint``: the rows oneDNN lays the packed weights out for; any number of rows works.
+        Packed for 16 or for 64 rows, the products ran equally fast at 16 and at 64 rows (bf16
+        and fp32, q/k/v, gate/up, down and LM head shapes, within 10 %, best of 3 rounds)."""
+        self.model = model
+        self.packed = _packed_linear_supported(model.dtype) if packed is None else packed
+        self.rows_hint = rows_hint
+        self.refresh()
+
+    @staticmethod
+    def unsupported(model) -> str | None:
+        """Why the lean decode cannot run ``model`` (None: it can)."""
+        from transformers import LlamaForCausalLM
+
+        if not isinstance(model, LlamaForCausalLM):
+            return f"{type(model).__name__} is not a LlamaForCausalLM"
+        cfg = model.config
+        if getattr(cfg, "attention_bias", False) or getattr(cfg, "mlp_bias", False):
+            return "attention or MLP biases"
+        if model.get_output_embeddings().bias is not None:
+            return "LM head bias"
+        if model.dtype not in (torch.float32, torch.bfloat16):
+            return f"dtype {model.dtype}"
+        return None
+
+    def _sources(self) -> list:
+        return list(self.model.parameters())
+
+    def _versions(self) -> list:
+        return [(p.data_ptr(), p._version) for p in self._sources()]
+
+    def refresh(self) -> None:
+        """Rebuild the derived weights from the model's current parameters (on plain weights if
+        oneDNN refuses to prepack them). Measured for SmolLM2-135M on the 2-core machine (shared):
+        0.14-0.23 s in bf16, 0.22-0.49 s in fp32, once per weight sync; :meth:`fresh` 1-2 ms."""
+        try:
+            self._build()
+        except RuntimeError:
+            if not self.packed:
+                raise
+            self.packed = False
+            self._build()
+
+    def _build(self) -> None:
+        import types
+
+        model, hint, packed = self.model, self.rows_hint, self.packed
+        cfg = model.config
+        decoder = model.model
+        with torch.no_grad():
+            self.layers = []
+            for layer in decoder.layers:
+                attn, mlp = layer.self_attn, layer.mlp
+                self.layers.append(types.SimpleNamespace(
+                    attn=attn,
+                    norm1=layer.input_layernorm, norm2=layer.post_attention_layernorm,
+                    qkv=_Linear(torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight]), packed, hint),
+                    o=_Linear(attn.o_proj.weight, packed, hint),
+                    gate_up=_Linear(torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]), packed, hint),
+                    down=_Linear(mlp.down_proj.weight, packed, hint),
+                    act=mlp.act_fn, intermediate=mlp.gate_proj.out_features))
+            self.head = _Linear(model.get_output_embeddings().weight, packed, hint)
+        self.embed = decoder.embed_tokens
+        self.norm = decoder.norm
+        self.rotary = decoder.rotary_emb
+        self.heads = cfg.num_attention_heads
+        self.kv_heads = cfg.num_key_value_heads
+        self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        self.dtype = model.dtype
+        self.built_from = self._versions()
+
+    def fresh(self) -> bool:
+        """Whether the derived weights are the model's current parameters."""
+        return self._versions() == self.built_from
+
+    def ensure_fresh(self) -> None:
+        if not self.fresh():
+            self.refresh()
+
+    def new_cache(self, batch: int, capacity: int) -> ResponseKV:
+        return ResponseKV(len(self.layers), batch, self.kv_heads, capacity, self.head_dim, self.dtype)
+
+    @staticmethod
+    def _rms_norm(norm, x: torch.Tensor) -> torch.Tensor:
+        """LlamaRMSNorm's forward, op for op. ``F.rms_norm`` on the fp32 copy gave no clear gain
+        in a decode step (ms, best / median of 3, machine shared: 64 / 68 against 64 / 67 at 16
+        rows bf16, 157 / 177 against 183 / 190 at 64 rows bf16, 272 / 337 against 260 / 285 at
+        64 rows fp32)."""
+        dtype = x.dtype
+        x = x.to(torch.float32)
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
+        return norm.weight * x.to(dtype)
+
+    def step(self, token: torch.Tensor, position: torch.Tensor, bias: torch.Tensor, cache: ResponseKV, column: int,
+             shared: SharedPromptKV) -> torch.Tensor:
+        """The logits (batch, vocab) in the compute dtype after feeding ``token`` (batch,) at
+        ``position`` (batch, 1); its keys and values go to response column ``column`` of
+        ``cache``; ``bias``: the additive mask of :func:`_shared_prompt_decode` up to that column."""
+        batch = token.size(0)
+        heads, kv_heads, head_dim = self.heads, self.kv_heads, self.head_dim
+        x = torch.nn.functional.embedding(token, self.embed.weight)  # (batch, hidden)
+        cos, sin = self.rotary(x, position)  # (batch, 1, head dim)
+        half = head_dim // 2
+        q_end, k_end = heads * head_dim, (heads + kv_heads) * head_dim
+        threads = torch.get_num_threads()
+        few = self.attention_threads if self.attention_threads and self.attention_threads < threads else None
+        try:
+            for index, layer in enumerate(self.layers):
+                if few:
+                    torch.set_num_threads(few)
+                qkv = layer.qkv(self._rms_norm(layer.norm1, x))
+                qk = qkv[:, :k_end].view(batch, heads + kv_heads, head_dim)
+                qk = qk * cos + torch.cat([-qk[..., half:], qk[..., :half]], dim=-1) * sin  # rotary
+                query = qk[:, :heads].unsqueeze(2)  # (batch, heads, 1, head dim), as HF's attention gets it
+                cache.keys[index][:, :, column] = qk[:, heads:]
+                cache.values[index][:, :, column] = qkv[:, k_end:].view(batch, kv_heads, head_dim)
+                out = _shared_prompt_decode(layer.attn, query, cache.keys[index], cache.values[index], bias,
+                                            layer.attn.scaling, shared)
+                x = x + layer.o(out.reshape(batch, q_end))
+                if few:
+                    torch.set_num_threads(threads)
+                gate_up = layer.gate_up(self._rms_norm(layer.norm2, x))
+                x = x + layer.down(layer.act(gate_up[:, :layer.intermediate]) * gate_up[:, layer.intermediate:])
+        finally:
+            torch.set_num_threads(threads)
+        return self.head(self._rms_norm(self.norm, x))
 
 
 def _warpers(do_sample: bool, temperature: float, top_k: int, top_p: float):
@@ -1276,7 +1518,9 @@ def sample_responses(model, input_ids: torch.Tensor, attention_mask: torch.Tenso
     them through :func:`rollout_attention_forward`; the static cache holds the response columns
     only, and rows that stopped are dropped from the decode batch (:data:`DROP_STOPPED_FRACTION`;
     every sampling step still draws one random number per row of the batch, so a seed gives the
-    same tokens either way, up to fp32 rounding of the logits). With any other
+    same tokens either way, up to fp32 rounding of the logits); a model with a lean decode step
+    (:func:`lean_decode`) computes the decode steps with it instead of its HF forward (same
+    logits up to the rounding of the products). With any other
     attention implementation the prompt's keys and values are copied to every row of its group
     in one static cache of prompt and response columns, and every row is computed to the end
     (the previous rollout, kept for other models and to measure against).
@@ -1294,6 +1538,7 @@ def sample_responses(model, input_ids: torch.Tensor, attention_mask: torch.Tenso
     firsts, groups = group_index(input_ids, attention_mask)
     positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
     shared = model.config._attn_implementation == ROLLOUT_ATTENTION
+    lean = lean_decode(model) if shared else None
 
     if shared:
         prompt_cache = DynamicCache()
@@ -1304,7 +1549,8 @@ def sample_responses(model, input_ids: torch.Tensor, attention_mask: torch.Tenso
         del prompt_cache
         # A static cache of the response columns: a dynamic cache concatenates the whole cache in
         # every layer at every decode step (measured 40 % of a decode step at batch 64).
-        cache = StaticCache(config=model.config, max_cache_len=max_new_tokens)
+        cache = lean.new_cache(batch_size, max_new_tokens) if lean is not None else \
+            StaticCache(config=model.config, max_cache_len=max_new_tokens)
         # the additive attention mask of the decode steps: prompt columns, then response columns
         # (a response column opens when its token is fed for a row that has not stopped)
         bias = torch.full((batch_size, 1, 1, prompt_length + max_new_tokens), torch.finfo(torch.float32).min)
@@ -1354,15 +1600,18 @@ def sample_responses(model, input_ids: torch.Tensor, attention_mask: torch.Tenso
                 prompt_kv = prompt_kv.select(keep)
                 rows, bias, next_pos, token, alive = rows[keep], bias[keep], next_pos[keep], token[keep], alive[keep]
             bias[:, 0, 0, column].masked_fill_(alive, 0.0)
-            out = model(input_ids=token[:, None], attention_mask=bias[..., :column + 1], position_ids=next_pos,
-                        past_key_values=cache, use_cache=True, cache_position=torch.tensor([step]),
-                        shared_prompt=prompt_kv)
+            if lean is not None:
+                logits = lean.step(token, next_pos, bias[..., :column + 1], cache, step, prompt_kv)
+            else:
+                logits = model(input_ids=token[:, None], attention_mask=bias[..., :column + 1], position_ids=next_pos,
+                               past_key_values=cache, use_cache=True, cache_position=torch.tensor([step]),
+                               shared_prompt=prompt_kv).logits[:, -1]
         else:
             mask[:, column] = alive.to(mask.dtype)
-            out = model(input_ids=token[:, None], attention_mask=mask, position_ids=next_pos, past_key_values=cache,
-                        use_cache=True, cache_position=torch.tensor([column]))
+            logits = model(input_ids=token[:, None], attention_mask=mask, position_ids=next_pos, past_key_values=cache,
+                           use_cache=True, cache_position=torch.tensor([column])).logits[:, -1]
         next_pos = next_pos + 1
-        logits = out.logits[:, -1].float()
+        logits = logits.float()
     responses = torch.stack(tokens, dim=1)
     return responses, (torch.stack(log_probs, dim=1) if return_log_probs else None)
 
@@ -1374,7 +1623,8 @@ class CPUHFRollout(BaseRollout):
     ``release`` / ``update_weights``) and cannot be built by ``_build_rollout``. This class
     keeps its own ``AutoModelForCausalLM`` (:func:`load_rollout_model`: compute dtype
     ``CPU_DTYPE``, the same as the actor's and the ref's forward; SDPA attention for the prefill,
-    the shared-prompt attention for the decode steps; in fp32 the LM head in vocabulary blocks
+    the shared-prompt attention for the decode steps, run by a lean decode step for Llama
+    models (:class:`LeanLlamaDecode`); in fp32 the LM head in vocabulary blocks
     and the MLPs weight-major), receives the actor's full weights before every rollout through
     :meth:`update_weights`, and samples with :func:`sample_responses` (one prefill per GRPO group).
 
@@ -1413,6 +1663,8 @@ class CPUHFRollout(BaseRollout):
         tied = {"lm_head.weight"} if self.module.config.tie_word_embeddings else set()
         if unexpected or set(missing) - tied:
             raise RuntimeError(f"rollout weight sync: missing {missing[:5]}, unexpected {unexpected[:5]}")
+        if getattr(self.module, "lean_decode", None) is not None:
+            self.module.lean_decode.refresh()  # its joined, prepacked weights are copies
         self._syncs += 1
         if self.digest_file:
             import json

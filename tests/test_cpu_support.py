@@ -260,31 +260,51 @@ def test_sample_categorical_draws_from_the_distribution_and_never_a_zero_entry(b
         assert verl_cpu_patch.sample_categorical(one_hot, block=small).tolist() == [9, 0, 5]
 
 
-def rollout_and_plain_models(model_dir: Path):
-    """The model as the rollout loads it, and the plain SDPA model (the previous rollout's)."""
+def rollout_and_plain_models(model_dir: Path, lean: bool = True, dtype=torch.float32):
+    """The model as the rollout loads it (``lean``: with its lean decode step, else decoding
+    through its HF forward), and the plain SDPA model (the previous rollout's)."""
     from transformers import AutoModelForCausalLM
 
-    rollout = verl_cpu_patch.load_rollout_model(model_dir, torch.float32)
-    plain = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32, attn_implementation="sdpa")
+    rollout = verl_cpu_patch.load_rollout_model(model_dir, dtype, lean=lean)
+    assert (getattr(rollout, "lean_decode", None) is not None) == lean
+    plain = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=dtype, attn_implementation="sdpa")
     return rollout, plain.eval()
 
 
 def record_last_logits(model) -> list:
-    """The last position's logits of every forward call of model, appended."""
+    """The last position's logits of every forward call of model and of every step of its lean
+    decode (if it has one), appended."""
     calls = []
     model.register_forward_hook(lambda _m, _a, out: calls.append(out.logits[:, -1].clone()))
+    lean = getattr(model, "lean_decode", None)
+    if lean is not None:
+        step = lean.step
+        lean.step = lambda *args: calls.append(step(*args)) or calls[-1].clone()
     return calls
 
 
+def record_decode_rows(model) -> list:
+    """The rows of every forward call of model and of every step of its lean decode, appended."""
+    rows = []
+    model.register_forward_hook(lambda _m, _a, kwargs, _out: rows.append(kwargs["input_ids"].size(0)),
+                                with_kwargs=True)
+    lean = getattr(model, "lean_decode", None)
+    if lean is not None:
+        step = lean.step
+        lean.step = lambda token, *args: rows.append(token.size(0)) or step(token, *args)
+    return rows
+
+
+@pytest.mark.parametrize("lean", [True, False])  # the lean decode step, or the HF forward
 @pytest.mark.parametrize("rows", [[0, 1, 2, 3, 4, 5], [0, 1, 2, 3, 4]])  # groups of 3 and 3, of 3 and 2
-def test_shared_prompt_decode_gives_the_sdpa_logits(tiny_model_dir, monkeypatch, rows):
+def test_shared_prompt_decode_gives_the_sdpa_logits(tiny_model_dir, monkeypatch, rows, lean):
     """Every decode step's logits with the rollout's model (each group's prompt keys and values
     stored once, the response columns in their own static cache, the decode attention as
     grouped matrix products, LM head in vocabulary blocks, weight-major MLPs) are the plain SDPA
     model's over one static cache of prompt and response columns; SDPA runs in the prefill only."""
     from transformers.integrations import sdpa_attention
 
-    rollout, plain = rollout_and_plain_models(tiny_model_dir)
+    rollout, plain = rollout_and_plain_models(tiny_model_dir, lean=lean)
     ids, mask = grouped_batch(n=3)
     ids, mask = ids[rows], mask[rows]
     sdpa_queries = []
@@ -306,16 +326,15 @@ def test_shared_prompt_decode_gives_the_sdpa_logits(tiny_model_dir, monkeypatch,
         assert g.shape == w.shape and torch.allclose(g, w, atol=1e-5), step
 
 
-def test_stopped_rows_leave_the_decode_batch_and_greedy_still_equals_generate(tiny_model_dir, monkeypatch):
+@pytest.mark.parametrize("lean", [True, False])
+def test_stopped_rows_leave_the_decode_batch_and_greedy_still_equals_generate(tiny_model_dir, monkeypatch, lean):
     monkeypatch.setattr(verl_cpu_patch, "DROP_MIN_STEPS_LEFT", 0)
-    rollout, plain = rollout_and_plain_models(tiny_model_dir)
+    rollout, plain = rollout_and_plain_models(tiny_model_dir, lean=lean)
     ids, mask = grouped_batch(n=3)
     free, _ = sample_responses(plain, ids, mask, max_new_tokens=8, eos_token_ids=-1, pad_token_id=0, do_sample=False)
     eos = int(free[0, 0])  # group 0 (rows 0-2) stops at its first token, group 1 (rows 3-5) goes on
     assert eos not in free[3].tolist()
-    rows = []
-    rollout.register_forward_hook(lambda _m, _a, kwargs, _out: rows.append(kwargs["input_ids"].size(0)),
-                                  with_kwargs=True)
+    rows = record_decode_rows(rollout)
     got, _ = sample_responses(rollout, ids, mask, max_new_tokens=8, eos_token_ids=eos, pad_token_id=0,
                               do_sample=False)
     want = plain.generate(input_ids=ids, attention_mask=mask, max_new_tokens=8, do_sample=False, eos_token_id=eos,
@@ -797,3 +816,108 @@ def test_grouped_attention_under_bf16_autocast_is_finite_and_close_to_sdpa(mask_
     assert torch.isfinite(out.float()).all() and torch.isfinite(query.grad).all() and torch.isfinite(key.grad).all()
     attends = allowed.any(-1).squeeze(1)  # (batch, query)
     assert torch.allclose(out.float()[attends], want.float()[attends], atol=3e-2)
+
+
+def decode_logits_and_full_forward(model, ids, mask, new_tokens: int = 6):
+    """(the logits of every decode step of a greedy rollout, the full forward's logits at the same
+    positions over prompt + the generated tokens), both (rows, steps, vocab) in fp32."""
+    steps = record_last_logits(model)
+    responses, _ = sample_responses(model, ids, mask, max_new_tokens=new_tokens, eos_token_ids=-1, pad_token_id=0,
+                                    do_sample=False)
+    decoded = torch.stack([s.float() for s in steps[1:]], dim=1)  # steps[0]: the prefill's
+    full_mask = torch.cat([mask, torch.ones_like(responses)], dim=1)
+    pos = (full_mask.cumsum(-1) - 1).clamp(min=0)
+    with torch.no_grad():
+        full = model(input_ids=torch.cat([ids, responses], dim=1), attention_mask=full_mask, position_ids=pos).logits
+    return decoded, full[:, ids.size(1):-1].float()
+
+
+@pytest.mark.parametrize("dtype, atol", [(torch.float32, 1e-5), (torch.bfloat16, 1e-2)])
+def test_lean_decode_logits_are_the_full_forward_logits(tiny_model_dir, dtype, atol):
+    """The lean decode step's logits equal HF's full forward over the same tokens: fp32 up to
+    summation order, bf16 up to a few bf16 roundings (logits of magnitude up to about 0.6 here,
+    where bf16's step is 2**-8; measured 2e-3 off, as the HF decode)."""
+    rollout, _ = rollout_and_plain_models(tiny_model_dir, dtype=dtype)
+    ids, mask = grouped_batch(n=3)
+    decoded, full = decode_logits_and_full_forward(rollout, ids, mask)
+    assert decoded.shape == full.shape == (6, 5, 64)
+    assert (decoded - full).abs().max() <= atol
+    # the HF decode of the same model (its previous path) is no closer in bf16
+    hf, _ = rollout_and_plain_models(tiny_model_dir, lean=False, dtype=dtype)
+    hf_decoded, hf_full = decode_logits_and_full_forward(hf, ids, mask)
+    assert (hf_decoded - hf_full).abs().max() <= atol
+
+
+def test_lean_decode_greedy_equals_generate_in_bf16(tiny_model_dir):
+    rollout, plain = rollout_and_plain_models(tiny_model_dir, dtype=torch.bfloat16)
+    ids, mask = grouped_batch(n=3)
+    got, _ = sample_responses(rollout, ids, mask, max_new_tokens=6, eos_token_ids=3, pad_token_id=0, do_sample=False)
+    want = plain.generate(input_ids=ids, attention_mask=mask, max_new_tokens=6, do_sample=False, eos_token_id=3,
+                          pad_token_id=0)[:, ids.size(1):]
+    assert torch.equal(got[:, :want.size(1)], want)
+
+
+def test_weight_sync_changes_what_the_lean_decode_computes(tiny_model_dir):
+    """The lean decode's joined, prepacked weights are copies: after a weight sync the decode
+    steps compute with the new weights (a plain model loaded with them gives the same logits),
+    not the old ones."""
+    rollout = make_rollout(tiny_model_dir)
+    model = rollout.module
+    lean = model.lean_decode
+    assert lean is not None and lean.fresh()
+    ids, mask = grouped_batch(n=2)
+    before, _ = decode_logits_and_full_forward(model, ids, mask)
+    _, plain = rollout_and_plain_models(tiny_model_dir)
+    torch.manual_seed(2)
+    new = {k: v + 0.1 * torch.randn_like(v) for k, v in plain.state_dict().items() if k != "lm_head.weight"}
+    asyncio.run(rollout.update_weights(iter(new.items())))
+    assert model.lean_decode is lean and lean.fresh()
+    plain.load_state_dict(new, strict=False)
+    after, _ = decode_logits_and_full_forward(model, ids, mask)
+    _, want = decode_logits_and_full_forward(plain, ids, mask)  # plain's full forward over the same tokens
+    assert torch.allclose(after, want, atol=1e-5)
+    assert (after - before).abs().max() > 1e-2
+
+
+def test_lean_decode_rebuilds_its_weights_when_a_parameter_changes_in_place(tiny_model_dir):
+    """A parameter written in place without a weight sync (its version counter moves) still
+    reaches the decode: the derived weights are rebuilt before the next rollout."""
+    rollout, _ = rollout_and_plain_models(tiny_model_dir)
+    ids, mask = grouped_batch(n=2)
+    before, _ = decode_logits_and_full_forward(rollout, ids, mask)
+    with torch.no_grad():
+        rollout.model.layers[1].mlp.down_proj.weight.mul_(3.0)
+        rollout.get_output_embeddings().weight.add_(0.05)  # tied: the embedding too
+    assert not rollout.lean_decode.fresh()
+    after, full = decode_logits_and_full_forward(rollout, ids, mask)
+    assert rollout.lean_decode.fresh()
+    assert torch.allclose(after, full, atol=1e-5) and (after - before).abs().max() > 1e-2
+
+
+def test_models_the_lean_decode_does_not_support_decode_through_their_hf_forward(tmp_path):
+    """A Llama with attention biases has no lean decode; its rollout still equals generate."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, attention_bias=True)
+    LlamaForCausalLM(cfg).save_pretrained(tmp_path)
+    model = verl_cpu_patch.load_rollout_model(tmp_path, torch.float32)
+    assert verl_cpu_patch.LeanLlamaDecode.unsupported(model) == "attention or MLP biases"
+    assert getattr(model, "lean_decode", None) is None and verl_cpu_patch.lean_decode(model) is None
+    ids, mask = grouped_batch(n=3)
+    got, _ = sample_responses(model, ids, mask, max_new_tokens=6, eos_token_ids=3, pad_token_id=0, do_sample=False)
+    want = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=6, do_sample=False, eos_token_id=3,
+                          pad_token_id=0)[:, ids.size(1):]
+    assert torch.equal(got[:, :want.size(1)], want)
+
+
+def test_lean_decode_on_plain_weights_gives_the_prepacked_logits(tiny_model_dir):
+    """Where oneDNN cannot prepack, the lean decode runs ``F.linear`` on the joined weights: the
+    same logits."""
+    rollout, _ = rollout_and_plain_models(tiny_model_dir)
+    ids, mask = grouped_batch(n=3)
+    packed, full = decode_logits_and_full_forward(rollout, ids, mask)
+    rollout.lean_decode = verl_cpu_patch.LeanLlamaDecode(rollout, packed=False)
+    plain, _ = decode_logits_and_full_forward(rollout, ids, mask)
+    assert torch.allclose(packed, plain, atol=1e-5) and torch.allclose(plain, full, atol=1e-5)

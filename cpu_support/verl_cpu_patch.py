@@ -605,89 +605,6 @@ def _patch_actor_padding() -> None:
     cls._forward_micro_batch = _forward_micro_batch
 
 
-#: transformers attention implementation name of :func:`grouped_attention_forward`.
-GROUPED_ATTENTION = "cpu_grouped_kv"
-_grouped_bias_cache: list = []  # [(mask, kv heads, group size, dtype, bias)]: the last forward's
-
-
-def _grouped_bias(attention_mask: torch.Tensor, kv_heads: int, group: int, dtype: torch.dtype) -> torch.Tensor:
-    """The additive mask (batch, 1, q, k) laid out as the grouped scores, (batch * kv_heads,
-    group * q, k), in ``dtype``; built once per forward pass (every layer gets the same mask)."""
-    if _grouped_bias_cache:
-        mask, heads, size, kind, bias = _grouped_bias_cache[0]
-        if mask is attention_mask and (heads, size, kind) == (kv_heads, group, dtype):
-            return bias
-    batch, _, q_len, k_len = attention_mask.shape
-    if attention_mask.dtype == torch.bool:  # True: attend (SDPA's convention)
-        bias = torch.zeros(attention_mask.shape, dtype=dtype).masked_fill_(~attention_mask, torch.finfo(dtype).min)
-    else:  # fp32's minimum is -inf in bf16: a fully masked row (left padding) would give NaN
-        bias = attention_mask.to(dtype).clamp(min=torch.finfo(dtype).min)
-    bias = bias.unsqueeze(1).expand(batch, kv_heads, group, q_len, k_len)
-    bias = bias.reshape(batch * kv_heads, group * q_len, k_len)
-    _grouped_bias_cache[:] = [(attention_mask, kv_heads, group, dtype, bias)]
-    return bias
-
-
-def grouped_attention_forward(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None,
-                              **kwargs):
-    """Attention of the actor's and ref's forward on CPU (:data:`GROUPED_ATTENTION`): for each
-    KV head, the queries of its query heads form one matrix (no copy of the keys and values per
-    query head), ``softmax(q k^T * scale + mask) v`` as three batched matrix products and a
-    softmax, with transformers' eager (additive) mask; autograd's backward of those ops.
-
-    Opt-in, not the default, because it is faster but less exact: the scores ``q k^T`` are
-    rounded to bf16 under autocast (as in transformers' ``eager`` attention, whose log-probs
-    and gradients it matches to within the order of sums in a whole micro-batch), where
-    torch's fused SDPA kernel keeps them in fp32. Select it with
-    ``+actor_rollout_ref.model.override_config._attn_implementation=cpu_grouped_kv`` (actor
-    and ref); it falls back to SDPA with dropout or without a 4-D mask.
-
-    Measured on this recipe's 2-core AMD EPYC (avx512_bf16, 2 threads, other jobs on the
-    cores), SmolLM2-135M (9 query heads, 3 KV heads, 64 dims), bf16 autocast. One layer,
-    best of 3 alternating rounds, forward / forward and backward: the update's response call,
-    q (8, 9, 127) against k/v (8, 3, 321): 7.5 / 21.7 ms against SDPA's 13.6 / 53.8 ms
-    (eager 10.5 / 30.5 ms); the prompt call, (2, 9, 194) against (2, 3, 194): 1.7 / 5.0 ms
-    against 2.9 / 13.4 ms. One update micro-batch under FSDP2 (8 rows = 2 prompts x 4
-    responses, 194 prompt and 128 response columns), best / median of 3 alternating rounds:
-    forward and backward 6.00 / 6.05 s against SDPA's 6.36 / 6.61 s (eager 6.15 / 6.38 s),
-    forward 2.14 / 2.36 s against 2.19 / 2.47 s; in a later run of 4 rounds with the cores
-    more loaded, 8.37 / 8.83 s against 10.71 / 11.51 s (process CPU time 8.28 / 8.52 against
-    10.34 / 10.88 s), forward 2.92 / 3.20 s against 3.34 / 3.47 s. The price, against the same micro-batch in
-    fp32: log-probs' mean / max error 0.076 / 0.62 against SDPA's 0.072 / 0.36, parameter
-    gradients' mean relative error 3.2 % against 2.5 %. Scores computed in fp32 instead (bf16
-    probabilities) kept SDPA's accuracy but were no faster than SDPA (37 against 54 ms for the
-    response call's layer under a heavier load, 7.5 against 13.4 ms for the prompt's)."""
-    if dropout and module.training or attention_mask is None or attention_mask.dim() != 4:
-        from transformers.integrations import sdpa_attention
-
-        return sdpa_attention.sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
-                                                     scaling=scaling, **kwargs)
-    batch, heads, q_len, dim = query.shape
-    kv_heads, k_len = key.size(1), key.size(2)
-    if attention_mask.size(-1) != k_len:  # as transformers' eager and SDPA attention
-        attention_mask = attention_mask[:, :, :, :k_len]
-    group = heads // kv_heads
-    scaling = dim ** -0.5 if scaling is None else scaling
-    dtype = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else query.dtype
-    with torch.autocast("cpu", enabled=False):
-        # query heads h = kv * group + g (transformers' repeat_kv order)
-        grouped_q = query.to(dtype).reshape(batch * kv_heads, group * q_len, dim)
-        scores = torch.baddbmm(_grouped_bias(attention_mask, kv_heads, group, dtype), grouped_q,
-                               key.to(dtype).reshape(batch * kv_heads, k_len, dim).transpose(1, 2), alpha=scaling)
-        probs = torch.softmax(scores, dim=-1)
-        out = torch.bmm(probs, value.to(dtype).reshape(batch * kv_heads, k_len, dim))
-    return out.view(batch, heads, q_len, dim).transpose(1, 2).contiguous(), None
-
-
-def register_grouped_attention() -> None:
-    """Register :data:`GROUPED_ATTENTION` with transformers (its mask: eager's additive one)."""
-    from transformers import AttentionInterface
-    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
-
-    AttentionInterface.register(GROUPED_ATTENTION, grouped_attention_forward)
-    AttentionMaskInterface.register(GROUPED_ATTENTION, ALL_MASK_ATTENTION_FUNCTIONS["eager"])
-
-
 def _patch_actor_autocast() -> None:
     """With ``CPU_DTYPE=fp32``, run the actor's and ref's forward without verl's hard-coded
     bf16 autocast (``dp_actor._forward_micro_batch``); the FSDP2 mixed-precision dtype comes
@@ -935,7 +852,6 @@ def apply() -> None:
     _patch_optimizer()
     _patch_empty_cache()
     enable_sdpa_gqa()
-    register_grouped_attention()
     _register_hf_rollout()
     _APPLIED = True
 

@@ -765,59 +765,6 @@ def test_scoring_head_only_for_models_whose_logits_are_the_heads_output(tiny_mod
     assert verl_cpu_patch._scoring_head(model) is None
 
 
-def test_grouped_attention_is_sdpas_in_fp32_with_left_padding_and_a_cache(tiny_model_dir, fp32_actor_forward):
-    """The opt-in grouped-KV attention (registered name) gives the SDPA model's log-probs,
-    entropy and gradients in fp32, for verl's forward (left and right padding, fully masked
-    padding rows) and for the shared-prompt forward with its KV cache."""
-    from transformers import AutoModelForCausalLM
-
-    verl_cpu_patch.register_grouped_attention()
-    batch = two_group_micro_batch()
-    sdpa = stub_actor(AutoModelForCausalLM.from_pretrained(tiny_model_dir, torch_dtype=torch.float32,
-                                                           attn_implementation="sdpa"))
-    grouped = stub_actor(AutoModelForCausalLM.from_pretrained(
-        tiny_model_dir, torch_dtype=torch.float32, attn_implementation=verl_cpu_patch.GROUPED_ATTENTION))
-    assert grouped.actor_module.config._attn_implementation == verl_cpu_patch.GROUPED_ATTENTION
-    for forward in (fp32_actor_forward.original, fp32_actor_forward):
-        want_entropy, want, want_grads = log_probs_and_grads(forward, sdpa, batch)
-        verl_cpu_patch._grouped_bias_cache.clear()
-        got_entropy, got, got_grads = log_probs_and_grads(forward, grouped, batch)
-        assert verl_cpu_patch._grouped_bias_cache[0][-1].size(0) == 7 * 2  # it ran: rows x KV heads
-        assert_same_on_real_tokens(got, want, batch)
-        assert_same_on_real_tokens(got_entropy, want_entropy, batch)
-        for name, grad in want_grads.items():
-            assert torch.isfinite(got_grads[name]).all() and torch.allclose(got_grads[name], grad, atol=1e-5), name
-
-
-@pytest.mark.parametrize("mask_dtype", [torch.bool, torch.float32])
-def test_grouped_attention_under_bf16_autocast_is_finite_and_close_to_sdpa(mask_dtype):
-    """Under bf16 autocast with an fp32 or boolean mask that masks whole rows (left padding),
-    the grouped attention is finite (fp32's minimum is -inf in bf16) and within bf16 rounding
-    of SDPA's on the rows that attend to something; one bias is built for all layers."""
-    import torch.nn.functional as F
-
-    gen = torch.Generator().manual_seed(0)
-    query = torch.randn(2, 6, 5, 8, generator=gen, requires_grad=True)
-    key = torch.randn(2, 2, 7, 8, generator=gen, requires_grad=True)
-    value = torch.randn(2, 2, 7, 8, generator=gen)
-    allowed = torch.ones(2, 1, 5, 7, dtype=torch.bool).tril(2)
-    allowed[0, :, :, :3] = False  # row 0 left-padded: its first query attends to nothing
-    mask = allowed if mask_dtype == torch.bool else \
-        torch.zeros(allowed.shape).masked_fill(~allowed, torch.finfo(torch.float32).min)
-    module = SimpleNamespace(training=True)
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        out, _ = verl_cpu_patch.grouped_attention_forward(module, query, key, value, mask)
-        bias = verl_cpu_patch._grouped_bias_cache[0][-1]
-        verl_cpu_patch.grouped_attention_forward(module, query, key, value, mask)
-        assert verl_cpu_patch._grouped_bias_cache[0][-1] is bias  # the next layer reuses it
-        want = F.scaled_dot_product_attention(query, key, value, attn_mask=allowed, enable_gqa=True).transpose(1, 2)
-    out.float().sum().backward()
-    assert out.dtype == torch.bfloat16 and out.shape == (2, 5, 6, 8)
-    assert torch.isfinite(out.float()).all() and torch.isfinite(query.grad).all() and torch.isfinite(key.grad).all()
-    attends = allowed.any(-1).squeeze(1)  # (batch, query)
-    assert torch.allclose(out.float()[attends], want.float()[attends], atol=3e-2)
-
-
 def decode_logits_and_full_forward(model, ids, mask, new_tokens: int = 6):
     """(the logits of every decode step of a greedy rollout, the full forward's logits at the same
     positions over prompt + the generated tokens), both (rows, steps, vocab) in fp32."""

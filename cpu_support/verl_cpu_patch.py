@@ -44,6 +44,14 @@ the actor's ``torch.optim.AdamW`` takes       ``fused=True`` unless verl asks fo
 torch's per-tensor loop on CPU                implementation (:func:`_patch_optimizer`)
 ``aggressive_empty_cache`` (entering rollout  a no-op wherever verl imported it: no device
 mode) runs a full ``gc.collect()``            cache exists (:func:`_patch_empty_cache`)
+a separate old log-prob pass every step,      skipped where the update is on-policy; its two
+which an on-policy update ignores             metrics come from the update's forward pass
+                                              (:func:`_patch_old_log_probs_in_update`)
+full (positions, vocab) logits, a per-row     the LM head returns log-probs and entropy,
+log-softmax loop and copies (no flash-        computed in fp32 row chunks
+attention cross-entropy on CPU)               (:class:`_LinearLogProbs`)
+rollout decode through the HF module stack    a lean Llama decode step on joined, oneDNN-
+                                              prepacked products (:class:`LeanLlamaDecode`)
 ==========================================  ===============================================
 
 Settings that need no code and are therefore passed by the launcher instead (see

@@ -14,32 +14,6 @@ from cpu_support import verl_cpu_patch  # noqa: E402
 from test_launcher_config import compose, launcher_overrides  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def tiny_model_dir(tmp_path_factory):
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True)
-    path = tmp_path_factory.mktemp("tiny_llama_on_policy")
-    LlamaForCausalLM(cfg).save_pretrained(path)
-    return path
-
-
-@pytest.fixture
-def process_group(tmp_path):
-    """A one-process gloo group, as verl's CPU workers have (world size 1)."""
-    import torch.distributed as dist
-
-    if dist.is_initialized():
-        pytest.skip("a process group is already initialized in this process")
-    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0, world_size=1)
-    try:
-        yield
-    finally:
-        dist.destroy_process_group()
-
-
 @pytest.fixture
 def patched_actor(monkeypatch):
     """verl's DataParallelPPOActor with the fp32 forward patches, the debug metrics and the
@@ -102,7 +76,7 @@ def grpo_batch(rows: int = 8, prompt_length: int = 6, response_length: int = 5):
                                                            "use_dynamic_bsz": False})
 
 
-def test_on_policy_update_without_the_old_log_prob_pass_is_verls_update(tiny_model_dir, process_group,
+def test_on_policy_update_without_the_old_log_prob_pass_is_verls_update(tiny_model_dir, single_process_group,
                                                                         patched_actor):
     """The update given the placeholder instead of the old log-prob pass changes the weights
     exactly as verl's update after that pass, and reports the pass's entropy and the rollout
@@ -139,7 +113,7 @@ def test_on_policy_update_without_the_old_log_prob_pass_is_verls_update(tiny_mod
     assert actor._cpu_update_outputs is None  # nothing kept between updates
 
 
-def test_a_flagged_batch_that_is_not_on_policy_is_refused(tiny_model_dir, process_group, patched_actor):
+def test_a_flagged_batch_that_is_not_on_policy_is_refused(tiny_model_dir, single_process_group, patched_actor):
     """Two mini-batches per step: the second is off-policy and needs the real old log-probs."""
     actor = make_actor(patched_actor, tiny_model_dir, mini_batch=4)
     data = grpo_batch()
@@ -150,7 +124,7 @@ def test_a_flagged_batch_that_is_not_on_policy_is_refused(tiny_model_dir, proces
     assert all(torch.equal(p, before[n]) for n, p in actor.actor_module.named_parameters())
 
 
-def test_an_unflagged_batch_takes_verls_update(tiny_model_dir, process_group, patched_actor):
+def test_an_unflagged_batch_takes_verls_update(tiny_model_dir, single_process_group, patched_actor):
     """Without the flag (the pass was kept) the update is verl's own and adds no metric."""
     actor = make_actor(patched_actor, tiny_model_dir, mini_batch=4)
     data = grpo_batch()

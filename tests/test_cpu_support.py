@@ -58,18 +58,6 @@ def test_converted_model_has_the_released_special_tokens():
     assert special["eos_token"] == special["pad_token"] == "<|im_end|>"
 
 
-@pytest.fixture(scope="module")
-def tiny_model_dir(tmp_path_factory) -> Path:
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True)
-    path = tmp_path_factory.mktemp("tiny_llama")
-    LlamaForCausalLM(cfg).save_pretrained(path)
-    return path
-
-
 def make_rollout(model_dir: Path, response_length: int = 6, dtype: str = "fp32", **config) -> CPUHFRollout:
     """The rollout as verl builds it (fp32 here, so greedy output can be compared exactly)."""
     config = SimpleNamespace(**{"response_length": response_length, "do_sample": False, "temperature": 1.0,
@@ -595,20 +583,6 @@ def test_actor_forward_with_gradient_checkpointing_does_not_share_prompts(tiny_m
     assert_same_on_real_tokens(got, want, batch)
     for name, grad in want_grads.items():
         assert torch.allclose(got_grads[name], grad, atol=1e-5), name
-
-
-@pytest.fixture
-def single_process_group(tmp_path):
-    """A one-process gloo group, as verl's CPU workers have (world size 1)."""
-    import torch.distributed as dist
-
-    if dist.is_initialized():
-        pytest.skip("a process group is already initialized in this process")
-    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0, world_size=1)
-    try:
-        yield
-    finally:
-        dist.destroy_process_group()
 
 
 @pytest.mark.parametrize("fused", [True, False])

@@ -440,9 +440,19 @@ EQUIVALENCE = {
 _EQ_CASES = [(cat, p, g, e) for cat, cases in EQUIVALENCE.items() for p, g, e in cases]
 
 
+@pytest.fixture
+def unhurried(monkeypatch):
+    """The reward's time limits raised tenfold: these tests judge which answers are equal, not how
+    fast (the limits have tests of their own). In a fresh-clone run of the whole suite, right after
+    the launcher tests, \\frac{3\\pi}{4} against \\frac34\\pi once overran the 0.5 s CAS budget and
+    was judged unequal; alone it takes milliseconds."""
+    monkeypatch.setattr(R, "CAS_BUDGET_S", 10 * R.CAS_BUDGET_S)
+    monkeypatch.setattr(R, "HARD_TIMEOUT_S", 10 * R.HARD_TIMEOUT_S)
+
+
 @pytest.mark.parametrize("cat,pred,gold,expected", _EQ_CASES,
                          ids=[f"{c}:{p[:30]}|{g[:20]}" for c, p, g, _ in _EQ_CASES])
-def test_equivalence(cat, pred, gold, expected):
+def test_equivalence(cat, pred, gold, expected, unhurried):
     assert acc(pred, gold) is expected
 
 

@@ -3,8 +3,10 @@
 A run whose loop is broken still finishes and logs numbers. This short, seeded run of the
 cpu_learn profile (format reward, new_math_reward.compute_format_score) fails when:
 
-- the reward never reaches the advantages: GRPO advantages and the actor's gradient norm
-  must be non-zero at every step;
+- the reward never reaches the advantages: a step's GRPO advantages must be non-zero exactly
+  when one of its groups (the responses to one prompt, from verl's rollout dump) has scores
+  that differ, and the actor's gradient norm must then be non-zero; most steps must have
+  such a group, or the run shows nothing;
 - the actor never leaves the ref: the KL loss must be above 0 after the first update;
 - the rollout does not generate with the actor's latest weights: the rollout digests its
   weights at every sync (``CPU_ROLLOUT_DIGEST_FILE``); the digest at step k must equal the
@@ -70,6 +72,19 @@ class LearnRun:
         return scalars_by_step(self.output_dir / "tensorboard")
 
     @property
+    def rollout_groups(self) -> dict[int, list[list[float]]]:
+        """Scores of each step's responses, grouped by prompt, from verl's rollout dump
+        (``trainer.rollout_data_dir``: one JSONL file per global step, responses in prompt order)."""
+        groups = {}
+        for path in (self.output_dir / "rollouts").glob("*.jsonl"):
+            by_prompt: dict[str, list[float]] = {}
+            for line in path.read_text().splitlines():
+                row = json.loads(line)
+                by_prompt.setdefault(row["input"], []).append(row["score"])
+            groups[int(path.stem)] = list(by_prompt.values())
+        return groups
+
+    @property
     def digests(self) -> list[dict]:
         return [json.loads(line) for line in (self.output_dir / "digests.jsonl").read_text().splitlines()]
 
@@ -83,7 +98,8 @@ def learn_run(tmp_path_factory) -> LearnRun:
     env = {**os.environ, **SETTINGS, "DEVICE": "cpu", "OUTPUT_DIR": str(out),
            "CPU_ROLLOUT_DIGEST_FILE": str(out / "digests.jsonl")}
     start = time.monotonic()
-    proc = subprocess.run(["bash", str(REPO / "run_qwen2_5_1_5b.sh"), *OVERRIDES], env=env, cwd=out,
+    overrides = [*OVERRIDES, f"trainer.rollout_data_dir={out / 'rollouts'}"]
+    proc = subprocess.run(["bash", str(REPO / "run_qwen2_5_1_5b.sh"), *overrides], env=env, cwd=out,
                           capture_output=True, text=True, timeout=1200)
     return LearnRun(proc.returncode, out, proc.stdout + proc.stderr, time.monotonic() - start)
 
@@ -148,12 +164,27 @@ def per_step(run: LearnRun, tag: str) -> list[float]:
     return [values[step] for step in range(1, STEPS + 1)]
 
 
-def test_advantages_and_gradient_are_non_zero_at_every_step(learn_run):
-    """GRPO advantages are 0 where every response of a group scores the same; a reward that
-    never reaches the advantages leaves the gradient at 0 too."""
-    assert all(a > 0 for a in per_step(learn_run, "critic/advantages/max"))
-    assert all(a < 0 for a in per_step(learn_run, "critic/advantages/min"))
-    assert all(g > 0 for g in per_step(learn_run, "actor/grad_norm"))
+def test_advantages_and_gradient_are_non_zero_where_a_group_has_different_scores(learn_run):
+    """GRPO advantages are 0 where every response of a group scores the same, and not 0 where
+    they differ; a reward that never reaches the advantages leaves them, and the gradient, at 0.
+
+    Whether a step has a group with different scores is chance (about 1 response in 10 of the
+    initial model earns a reward, so all 4 groups of 8 agree at a step about 3 % of the time:
+    a CI run once met such a step), so each step is judged by its own rollout, and the test
+    asks only that most steps have such a group."""
+    groups = learn_run.rollout_groups
+    assert sorted(groups) == list(range(1, STEPS + 1)), sorted(groups)
+    adv_max, adv_min = per_step(learn_run, "critic/advantages/max"), per_step(learn_run, "critic/advantages/min")
+    grad = per_step(learn_run, "actor/grad_norm")
+    varied = [any(min(g) < max(g) for g in groups[step]) for step in range(1, STEPS + 1)]
+    assert sum(varied) >= STEPS - 2, groups
+    for step, has_spread in enumerate(varied, start=1):
+        a_max, a_min = adv_max[step - 1], adv_min[step - 1]
+        if has_spread:
+            assert a_max > 0 > a_min, (step, a_max, a_min, groups[step])
+            assert grad[step - 1] > 0, (step, grad)
+        else:
+            assert a_max == pytest.approx(0.0, abs=1e-6) and a_min == pytest.approx(0.0, abs=1e-6), (step, a_max, a_min)
 
 
 def test_kl_loss_is_above_zero_after_the_first_update(learn_run):

@@ -195,7 +195,15 @@ def _patch_optimizer() -> None:
     step took 0.43 s per-tensor, 0.51 s foreach and 0.13 s fused; the quick start spent about
     1.8 s per step in verl's ``_optimizer_step`` (py-spy). Works on FSDP2's DTensor parameters
     (world size 1: the same weights as the per-tensor loop within 1.5e-8 after 3 steps). An
-    explicit ``fused`` or ``foreach`` is kept."""
+    explicit ``fused`` or ``foreach`` is kept.
+
+    The step is also given the local shards of FSDP2's DTensors (:func:`local_shards`): AdamW
+    is elementwise, so the local update of each shard is the sharded update, whereas through the
+    DTensor dispatcher the first step propagates the shardings of the fused kernel's tensor
+    arguments (py-spy on the quick start: 1.1 s of its 2.6 s in ``_optimizer_step`` over 2
+    steps). SmolLM2-135M under FSDP2 at world size 1, random gradients, 2 threads, the 2-core
+    AMD EPYC (AVX512-BF16), 6 alternating steps: the first step 0.97 s on DTensors, 0.40 s on
+    local shards; later steps 0.095 / 0.090 s (best)."""
     original = torch.optim.AdamW
     if getattr(original, "_cpu_patched", False):
         return
@@ -208,7 +216,42 @@ def _patch_optimizer() -> None:
                 kwargs["fused"] = True
             super().__init__(params, *args, **kwargs)
 
+        def _init_group(self, group, params, *per_param):
+            has_complex = super()._init_group(group, params, *per_param)
+            local_shards(params, *per_param)
+            return has_complex
+
     torch.optim.AdamW = AdamW  # verl looks it up at build time (``from torch import optim``)
+
+
+def local_shards(params: list, *per_param: list) -> bool:
+    """Replace, in place, every DTensor in ``params`` and in the lists that follow it (grads,
+    optimizer states: each either empty or one entry per parameter) by its local shard, when
+    each parameter's entries share its device mesh and placements, so that an elementwise
+    update of the shards is the update of the DTensors. Returns whether it did; otherwise the
+    lists are left as they are."""
+    from torch.distributed.tensor import DTensor
+
+    if not any(isinstance(p, DTensor) for p in params):
+        return False
+    for tensors in (params, *per_param):
+        if len(tensors) not in (0, len(params)):
+            return False
+    for index, param in enumerate(params):
+        for tensors in per_param:
+            if not tensors:
+                continue
+            other = tensors[index]
+            if isinstance(other, DTensor) != isinstance(param, DTensor):
+                if other.dim() == 0 and not isinstance(other, DTensor):  # a step count
+                    continue
+                return False
+            if isinstance(other, DTensor) and (other.device_mesh != param.device_mesh
+                                               or other.placements != param.placements):
+                return False
+    for tensors in (params, *per_param):
+        tensors[:] = [t.to_local() if isinstance(t, DTensor) else t for t in tensors]
+    return True
 
 
 def _patch_empty_cache() -> None:

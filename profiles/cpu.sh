@@ -12,7 +12,12 @@ EXPERIMENT_NAME=${EXPERIMENT_NAME:-smollm2_135m_math_cpu}
 TRAIN_BATCH_SIZE=${TRAIN_BATCH_SIZE:-4}
 PPO_MINI_BATCH_SIZE=${PPO_MINI_BATCH_SIZE:-4}
 N_SAMPLES=${N_SAMPLES:-4}
-MICRO_BATCH_PER_DEVICE=${MICRO_BATCH_PER_DEVICE:-8}
+# All 16 responses of a quick-start step in one forward pass (actor update, ref): half the
+# per-pass overhead (FSDP2 gathers and casts, kernel launches) for the same gradient. Measured
+# side by side on an idle 2-core AMD EPYC (AVX512-BF16), 2 runs each, seconds per step: update
+# 21.3 / 19.6 with 8 against 17.8 / 18.4 with 16, ref 5.6 / 5.6 against 4.9 / 5.8; peak memory
+# 15.5 against 16.3 GiB.
+MICRO_BATCH_PER_DEVICE=${MICRO_BATCH_PER_DEVICE:-16}
 MAX_PROMPT_LENGTH=${MAX_PROMPT_LENGTH:-320}
 MAX_RESPONSE_LENGTH=${MAX_RESPONSE_LENGTH:-128}
 TOTAL_STEPS=${TOTAL_STEPS:-2}

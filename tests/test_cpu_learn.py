@@ -45,7 +45,7 @@ STEPS = 5
 #: run's step 1 had no rewarded response at all (0.9^16 = 19 %; 0.9^32 = 3 %).
 SETTINGS = {
     "PROFILE": "cpu_learn", "TOTAL_STEPS": str(STEPS), "TRAIN_BATCH_SIZE": "4", "N_SAMPLES": "8",
-    "PPO_MINI_BATCH_SIZE": "4", "MICRO_BATCH_PER_DEVICE": "8", "MAX_RESPONSE_LENGTH": "32",
+    "PPO_MINI_BATCH_SIZE": "4", "MAX_RESPONSE_LENGTH": "32",
     "VAL_BEFORE_TRAIN": "False", "TEST_FREQ": "-1", "SAVE_FREQ": str(STEPS - 1), "RESUME_MODE": "disable",
 }
 #: how much higher the mean training reward of the last 2 steps must be than that of the first 2

@@ -650,6 +650,71 @@ def test_actor_adamw_is_fused_unless_an_implementation_is_named(monkeypatch):
     assert foreach.param_groups[0]["foreach"] is True and not foreach.param_groups[0]["fused"]
 
 
+def test_actor_adamw_steps_fsdp2_shards_locally_as_torch_steps_the_dtensors(tiny_model_dir, single_process_group,
+                                                                            monkeypatch):
+    """On FSDP2's DTensor parameters the patched step hands the fused kernel local shards, and
+    the weights and optimizer states after 3 steps are bit-identical to torch's DTensor path."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+    from torch.distributed.tensor import DTensor
+    from transformers import AutoModelForCausalLM
+    from verl.utils.fsdp_utils import apply_fsdp2
+
+    monkeypatch.setattr(torch.optim, "AdamW", torch.optim.AdamW)  # restored after the test
+    original = torch.optim.AdamW
+    verl_cpu_patch._patch_optimizer()
+    mesh = init_device_mesh("cpu", (1,))
+    kernel_args = []
+    fused_adamw = torch._fused_adamw_
+
+    def recording_kernel(params, *args, **kwargs):
+        kernel_args.append([type(p) for p in params])
+        return fused_adamw(params, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "_fused_adamw_", recording_kernel)
+
+    def trained(optimizer_cls):
+        model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, torch_dtype=torch.float32)
+        apply_fsdp2(model, {"mesh": mesh, "mp_policy": MixedPrecisionPolicy(param_dtype=torch.float32),
+                            "offload_policy": None, "reshard_after_forward": True}, {})
+        optimizer = optimizer_cls(model.parameters(), lr=1e-2, betas=(0.9, 0.999), weight_decay=1e-2, fused=True)
+        ids = torch.arange(12).reshape(2, 6) % 64
+        for _ in range(3):
+            model(input_ids=ids).logits.float().pow(2).mean().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        params = [p for p in model.parameters()]
+        assert all(isinstance(p, DTensor) for p in params)
+        states = [optimizer.state[p][key] for p in params for key in ("exp_avg", "exp_avg_sq")]
+        assert all(isinstance(t, DTensor) for t in states)  # the states stay the DTensors verl checkpoints
+        return [t.full_tensor() for t in params + states]
+
+    want = trained(original)
+    assert kernel_args and all(kind is DTensor for kinds in kernel_args for kind in kinds)
+    kernel_args.clear()
+    got = trained(torch.optim.AdamW)
+    assert kernel_args and all(kind is torch.Tensor for kinds in kernel_args for kind in kinds)
+    assert all(torch.equal(g, w) for g, w in zip(got, want, strict=True))
+    assert not torch.equal(want[0], AutoModelForCausalLM.from_pretrained(tiny_model_dir).model.embed_tokens.weight)
+
+
+def test_local_shards_leaves_mismatched_placements_to_the_dtensor_path(single_process_group):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    mesh = init_device_mesh("cpu", (1,))
+    param = distribute_tensor(torch.ones(4, 2), mesh, [Shard(0)])
+    same, other = distribute_tensor(torch.ones(4, 2), mesh, [Shard(0)]), distribute_tensor(torch.ones(4, 2), mesh,
+                                                                                          [Replicate()])
+    params, grads, steps = [param], [other], [torch.tensor(1.0)]
+    assert not verl_cpu_patch.local_shards(params, grads, steps)
+    assert params == [param] and grads == [other]
+    params, grads, empty = [param], [same], []
+    assert verl_cpu_patch.local_shards(params, grads, steps, empty)
+    assert type(params[0]) is torch.Tensor and params[0].data_ptr() == param.to_local().data_ptr()
+    assert not verl_cpu_patch.local_shards([torch.ones(2)], [torch.ones(2)])  # plain tensors: nothing to do
+
+
 def test_entering_rollout_mode_skips_the_full_garbage_collection(monkeypatch):
     import gc
 

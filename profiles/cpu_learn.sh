@@ -19,8 +19,9 @@ TRAIN_BATCH_SIZE=${TRAIN_BATCH_SIZE:-4}
 N_SAMPLES=${N_SAMPLES:-8}
 MAX_RESPONSE_LENGTH=${MAX_RESPONSE_LENGTH:-64}
 # one PPO update per step (mini-batch = batch), and a learning rate for a dozen steps rather than
-# the reference's hundreds (1e-6). With these settings the training reward rose from 0.04
-# (steps 1-3) to 0.70 (steps 10-12) in 502 s on an idle 2-core AMD EPYC with AVX512-BF16 (bf16);
+# the reference's hundreds (1e-6). With these settings the training reward rose from 0.06
+# (steps 1-3) to 0.62 (steps 10-12) in 501 s on an idle 2-core AMD EPYC with AVX512-BF16 (bf16;
+# 0.04 to 0.70 in 502 s with the micro-batch of 8 before);
 # with earlier code from 0.07 to 0.27 in 553 s on an idle 2-core Sapphire Rapids (bf16), and in
 # another run there from 0.03 to 0.43 with the entropy falling to 0.2; on an AVX2 machine (fp32)
 # from 0.07 to 0.28, collapsing from step 9 onto one layout (entropy 0.04: every response

@@ -204,7 +204,7 @@ def test_qwen2_merge_carries_the_recipe_tokenizer_config(tmp_path):
 def test_real_cpu_checkpoint_merges_loads_and_generates(cpu_run, tmp_path):
     """The chain prepare -> train (CPU) -> merge -> evaluate: the shared CPU run's checkpoint
     (tests/conftest.py ``cpu_run``) merged by merge_checkpoint.sh, then evaluate.py on 10
-    MATH-500 problems; the summary holds every field."""
+    MATH test problems; the summary holds every field."""
     assert cpu_run.returncode == 0, cpu_run.log[-3000:]
     src = cpu_run.ckpt_dir
     step = (src / "latest_checkpointed_iteration.txt").read_text().strip()
@@ -240,11 +240,12 @@ def test_real_cpu_checkpoint_merges_loads_and_generates(cpu_run, tmp_path):
     assert out.shape[1] > ids["input_ids"].shape[1]
     assert isinstance(tok.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True), str)
 
-    # evaluate the merged model on 10 MATH-500 problems (short responses keep CI fast)
+    # evaluate the merged model on 10 MATH test problems, from the copy this repository ships
+    # (short responses keep CI fast)
     out = tmp_path / "eval"
-    math500 = REPO.parent / "shared" / "data" / "math500" / "test.jsonl"
+    math_test = REPO / "data" / "math-lighteval" / "data" / "test-00000-of-00001.parquet"
     proc = subprocess.run(
-        [sys.executable, str(REPO / "evaluate.py"), "--model", str(hf), "--data", str(math500),
+        [sys.executable, str(REPO / "evaluate.py"), "--model", str(hf), "--data", str(math_test),
          "--limit", "10", "--max-new-tokens", "48", "--batch-size", "10", "--output-dir", str(out)],
         capture_output=True, text=True,
     )

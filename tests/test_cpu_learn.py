@@ -32,6 +32,7 @@ import os
 import subprocess
 import time
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import pytest
@@ -65,13 +66,13 @@ class LearnRun:
     log: str
     wall_s: float
 
-    @property
+    @cached_property  # read once per run: the run's files do not change after it
     def scalars(self) -> dict[str, dict[int, float]]:
         from health_report import scalars_by_step
 
         return scalars_by_step(self.output_dir / "tensorboard")
 
-    @property
+    @cached_property
     def rollout_groups(self) -> dict[int, list[list[float]]]:
         """Scores of each step's responses, grouped by prompt, from verl's rollout dump
         (``trainer.rollout_data_dir``: one JSONL file per global step, responses in prompt order)."""
@@ -84,7 +85,7 @@ class LearnRun:
             groups[int(path.stem)] = list(by_prompt.values())
         return groups
 
-    @property
+    @cached_property
     def digests(self) -> list[dict]:
         return [json.loads(line) for line in (self.output_dir / "digests.jsonl").read_text().splitlines()]
 

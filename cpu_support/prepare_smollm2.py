@@ -27,6 +27,7 @@ interrupted run never leaves a half-written model. Exits non-zero with one line 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -104,6 +105,7 @@ def convert(gguf: Path, output_dir: Path, dtype: str = "float32") -> Path:
     try:
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
+        _name_fast_tokenizer(tmp / "tokenizer_config.json")
         if output_dir.exists():
             shutil.rmtree(output_dir)
         os.replace(tmp, output_dir)
@@ -111,6 +113,22 @@ def convert(gguf: Path, output_dir: Path, dtype: str = "float32") -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return output_dir
+
+
+def _name_fast_tokenizer(config_file: Path) -> None:
+    """Name the tokenizer class ``PreTrainedTokenizerFast``: tokenizer.json as it is.
+
+    transformers saves a GGUF-loaded SmolLM2 tokenizer as ``LlamaTokenizer``. transformers 5
+    (the current stack) then rebuilds it with a Metaspace pre-tokenizer, and "Hello world"
+    encodes as ``H|ellow|orld`` in transformers and in vLLM. The generic fast class reads
+    tokenizer.json unchanged and encodes identically under transformers 4.56 and 5.10. It
+    would also return ``token_type_ids``, which a Llama ``generate`` refuses, so the model's
+    inputs are named as the Llama tokenizer names them.
+    """
+    config = json.loads(config_file.read_text(encoding="utf-8"))
+    config["tokenizer_class"] = "PreTrainedTokenizerFast"
+    config["model_input_names"] = ["input_ids", "attention_mask"]
+    config_file.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,7 +3,8 @@
 # vLLM and OpenCompass load, carrying the recipe's tokenizer config (its chat template holds
 # the system prompt the model was trained with).
 #
-# Usage: bash merge_checkpoint.sh [CKPT_DIR [STEP]]
+# Usage: bash merge_checkpoint.sh [-h | --help] [CKPT_DIR [STEP]]
+#   -h, --help  print this manual and exit
 #   CKPT_DIR  checkpoint root: the launcher's trainer.default_local_dir, holding global_step_N/
 #             (first argument, else $CKPT_DIR, else the launcher's default for EXPERIMENT_NAME:
 #             outputs/<experiment>/checkpoints; with EXPERIMENT_NAME unset, whichever of
@@ -11,7 +12,7 @@
 #             outputs/smollm2_135m_math_cpu/checkpoints (cpu profile) exists).
 #   STEP      training step N, an integer, or "latest" (default): the step named in
 #             CKPT_DIR/latest_checkpointed_iteration.txt, else the highest global_step_N.
-#   Every knob below is an environment variable, e.g.
+#   Every knob (listed under Knobs) is an environment variable, e.g.
 #     CKPT_DIR=outputs/qwen2_5_1_5b_math/checkpoints STEP=280 bash merge_checkpoint.sh
 # Output: TARGET_DIR (default CKPT_DIR/global_step_N/actor/huggingface, the folder verl saved the
 #   config and tokenizer in) then holds config.json, model weights (*.safetensors, bfloat16, as
@@ -35,6 +36,15 @@ set -euo pipefail
 
 REPO_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ME=merge_checkpoint.sh
+
+usage() {  # the header above, then every knob with its default and comment
+  sed -n '2,/^set -euo pipefail$/{/^set -euo pipefail$/d;s/^# \{0,1\}//;p}' "$0"
+  echo "Knobs (environment variables; default, meaning):"
+  sed -n 's/^\([A-Z_]*\)=\${\(.*:-\)\{0,1\}\([^}]*\)}*  *# \(.*\)$/  \1 (\3): \4/p' "$0"
+}
+for arg in "$@"; do
+  case $arg in -h | --help) usage; exit 0 ;; esac
+done
 
 if [[ -x $REPO_DIR/.venv/bin/python ]]; then DEFAULT_PYTHON=$REPO_DIR/.venv/bin/python; else DEFAULT_PYTHON=python3; fi
 PYTHON=${PYTHON:-$DEFAULT_PYTHON}                          # interpreter with verl installed (repo .venv if present)

@@ -12,7 +12,7 @@
 #   DEVICE=auto picks npu (torch_npu or /dev/davinci*), cuda (nvidia-smi) or cpu. A profile
 #   (profiles/<name>.sh) then sets the defaults that must differ on that machine; a variable
 #   you set yourself always wins. The cpu profile trains SmolLM2-135M-Instruct for a few steps
-#   (see README "CPU run").
+#   (see docs/cpu_run.md).
 # Output: checkpoints under CKPT_DIR, TensorBoard events under TENSORBOARD_DIR, the console log
 #   tee'd to LOG_FILE. Exit status: main_ppo's.
 set -euo pipefail

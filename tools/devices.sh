@@ -1,5 +1,8 @@
 # shellcheck shell=bash
 # Device detection shared by setup.sh and run_qwen2_5_1_5b.sh (sourced; defines functions only).
+#
+# Usage: source tools/devices.sh; detect_device PYTHON; count_visible_devices npu|cuda
+#   Run directly (bash tools/devices.sh [-h | --help]) it prints this text and exits.
 
 # detect_device PYTHON -> prints npu | cuda | cpu.
 # npu: torch_npu importable by PYTHON or /dev/davinciN present (Ascend driver device nodes);
@@ -34,3 +37,9 @@ count_visible_devices() {
   fi
   echo "${n:-0}"
 }
+
+if [[ ${BASH_SOURCE[0]} == "$0" ]]; then  # run, not sourced: print the manual
+  sed -n '2,/^$/s/^# \{0,1\}//p' "$0"
+  grep -E '^# (detect_device|count_visible_devices) ' "$0" | sed 's/^# /  /'
+  exit 0
+fi

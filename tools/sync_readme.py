@@ -1,8 +1,8 @@
-"""Copy generated tables into README.md and docs/health_rules.md between their markers.
+"""Copy generated tables into README.md and the pages under docs/ between their markers.
 
 Usage: python -m tools.sync_readme [--check]
 
-Each document holds blocks ``<!-- BEGIN SOURCE -->`` ... ``<!-- END SOURCE -->``. SOURCE is a
+Each document (README.md and every docs/*.md) may hold blocks ``<!-- BEGIN SOURCE -->`` ... ``<!-- END SOURCE -->``. SOURCE is a
 key of GENERATORS (a table made from the code that owns its facts: the launcher's knobs, the
 health rules) or a file path relative to the repository root whose text is the body (e.g.
 ``benchmarks/results/reward_bench.md``, written by the benchmark scripts). Without ``--check``
@@ -13,6 +13,8 @@ marker naming neither is an error (exit 2).
 
 from __future__ import annotations
 
+import argparse
+import os
 import re
 import sys
 from pathlib import Path
@@ -21,7 +23,13 @@ from script_utils import write_text_atomic
 
 REPO = Path(__file__).resolve().parent.parent
 
-DOCUMENTS = (REPO / "README.md", REPO / "docs" / "health_rules.md")
+
+
+def documents() -> list[Path]:
+    """README.md and every markdown page under docs/: wherever a generated table now lives."""
+    return [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+
+
 BLOCK_RE = re.compile(r"(<!-- BEGIN (?P<file>\S+) -->\n)(?P<body>.*?)(<!-- END (?P=file) -->)", re.S)
 #: ``NAME=${NAME:-DEFAULT}  # MEANING`` (optionally exported); MEANING may instead be the comment
 #: lines right above the assignment.
@@ -79,19 +87,26 @@ def synced(text: str, where: str = "README.md") -> str:
 
 
 def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.sync_readme",
+        description="Copy generated tables (launcher knobs, health rules, benchmarks/results/*.md) into "
+                    "README.md and docs/*.md between their <!-- BEGIN SOURCE --> / <!-- END SOURCE --> markers.",
+        epilog="Exit status: 0 in sync (or rewritten), 1 out of date with --check, 2 a marker naming an unknown source.")
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 when a block is out of date")
+    check = parser.parse_args(argv).check
     stale = []
-    for doc in DOCUMENTS:
+    for doc in documents():
         text = doc.read_text()
         try:
-            new = synced(text, doc.name)
+            new = synced(text, os.path.relpath(doc, REPO))
         except FileNotFoundError as err:
             print(f"sync_readme: {err}", file=sys.stderr)
             return 2
         if new != text:
-            stale.append(doc.relative_to(REPO))
-            if "--check" not in argv:
+            stale.append(os.path.relpath(doc, REPO))
+            if not check:
                 write_text_atomic(doc, new)
-    if stale and "--check" in argv:
+    if stale and check:
         print(f"sync_readme: {', '.join(map(str, stale))} out of date: run python -m tools.sync_readme", file=sys.stderr)
         return 1
     return 0

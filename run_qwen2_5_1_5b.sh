@@ -26,13 +26,18 @@ if [[ ${1:-} == -h || ${1:-} == --help ]]; then
   exit 0
 fi
 
-# ---- device and profile (resolved first: a profile supplies defaults for the knobs below)
+# ---- device, stack and profile (resolved first: they supply defaults for the knobs below)
 DEVICE=${DEVICE:-auto}        # npu | cuda | cpu | auto (detect)
+STACK=${STACK:-auto}          # stacks/STACK.sh: reference (verl 0.6.0) | current (verl 0.9.1) | auto (npu: from the installed vllm-ascend; cpu: current; cuda: reference)
 PROFILE=${PROFILE:-auto}      # profiles/PROFILE.sh, whose values are defaults a variable you set overrides; auto = DEVICE_1, _4 or _8 by visible device count, or cpu
 # shellcheck source=tools/devices.sh
 source "$REPO_DIR/tools/devices.sh"
 [[ $DEVICE == auto ]] && DEVICE=$(detect_device python3)
 case $DEVICE in npu | cuda | cpu) ;; *) echo "run_qwen2_5_1_5b.sh: DEVICE=$DEVICE; expected npu, cuda, cpu or auto" >&2; exit 2 ;; esac
+if [[ $STACK == auto ]]; then STACK=$(detect_stack "$DEVICE" python3) || exit 2; fi
+[[ -f $REPO_DIR/stacks/$STACK.sh ]] || { echo "run_qwen2_5_1_5b.sh: STACK=$STACK; expected reference, current or auto" >&2; exit 2; }
+# shellcheck source=stacks/current.sh
+source "$REPO_DIR/stacks/$STACK.sh"
 if [[ $PROFILE == auto && $DEVICE == cpu ]]; then
   PROFILE=cpu
 elif [[ $PROFILE == auto ]]; then
@@ -53,13 +58,13 @@ PROFILE_ARGS=()               # Hydra overrides a profile adds (the cpu profile'
 source "$PROFILE_FILE"
 
 # ---- paths
-DEFAULT_PYTHON=python3; [[ -x $REPO_DIR/.venv/bin/python ]] && DEFAULT_PYTHON=$REPO_DIR/.venv/bin/python
-PYTHON=${PYTHON:-$DEFAULT_PYTHON}                                       # interpreter with verl: setup.sh's .venv/bin/python if present, else python3
+DEFAULT_PYTHON=python3; [[ -x $REPO_DIR/$STACK_VENV/bin/python ]] && DEFAULT_PYTHON=$REPO_DIR/$STACK_VENV/bin/python
+PYTHON=${PYTHON:-$DEFAULT_PYTHON}                                       # interpreter with verl: the stack's venv from setup.sh (.venv, .venv-current) if present, else python3
 MODEL_PATH=${MODEL_PATH:-$REPO_DIR/models/Qwen2.5-1.5B-Instruct}        # HF model dir (with the recipe's tokenizer_config.json)
 TRAIN_FILE=${TRAIN_FILE:-$REPO_DIR/data/verl/math/train.parquet}        # verl parquet from prepare_math.py
 VAL_FILE=${VAL_FILE:-$REPO_DIR/data/verl/math/test.parquet}             # verl parquet from prepare_math.py
-REWARD_FILE=${REWARD_FILE:-$REPO_DIR/new_math_reward.py}                # custom_reward_function.path
-REWARD_NAME=${REWARD_NAME:-compute_score}                               # custom_reward_function.name: compute_score | compute_format_score (the answer contract's format alone, profile cpu_learn)
+REWARD_FILE=${REWARD_FILE:-$REPO_DIR/new_math_reward.py}                # the stack's reward key .path (reward.custom_reward_function on current)
+REWARD_NAME=${REWARD_NAME:-compute_score}                               # the stack's reward key .name: compute_score | compute_format_score (the answer contract's format alone, profile cpu_learn)
 PROJECT_NAME=${PROJECT_NAME:-verl_grpo_example_math}                    # trainer.project_name
 EXPERIMENT_NAME=${EXPERIMENT_NAME:-qwen2_5_1_5b_math}                   # trainer.experiment_name
 OUTPUT_DIR=${OUTPUT_DIR:-$REPO_DIR/outputs/$EXPERIMENT_NAME}            # root of CKPT_DIR, LOG_FILE, TENSORBOARD_DIR, SWANLAB_LOG_DIR, hydra/ and health_report.py's health/
@@ -154,7 +159,7 @@ export PYTHONPATH="$REPO_DIR${PYTHONPATH:+:$PYTHONPATH}"  # the cpu profile's pa
 PREFLIGHT_ONLY=0
 if [[ ${1:-} == --preflight-only ]]; then PREFLIGHT_ONLY=1; shift; fi
 if [[ $DRY_RUN != 1 ]] && [[ $PREFLIGHT == 1 || $PREFLIGHT_ONLY == 1 ]]; then
-  "$PYTHON" "$REPO_DIR/preflight.py" --device "$DEVICE" --profile "$PROFILE" --model-path "$MODEL_PATH" \
+  "$PYTHON" "$REPO_DIR/preflight.py" --device "$DEVICE" --stack "$STACK" --profile "$PROFILE" --model-path "$MODEL_PATH" \
     --train-file "$TRAIN_FILE" --val-file "$VAL_FILE" --max-prompt-length "$MAX_PROMPT_LENGTH" \
     --train-batch-size "$TRAIN_BATCH_SIZE" --ppo-mini-batch-size "$PPO_MINI_BATCH_SIZE" \
     --micro-batch "$MICRO_BATCH_PER_DEVICE" --n-samples "$N_SAMPLES" --n-devices "$N_DEVICES" \
@@ -197,8 +202,8 @@ MAIN_PPO=(
   actor_rollout_ref.ref.strategy="$ACTOR_STRATEGY"
   actor_rollout_ref.ref.fsdp_config.param_offload=True
   actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu="$MICRO_BATCH_PER_DEVICE"
-  custom_reward_function.path="$REWARD_FILE"
-  custom_reward_function.name="$REWARD_NAME"
+  "$STACK_REWARD_KEY.path=$REWARD_FILE"
+  "$STACK_REWARD_KEY.name=$REWARD_NAME"
   trainer.critic_warmup=0
   trainer.logger="$TRAINER_LOGGER"
   trainer.project_name="$PROJECT_NAME"
@@ -214,6 +219,7 @@ MAIN_PPO=(
   trainer.resume_mode="$RESUME_MODE"
   trainer.default_local_dir="$CKPT_DIR"
   hydra.run.dir="$OUTPUT_DIR/hydra"
+  "${STACK_ARGS[@]}"
   "${PROFILE_ARGS[@]}"
   "$@"
 )
@@ -223,7 +229,7 @@ if [[ $DRY_RUN == 1 ]]; then
 fi
 
 mkdir -p "$OUTPUT_DIR" "$(dirname "$LOG_FILE")"
-echo "run_qwen2_5_1_5b.sh: device=$DEVICE profile=$PROFILE model=$MODEL_PATH log=$LOG_FILE"
+echo "run_qwen2_5_1_5b.sh: stack=$STACK device=$DEVICE profile=$PROFILE model=$MODEL_PATH log=$LOG_FILE"
 status=0
 "${MAIN_PPO[@]}" 2>&1 | tee "$LOG_FILE" || status=$?
 echo "run_qwen2_5_1_5b.sh: main_ppo exited $status. Log: $LOG_FILE; checkpoints: $CKPT_DIR;" \

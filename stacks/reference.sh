@@ -1,16 +1,11 @@
 # shellcheck shell=bash
 # Stack reference: verl 0.6.0 with vLLM / vllm-ascend 0.9.1 (CANN 8.2.RC1), the stack of the
 # reference run (verl commit 634bd935, image quay.io/ascend/vllm-ascend:v0.9.1). The published
-# numbers belong to it. Sourced by setup.sh and run_qwen2_5_1_5b.sh; every value is a default.
+# numbers belong to it. Sourced by run_qwen2_5_1_5b.sh.
 # shellcheck disable=SC2034  # variables are read by the scripts that source this file
-STACK_PINS=(requirements.txt)                   # pip -r files, on every device
-STACK_CPU_PINS=(requirements-cpu.txt)           # pip -r files added on cpu (torch's CPU build first)
-STACK_CONSTRAINTS=constraints.txt               # the tested set (pip -c)
-STACK_CUDA_EXTRA='verl[vllm]==0.6.0'            # what a CUDA venv adds (vllm<=0.9.1 brings its CUDA torch)
-STACK_VENV=.venv                                # setup.sh's virtual environment (cpu, cuda)
+STACK_VENV=.venv                                # the stack's virtual environment (setup.sh makes it on cpu, cuda)
 # verl 0.6.0 reads the reward function from the top-level key
 STACK_REWARD_KEY=custom_reward_function
-STACK_ARGS=()                                   # Hydra overrides this verl spells differently
 # CPU: verl 0.6.0 has no CPU device; cpu_support/verl_cpu_patch.py patches its workers and
 # brings its own rollout (rollout.name=hf). Workers are placed as for cuda on one declared
 # Ray GPU resource (trainer.device=cpu would wait forever for a resource named "cpu").

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from conftest import REPO
+from verl_compose import compose, validate
 
 hydra = pytest.importorskip("hydra")
 verl = pytest.importorskip("verl")
@@ -31,25 +31,6 @@ def launcher_overrides(device: str, *extra: str, **env: str) -> list[str]:
     assert out[1:3] == ["-m", "verl.trainer.main_ppo"], out[:3]
     # hydra.* settings (the run directory) are Hydra's own, not verl's configuration
     return [o for o in out[3:] if not o.startswith("hydra.")]
-
-
-def compose(overrides: list[str]):
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-
-    config_dir = str(Path(verl.__file__).parent / "trainer" / "config")
-    with initialize_config_dir(config_dir=config_dir, version_base=None):
-        return hydra_compose(config_name="ppo_trainer", overrides=overrides)
-
-
-def validate(cfg) -> None:
-    """verl's checks as main_ppo's TaskRunner runs them, plus the dataclass conversions."""
-    from verl.trainer.ppo.utils import need_critic
-    from verl.utils.config import omega_conf_to_dataclass, validate_config
-
-    validate_config(config=cfg, use_reference_policy=cfg.actor_rollout_ref.actor.use_kl_loss, use_critic=need_critic(cfg))
-    omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)
-    omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout)
 
 
 def test_reference_npu_configuration_composes_and_validates():

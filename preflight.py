@@ -28,6 +28,8 @@ from script_utils import ArgumentParser, one_line, positive_int
 
 REPO = Path(__file__).resolve().parent
 REQUIREMENTS = REPO / "requirements.txt"
+# each stack's pins (stacks/<stack>.sh says what else the stack sets)
+STACK_REQUIREMENTS = {"reference": REQUIREMENTS, "current": REPO / "stacks" / "current" / "requirements.txt"}
 
 #: Columns verl reads from every row: ``prompt`` (data.prompt_key, RLHFDataset), ``data_source``
 #: and ``reward_model.ground_truth`` (the reward manager, verl/workers/reward_manager/naive.py).
@@ -608,8 +610,8 @@ def run_checks(args: argparse.Namespace, env: Mapping[str, str] = os.environ,
         problems += check_devices(args.device, args.n_devices, env,
                                   physical_devices(args.device, Path(args.dev_root)), args.profile)
         problems += check_ray_cluster(args.device, args.n_nodes, args.n_devices, ray_cmd())
-    problems += check_versions(installed_versions("verl", "vllm", "vllm-ascend"), pinned_version("verl"),
-                               args.device, args.rollout_name, verl_vllm_spec())
+    verl_pin = pinned_version("verl", STACK_REQUIREMENTS[args.stack])
+    problems += check_versions(installed_versions("verl", "vllm", "vllm-ascend"), verl_pin, args.device, args.rollout_name, verl_vllm_spec())
     writable = check_ckpt_writable(Path(args.ckpt_dir))
     problems += writable
     if model.is_dir() and not writable:
@@ -663,6 +665,9 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
                             description="Catch the common set-up mistakes of a verl GRPO run before Ray starts.")
     add = parser.add_argument
     add("--device", required=True, choices=["npu", "cuda", "cpu"], help="DEVICE; cpu skips the device and vLLM checks")
+    add("--stack", default="reference", choices=sorted(STACK_REQUIREMENTS),
+        help="STACK; whose verl pin the version check expects (reference: requirements.txt, "
+             "current: stacks/current/requirements.txt)")
     add("--profile", default="", help="PROFILE; must suit DEVICE (cpu, cuda_*, npu_*); other names unchecked")
     add("--model-path", required=True, type=Path, metavar="DIR", help="MODEL_PATH, a Hugging Face model folder")
     add("--train-file", required=True, type=Path, metavar="FILE", help="TRAIN_FILE, verl parquet (prepare_math.py)")

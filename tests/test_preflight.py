@@ -694,7 +694,7 @@ def test_launcher_runs_preflight_with_its_knobs_before_main_ppo(tmp_path):
     proc = launch(tmp_path, PYTHON=str(python), MODEL_PATH="/m", TRAIN_BATCH_SIZE="16", CKPT_DIR="/c")
     assert proc.returncode == 0, proc.stderr
     first, second = calls.read_text().splitlines()
-    assert first.startswith(f"{REPO / 'preflight.py'} --device cpu --profile cpu --model-path /m ")
+    assert first.startswith(f"{REPO / 'preflight.py'} --device cpu --stack reference --profile cpu --model-path /m ")
     assert "--train-batch-size 16 " in first and "--rollout-name hf --ckpt-dir /c" in first
     assert second.startswith("-m verl.trainer.main_ppo ")
 

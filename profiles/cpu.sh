@@ -47,7 +47,7 @@ if ((${#STACK_CPU_ENV[@]})); then export "${STACK_CPU_ENV[@]}"; fi
 PROFILE_ARGS+=(
   # Ray has no accelerator on a CPU; verl places each worker on one, so one logical GPU is declared
   "+ray_kwargs.ray_init.num_gpus=1"
-  "+ray_kwargs.ray_init.num_cpus=4"
+  "+ray_kwargs.ray_init.num_cpus=$STACK_CPU_RAY_CPUS"
   "${STACK_CPU_ARGS[@]}"
   "+actor_rollout_ref.model.override_config._attn_implementation=sdpa"
   "actor_rollout_ref.actor.use_torch_compile=False"

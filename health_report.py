@@ -41,11 +41,20 @@ TAG_RESP_LEN = "response_length/mean"  # metric_utils.py compute_data_metrics
 TAG_RESP_CLIP = "response_length/clip_ratio"  # share of responses at max length
 TAG_SCORE_MEAN = "critic/score/mean"  # metric_utils.py, sequence score before KL
 TAG_SCORE_MAX = "critic/score/max"
+TAG_SCORE_MIN = "critic/score/min"
 TAG_ADV_MAX = "critic/advantages/max"
 TAG_ADV_MIN = "critic/advantages/min"
 TAG_THROUGHPUT = "perf/throughput"  # metric_utils.py, tokens / (s * GPU)
 TAG_MFU = "perf/mfu/actor"  # fsdp_workers.py, fraction of peak FLOPS
 TAG_MAX_MEM = "perf/max_memory_allocated_gb"  # fsdp_workers.py; 0 at every step on a CPU run
+# Rollout vs actor on the rollout's sampled tokens (verl/utils/debug/metrics.py, verl 0.6.0 and
+# 0.9.1, logged with rollout.calculate_log_probs=True): Pearson correlation and absolute
+# difference of the token probabilities; the reference stack's CPU patch adds the absolute
+# log-prob difference (cpu_support/verl_cpu_patch.py _patch_debug_metrics).
+TAG_ROLLOUT_PEARSON = "training/rollout_actor_probs_pearson_corr"
+TAG_ROLLOUT_PROBS_DIFF = "training/rollout_probs_diff_mean"
+TAG_ROLLOUT_LOGP_DIFF = "training/rollout_log_prob_absdiff_mean"
+ROLLOUT_TAGS = (TAG_ROLLOUT_PEARSON, TAG_ROLLOUT_LOGP_DIFF, TAG_ROLLOUT_PROBS_DIFF)
 #: The recipe's validation tag (verl names it val-core/<data_source>/<var>/mean@<n>, where
 #: <var> is "acc" when the reward function returns an "acc" extra, else "reward").
 DEFAULT_VAL_TAG = "val-core/DigitalLearningGmbH/MATH-lighteval/reward/mean@1"
@@ -66,6 +75,10 @@ SRC_FSDP_WORKERS = "verl 0.6.0 verl/workers/fsdp_workers.py"
 SRC_GRPO = "GRPO, Shao et al. 2024 (DeepSeekMath, arXiv:2402.03300)"
 SRC_DAPO = "DAPO, Yu et al. 2025 (arXiv:2503.14476)"
 SRC_REAL_CLIPFRAC = "public verl GRPO step logs at actor/lr 1e-6..2e-6: pg_clipfrac 0.0003-0.0013"
+SRC_DEBUG_METRICS = "verl 0.6.0 / 0.9.1 verl/utils/debug/metrics.py; cpu_support/verl_cpu_patch.py"
+SRC_RECORDED = "the recorded CPU runs in tests/data/health_*"
+SRC_SIMPLERL = ("hkust-nlp/simpleRL-reason issues #65 (Qwen2.5-1.5B on MATH: response_length/mean fell) "
+                "and #90 (it fell from over-long, cut-off step-0 responses)")
 
 
 # --------------------------------------------------------------------------------------
@@ -144,6 +157,30 @@ class Thresholds:
     no_signal_alert_steps: int = 3
     #: share of prompt groups whose responses all scored the same -> warn.
     zero_var_group_frac_warn: float = 0.75
+
+    # Rollout vs actor agreement on the rollout's tokens (derivations: RULE_WHY).
+    #: Pearson correlation of the token probabilities below this -> alert.
+    rollout_pearson_min: float = 0.8
+    #: mean absolute log-prob difference (nats/token, reference CPU path) above this -> alert.
+    rollout_logp_diff_max: float = 0.5
+
+    # The first validation after step 0 against the step-0 validation.
+    #: below this fraction of the step-0 value ...
+    val_first_drop_frac: float = 0.5
+    #: ... and at least this much lower (reward units) -> warn.
+    val_first_drop_abs: float = 0.05
+
+    #: critic/score/mean exactly 0 at each of the first this many steps -> alert.
+    zero_reward_steps: int = 3
+
+    # response_length/mean falling steadily: windows of the last W, 2W, 4W ... logged steps.
+    resp_decline_window: int = 10
+    #: Kendall's tau of (step, length) in the window at or below this ...
+    resp_decline_tau: float = -0.6
+    #: ... and the Theil-Sen line falls by at least this fraction of its start ...
+    resp_decline_frac: float = 0.15
+    #: ... with no single step's fall above this share of that fall (else it is a sudden fall).
+    resp_decline_step_share: float = 0.5
 
     # perf/throughput (tokens/s/GPU): a step below this fraction of the trailing median.
     perf_drop_factor: float = 0.5
@@ -520,6 +557,92 @@ def read_rollout_groups(rollout_dir: Path) -> Dict[int, Tuple[int, int]]:
 
 
 # --------------------------------------------------------------------------------------
+# The run's configuration: Hydra's record of what main_ppo composed
+# --------------------------------------------------------------------------------------
+#: Where Hydra records main_ppo's composed configuration, relative to the launcher's OUTPUT_DIR
+#: (run_qwen2_5_1_5b.sh sets hydra.run.dir=$OUTPUT_DIR/hydra; Hydra writes .hydra/ in it).
+HYDRA_CONFIG = Path("hydra") / ".hydra" / "config.yaml"
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """What the report takes from a run's Hydra config: the experiment's name and the reward
+    function verl loaded (``reward_file`` None: verl's built-in reward, by data_source)."""
+
+    path: Path
+    experiment: Optional[str]
+    reward_key: str
+    reward_file: Optional[str]
+    reward_name: Optional[str]
+
+    @property
+    def reward(self) -> str:
+        if not self.reward_file:
+            return (f"verl's built-in default_compute_score (chosen by data_source; {self.reward_key}.path is "
+                    f"empty in {self.path})")
+        return f"{self.reward_file}:{self.reward_name or 'compute_score'} ({self.reward_key} in {self.path})"
+
+
+def log_folder(run: Run) -> Path:
+    """The folder the run's logger wrote: a TensorBoard run's directory, a SwanLab run's swanlog."""
+    return swanlab_root(run.path) or (run.path.parent if run.path.is_file() else run.path)
+
+
+def find_run_config(run: Run) -> Optional[Path]:
+    """``<OUTPUT_DIR>/hydra/.hydra/config.yaml`` when the run's log folder sits in the launcher's
+    layout (``OUTPUT_DIR/tensorboard`` or ``OUTPUT_DIR/swanlog``), else None."""
+    path = log_folder(run).resolve().parent / HYDRA_CONFIG
+    return path if path.is_file() else None
+
+
+def read_run_config(path: Path) -> RunConfig:
+    """Read Hydra's ``config.yaml`` of a main_ppo run.
+
+    The reward function verl loads: verl 0.9.x reads ``reward.custom_reward_function`` (the
+    top-level key still composes but is ignored), verl 0.6.0 the top-level
+    ``custom_reward_function``. Raises DataError when the file is not a YAML mapping.
+    """
+    import yaml  # PyYAML, a dependency of verl's omegaconf
+
+    try:
+        cfg = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise DataError(f"{path}: cannot read the run's Hydra config ({one_line(exc)})") from None
+    if not isinstance(cfg, dict):
+        raise DataError(f"{path}: not a Hydra config (expected a YAML mapping with trainer, data, ...)")
+
+    def section(d, key) -> dict:
+        v = d.get(key) if isinstance(d, dict) else None
+        return v if isinstance(v, dict) else {}
+
+    trainer = section(cfg, "trainer")
+    if isinstance(section(cfg, "reward").get("custom_reward_function"), dict):
+        key, crf = "reward.custom_reward_function", section(section(cfg, "reward"), "custom_reward_function")
+    else:
+        key, crf = "custom_reward_function", section(cfg, "custom_reward_function")
+    name = trainer.get("experiment_name")
+    return RunConfig(Path(path), str(name) if name else None, key,
+                     str(crf["path"]) if crf.get("path") else None,
+                     str(crf["name"]) if crf.get("name") else None)
+
+
+def experiment_name(run: Run, config: Optional[RunConfig]) -> Tuple[str, str]:
+    """(the experiment's name, where it comes from) for titles: trainer.experiment_name from the
+    Hydra config; else a SwanLab run's ``<project>/<experiment>``; else, for a log folder named
+    ``tensorboard`` or ``swanlog`` (the launcher's ``OUTPUT_DIR/tensorboard``, OUTPUT_DIR being
+    ``outputs/$EXPERIMENT_NAME`` by default), the folder above it; else the run's folder (verl's
+    own ``tensorboard_log/<project>/<experiment>``)."""
+    if config is not None and config.experiment:
+        return config.experiment, f"trainer.experiment_name in {config.path}"
+    if run.about:
+        return run.name, "SwanLab experiment"
+    folder = log_folder(run).resolve()
+    if folder.name in ("tensorboard", "swanlog"):
+        return folder.parent.name, f"the folder holding {folder.name}/"
+    return folder.name, "the log folder"
+
+
+# --------------------------------------------------------------------------------------
 # Context: what the log says about the run's configuration.
 # --------------------------------------------------------------------------------------
 @dataclass
@@ -538,6 +661,11 @@ class Context:
     rollout_groups: Optional[Dict[int, Tuple[int, int]]] = None
     clipfrac_band_applies: bool = True
     clipfrac_note: str = ""
+    config: Optional[RunConfig] = None
+    experiment: str = ""
+    experiment_note: str = ""
+    #: a CPU run: perf/max_memory_allocated_gb 0 at every step (no accelerator memory used).
+    on_cpu: bool = False
 
 
 def _last_finite(s: Optional[Series]) -> Optional[float]:
@@ -582,15 +710,22 @@ def pick_val_tags(tags: Iterable[str], requested: Optional[str] = None) -> Tuple
 def build_context(run: Run, th: Thresholds, *, updates_per_step: Optional[int] = None,
                   lr: Optional[float] = None, kl_coef: Optional[float] = None,
                   loss_scale: float = 1.0, val_tag: Optional[str] = None,
-                  rollout_groups: Optional[Dict[int, Tuple[int, int]]] = None) -> Context:
+                  rollout_groups: Optional[Dict[int, Tuple[int, int]]] = None,
+                  config: Optional[RunConfig] = None) -> Context:
     """Work out the run's configuration from its log, with command-line values winning.
+
+    ``config``: the run's Hydra config (:func:`read_run_config`), for the experiment's name
+    and the reward function verl loaded.
 
     Updates per step: verl's ``on_policy`` branch (dp_actor.py: one PPO mini-batch and
     ``ppo_epochs == 1``) uses the current log-probs as the old ones, so the ratio is 1 and
     ``actor/pg_clipfrac`` and ``actor/ppo_kl`` are exactly 0 at every step; that pattern
     is read as one update per step.
     """
-    ctx = Context(loss_scale=loss_scale, rollout_groups=rollout_groups)
+    ctx = Context(loss_scale=loss_scale, rollout_groups=rollout_groups, config=config)
+    ctx.experiment, ctx.experiment_note = experiment_name(run, config)
+    mem = run.get(TAG_MAX_MEM)
+    ctx.on_cpu = bool(mem is not None and mem.finite.any() and np.all(mem.values[mem.finite] == 0))
     if updates_per_step is not None:
         ctx.updates_per_step, ctx.updates_note = updates_per_step, "--updates-per-step"
     else:
@@ -669,6 +804,10 @@ class Rule:
     check: Check
     needs_val: bool = False
     needs_rollouts: bool = False
+    #: at least one of these tags must have data (where the stacks log different metrics).
+    needs_any: Tuple[str, ...] = ()
+    #: how the thresholds were chosen, for docs/health_rules.md (rules_markdown).
+    why: str = ""
 
 
 def _fmt(x: Optional[float]) -> str:
@@ -890,9 +1029,47 @@ def check_grad_high(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
         return ("warn", step, val, f"grad norm > {th.grad_norm_band_high:g} for {th.grad_high_persist}+ steps "
                 "(verl clips at actor.grad_clip=1.0, so every update is being clipped)")
     if med is not None and med < th.grad_norm_band_low:
-        return ("info", None, med, f"median {_fmt(med)} below the guide's {th.grad_norm_band_low:g}-"
-                f"{th.grad_norm_band_high:g}: small updates, usual at lr 1e-6 (real runs: 0.04-0.2)")
+        below = f"median {_fmt(med)} below the guide's {th.grad_norm_band_low:g}-{th.grad_norm_band_high:g}"
+        cause = _zero_advantage_cause(run, th, s)
+        if cause:
+            return "info", None, med, f"{below}: {cause}"
+        if ctx.lr is not None and ctx.lr < th.clipfrac_band_min_lr:
+            return ("info", None, med, f"{below} with non-zero advantages: small updates, usual at actor lr "
+                    f"{ctx.lr:g} (public verl GRPO runs at lr 1e-6: 0.04-0.2)")
+        return "info", None, med, f"{below} with non-zero advantages: small updates (check lr and rewards)"
     return "ok", None, med, f"median {_fmt(med)}"
+
+
+def _zero_advantage_cause(run: Run, th: Thresholds, grad: Series) -> str:
+    """Why the gradient is (near) 0 when the advantages say so, else "": GRPO advantages of 0
+    (every group's responses scored the same) make the policy gradient exactly 0."""
+    mx, mn = run.get(TAG_ADV_MAX), run.get(TAG_ADV_MIN)
+    if mx is None or mn is None:
+        return ""
+    common, imx, imn = np.intersect1d(mx.steps, mn.steps, return_indices=True)
+    zero = (np.abs(mx.values[imx]) <= th.zero_adv_eps) & (np.abs(mn.values[imn]) <= th.zero_adv_eps)
+    if not zero.any():
+        return ""
+    steps = common[zero]
+    gsteps = np.intersect1d(steps, grad.steps)
+    where = f"{len(steps)} of {len(common)} steps"
+    scores = [run.get(t) for t in (TAG_SCORE_MAX, TAG_SCORE_MIN)]
+    same = ""
+    if all(x is not None for x in scores):
+        vals = set()
+        for st in steps:
+            pair = [x.values[x.steps == st] for x in scores]
+            if all(p.size for p in pair) and pair[0][0] == pair[1][0]:
+                vals.add(float(pair[0][0]))
+            else:
+                vals = None
+                break
+        if vals is not None and len(vals) == 1:
+            same = f" (every response of the step scored {_fmt(vals.pop())})"
+    grad_zero = gsteps.size and np.all(np.abs(grad.values[np.isin(grad.steps, gsteps)]) <= th.zero_adv_eps)
+    return (f"at {where} every GRPO advantage was 0: all rewards in each prompt group were equal{same}, so "
+            f"the policy gradient is {'exactly ' if grad_zero else ''}0 there - a missing reward signal, not a "
+            "small learning rate")
 
 
 def _resp_jump(run: Run, th: Thresholds, rise: bool) -> CheckResult:
@@ -1072,11 +1249,126 @@ def check_mfu(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
     if m is not None and m == 0:
         return ("info", None, 0.0, "MFU 0: verl's flops counter has no peak-FLOPS entry for this device "
                 "(get_device_flops returns inf, e.g. CPU) - not measured")
-    mem = run.get(TAG_MAX_MEM)
-    if m is not None and mem is not None and mem.finite.any() and np.all(mem.values[mem.finite] == 0):
+    if m is not None and ctx.on_cpu:
         return ("info", None, m, f"median actor MFU {_fmt(100 * m)} % is not meaningful on CPU: {TAG_MAX_MEM} is 0 "
                 "at every step (no accelerator memory used), and verl divides by an accelerator's peak FLOPS")
     return "ok", None, m, f"median actor MFU {_fmt(None if m is None else 100 * m)} % (higher is better)"
+
+
+MISMATCH = "the rollout is not generating with the actor's weights"
+
+
+def check_rollout_mismatch(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
+    """The first step where any logged rollout-vs-actor signal is past its threshold."""
+    tests = ((TAG_ROLLOUT_PEARSON, lambda v: v < th.rollout_pearson_min, f"< {th.rollout_pearson_min:g}"),
+             (TAG_ROLLOUT_LOGP_DIFF, lambda v: v > th.rollout_logp_diff_max, f"> {th.rollout_logp_diff_max:g} nats/token"))
+    first = None
+    for tag, bad, limit in tests:
+        s = run.get(tag)
+        if s is None:
+            continue
+        with np.errstate(invalid="ignore"):
+            i = _first(s.finite & bad(s.values))
+        if i is not None and (first is None or s.steps[i] < first[1]):
+            first = (tag, int(s.steps[i]), float(s.values[i]), limit)
+    if first is not None:
+        tag, step, val, limit = first
+        others = "; ".join(f"{t} {_fmt(float(x.values[x.steps == step][0]))}" for t in ROLLOUT_TAGS
+                           if t != tag and (x := run.get(t)) is not None and np.any(x.steps == step))
+        return ("alert", step, val, f"{MISMATCH}: {tag} {_fmt(val)} {limit} at step {step}"
+                f"{' (' + others + ')' if others else ''} - the weight sync from the actor to the rollout "
+                "failed or skipped weights (e.g. a tied lm_head, vllm-ascend's NZ layout: VLLM_ASCEND_ENABLE_NZ=0)",
+                tag)
+    parts = []
+    for tag in ROLLOUT_TAGS:
+        s = run.get(tag)
+        if s is not None and s.finite.any():
+            v = s.values[s.finite]
+            parts.append(f"{tag} {_fmt(float(v.min()))}..{_fmt(float(v.max()))}")
+    return "ok", None, _last_finite(run.get(TAG_ROLLOUT_PEARSON)), "rollout and actor agree: " + "; ".join(parts)
+
+
+def check_val_drop_first_update(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
+    val = run.get(ctx.val_tag)
+    fin = val.finite
+    steps, vals = val.steps[fin], val.values[fin]
+    if not np.any(steps == 0):
+        return "ok", None, None, "no validation at step 0 (trainer.val_before_train=False): nothing to compare", ctx.val_tag
+    after = np.flatnonzero(steps > 0)
+    if not after.size:
+        return "ok", None, None, "no validation after step 0 yet", ctx.val_tag
+    v0, j = float(vals[steps == 0][0]), int(after[0])
+    v1, s1 = float(vals[j]), int(steps[j])
+    if v1 < th.val_first_drop_frac * v0 and v0 - v1 >= th.val_first_drop_abs:
+        return ("warn", s1, v1, f"validation fell from {_fmt(v0)} at step 0 to {_fmt(v1)} at step {s1}, the first "
+                f"validation after an update (below {th.val_first_drop_frac:g}x and {_fmt(v0 - v1)} lower): the first "
+                "updates cannot move the policy that far at the recipe's lr - check that the rollout generates with "
+                "the actor's weights (rollout_actor_mismatch) and that the checkpoint and chat template are the "
+                "model's", ctx.val_tag)
+    return ("ok", None, v1, f"{_fmt(v0)} at step 0 -> {_fmt(v1)} at step {s1}, the first validation after an update",
+            ctx.val_tag)
+
+
+def check_zero_reward_from_start(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
+    s = run.get(TAG_SCORE_MEAN)
+    n = max(1, th.zero_reward_steps)
+    first = s.values[:n]
+    reward = ctx.config.reward if ctx.config is not None else "the configured reward (no Hydra config found beside the log)"
+    if len(s) < n:
+        return "ok", None, _last_finite(s), f"fewer than {n} steps logged: not judged yet"
+    if np.all(first == 0):
+        return ("alert", int(s.steps[n - 1]), 0.0, f"{TAG_SCORE_MEAN} exactly 0 at each of the first {n} steps "
+                f"({', '.join(str(int(x)) for x in s.steps[:n])}): no response was paid by {reward}. Either the "
+                "reward is silently broken (a timeout raising off the main thread, a reward key this verl ignores, "
+                "a wrong function name) or the model never answers correctly (as SmolLM2-135M on the cpu "
+                "profile): score a known-correct response with that function")
+    return ("ok", None, _last_finite(s), f"non-zero training reward within the first {n} steps "
+            f"({reward if ctx.config is not None else 'reward function unknown'})")
+
+
+def _kendall_tau(y: np.ndarray) -> float:
+    """Kendall's tau-a of (position, y): +1 rising in every pair, -1 falling in every pair."""
+    d = np.sign(y[None, :] - y[:, None])
+    n = y.size
+    return float(np.triu(d, 1).sum() / (n * (n - 1) / 2))
+
+
+def _theil_sen(x: np.ndarray, y: np.ndarray) -> Tuple[float, float]:
+    """(slope, intercept) of the Theil-Sen line: the median pairwise slope, robust to outliers."""
+    i, j = np.triu_indices(x.size, 1)
+    slope = float(np.median((y[j] - y[i]) / (x[j] - x[i])))
+    return slope, float(np.median(y - slope * x))
+
+
+def check_resp_decline(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
+    s = run.get(TAG_RESP_LEN)
+    fin = s.finite
+    x, y = s.steps[fin].astype(np.float64), s.values[fin]
+    w = max(3, th.resp_decline_window)
+    if y.size < w:
+        return "ok", None, _last_finite(s), f"fewer than {w} steps: no trend check yet"
+    for end in range(w, y.size + 1):
+        size = w
+        while size <= end:
+            if (end - w) % (size // w):  # a window of k steps is tried every k/W steps: cost ~ steps^2 * W
+                size *= 2
+                continue
+            xs, ys = x[end - size:end], y[end - size:end]
+            tau = _kendall_tau(ys)
+            if tau <= th.resp_decline_tau:
+                slope, icpt = _theil_sen(xs, ys)
+                start, stop = slope * xs[0] + icpt, slope * xs[-1] + icpt
+                fall = start - stop
+                biggest = float(np.max(-np.diff(ys), initial=0.0))
+                if start > 0 and fall >= th.resp_decline_frac * start and biggest <= th.resp_decline_step_share * fall:
+                    return ("warn", int(xs[-1]), float(ys[-1]), f"mean response length fell steadily over steps "
+                            f"{int(xs[0])}-{int(xs[-1])}: {_fmt(start)} -> {_fmt(stop)} tokens on the Theil-Sen line "
+                            f"(-{100 * fall / start:.0f} %), Kendall's tau {tau:.2f}. Known on Qwen2.5-1.5B with MATH: "
+                            "read some responses - cut-off step-0 responses (missing stop tokens, "
+                            "response_length/clip_ratio), a length bias of the loss aggregation, or a reward that "
+                            "pays short answers")
+            size *= 2
+    return "ok", None, _last_finite(s), f"no steady fall over {w}+ steps"
 
 
 _T = DEFAULT_THRESHOLDS  # the rule descriptions quote the defaults (override: --set)
@@ -1153,6 +1445,59 @@ RULES: Tuple[Rule, ...] = (
     Rule("mfu", TAG_MFU, (TAG_MFU,), "informational: median (higher is better); info when 0 (not measured) or when "
          f"{TAG_MAX_MEM} is 0 at every step (a CPU run: not meaningful)",
          f"{SRC_GUIDE}; {SRC_FSDP_WORKERS}", check_mfu),
+    Rule("rollout_actor_mismatch", TAG_ROLLOUT_PEARSON, (),
+         f"alert \"{MISMATCH}\" at the first step with {TAG_ROLLOUT_PEARSON} < {_T.rollout_pearson_min:g} or "
+         f"{TAG_ROLLOUT_LOGP_DIFF} (reference CPU path) > {_T.rollout_logp_diff_max:g} nats/token; "
+         f"{TAG_ROLLOUT_PROBS_DIFF} is quoted (logged with rollout.calculate_log_probs=True)",
+         f"{SRC_DEBUG_METRICS}; {SRC_RECORDED}", check_rollout_mismatch, needs_any=ROLLOUT_TAGS[:2],
+         why=("the rollout and the actor compute the same model, so on the rollout's tokens they agree up to "
+             "rounding: on the recorded healthy CPU runs (bf16) Pearson 0.9992-0.9996 and mean |log-prob "
+             "difference| 0.023-0.042 nats/token (the learning run of benchmarks/results/cpu_learn.md: "
+             "0.015-0.041; about 1e-5 in fp32); in public reports a fully asynchronous "
+             "vLLM rollout starts near 0.95 (verl-project/verl #6780) and a vLLM decode against a Hugging Face "
+             "prefill of the same tokens gives 0.977 (verl-project/verl-omni #254). Rollouts that do not come from the "
+             "actor's weights do not correlate: a CPU weight sync that skipped the tied lm_head gave Pearson "
+             "-0.03 (entropy 7.4), rollout inputs misaligned with the actor's 0.13 (verl-omni #254). 0.8 lies "
+             "far from both groups. 0.5 nats/token is 12x the largest healthy bf16 mean, a factor "
+             "e^0.5 = 1.65 on every token's probability; a garbage rollout's tokens are unlikely for the "
+             "actor (several nats). training/rollout_probs_diff_mean is only quoted: its healthy value "
+             "(0.006-0.008) is small, and a garbage rollout's would be too, as at entropy 7.4 both sides "
+             "give its tokens probabilities below 1e-3")),
+    Rule("val_drop_after_first_update", "<val tag>", (),
+         f"warn if the first validation after step 0 is below {_T.val_first_drop_frac:g}x the step-0 validation "
+         f"and at least {_T.val_first_drop_abs:g} lower", "thresholds heuristic, see below",
+         check_val_drop_first_update, needs_val=True, why=("far = below half the step-0 value and at least 0.05 lower. Step 0 is validated with the "
+             "rollout's initial weights, the next validation (after trainer.test_freq updates, 5 in the "
+             "recipe) with the weights synced from the actor: at lr 1e-6 with 10 warm-up steps the policy "
+             "has moved by a KL of about 1e-3 nats/token there, which cannot halve the accuracy, so a halving "
+             "points at the weight sync or the checkpoint, not at learning. 0.05 is 7 standard errors of an "
+             "accuracy near 45 % on MATH's 5,000 test problems (0.007). On the CPU profiles' 8 validation "
+             "problems one problem is 0.125, so there a fall from 2 right to 0 can fire by chance")),
+    Rule("zero_reward_from_start", TAG_SCORE_MEAN, (TAG_SCORE_MEAN,),
+         f"alert if exactly 0 at each of the first {_T.zero_reward_steps} steps; names the reward file and "
+         f"function from the run's Hydra config ({HYDRA_CONFIG} beside the log folder, or --config)",
+         f"{SRC_METRIC_UTILS}; verl 0.6.0 / 0.9.1 reward loading (custom_reward_function, "
+         "reward.custom_reward_function)", check_zero_reward_from_start, why=("3 steps, as no_positive_reward. With a working correctness reward a step's mean is exactly 0 "
+             "only when none of its responses is right: at the recipe's 256 x 8 responses and "
+             "Qwen2.5-1.5B-Instruct's 43 % on MATH that has a chance near 0.57^2048 = 1e-500 per step; 3 steps "
+             "also cover a CPU batch of 16 responses from a model right 10 % of the time (0.9^48 = 0.6 %). A "
+             "model that is never right (SmolLM2-135M on the cpu profile) fires it too, and the message says "
+             "so; the quick start's 2 steps are too few to judge")),
+    Rule("response_length_decline", TAG_RESP_LEN, (TAG_RESP_LEN,),
+         f"warn when, over the last {_T.resp_decline_window}, {2 * _T.resp_decline_window}, "
+         f"{4 * _T.resp_decline_window} ... logged steps (a window of k steps tried every "
+         f"k/{_T.resp_decline_window} steps), Kendall's tau <= {_T.resp_decline_tau:g}, the Theil-Sen "
+         f"line falls >= {_T.resp_decline_frac:g} of its start and no single step's fall exceeds "
+         f"{_T.resp_decline_step_share:g} of that", f"{SRC_SIMPLERL}; {SRC_METRIC_UTILS}", check_resp_decline,
+         why=("steadily = Kendall's tau <= -0.6 (over 10 points, a chance of 0.8 % without a trend, exact "
+             "permutation distribution), a fall of the robust Theil-Sen line of at least 15 % of its start, "
+             "and no single step carrying more than half of that fall (a one-step fall is "
+             "response_length_fall's case). The recipe's response_length/mean averages 2,048 responses, "
+             "whose noise is about 1 % of the mean, so 15 % is not noise. Windows double (10, 20, 40 ... "
+             "steps) so that a slow decline over a long run is caught as well as a fast one. simpleRL-reason "
+             "#65: the mean response length of Qwen2.5-1.5B fell over training on MATH (12k problems, 15 "
+             "epochs); #90: it fell on Qwen2.5-7B, and the maintainers pointed at over-long, cut-off step-0 "
+             "responses (missing stop tokens)")),
 )
 
 
@@ -1170,6 +1515,8 @@ def evaluate(run: Run, th: Thresholds, ctx: Context, rules: Sequence[Rule] = RUL
             missing.append("--rollout-dir dumps")
         if rule.id == "nonfinite_metrics" and not any(run.get(t) is not None for t in NONFINITE_TAGS):
             missing.append("actor/* metrics")
+        if rule.needs_any and not any(run.get(t) is not None for t in rule.needs_any):
+            missing.append(" or ".join(rule.needs_any))
         if missing:
             out.append(Finding(rule.id, tag, "skipped", None, None, f"skipped (no data: {', '.join(missing)})",
                                rule.source))
@@ -1194,10 +1541,12 @@ def render_markdown(run: Run, findings: Sequence[Finding], ctx: Context, logdir:
     """The report for one run as markdown: header, one line per rule, notes."""
     counts = {lvl: sum(f.level == lvl for f in findings) for lvl in LEVELS}
     lines = [
-        f"# GRPO health report: {run.name if run.name != '.' else logdir.name}",
+        f"# GRPO health report: {run.name if run.name != '.' else ctx.experiment}",
         "",
         f"- log: `{run.path}`{'; ' + run.about if run.about else ''}; training steps {_step_range(run)}; "
         f"{len(run.scalars)} scalar tags",
+        f"- experiment: `{ctx.experiment}` ({ctx.experiment_note}); reward: "
+        f"{ctx.config.reward if ctx.config is not None else 'unknown (no Hydra config beside the log; --config)'}",
         f"- validation tag: `{ctx.val_tag or 'none'}`" + (
             f" (compared with training via `{ctx.val_reward_tag}`)" if ctx.val_reward_tag and ctx.val_reward_tag != ctx.val_tag else ""),
         f"- policy updates per step: {ctx.updates_per_step if ctx.updates_per_step is not None else '?'} "
@@ -1249,7 +1598,8 @@ class Band:
 
 
 def plot_specs(run: Run, th: Thresholds, ctx: Context) -> List[Tuple[str, List[str], List[Band], str]]:
-    """(title, tags, bands, ylabel) of the key curves this run has data for."""
+    """(title, tags, bands, ylabel) of the key curves this run has data for. No MFU panel on a
+    CPU run (``ctx.on_cpu``: verl divides by an accelerator's peak FLOPS there)."""
     faint = "" if ctx.clipfrac_band_applies else " (guide; not applied here)"
     specs = [
         ("actor/entropy", [TAG_ENTROPY], [Band(th.entropy_low, th.entropy_high, "tab:green", "guide 0.5-2.0", True),
@@ -1268,21 +1618,72 @@ def plot_specs(run: Run, th: Thresholds, ctx: Context) -> List[Tuple[str, List[s
                                                               f"<= {th.resp_clip_ratio_warn:g}", True)], "fraction"),
         ("reward: train vs validation", [TAG_SCORE_MEAN] + [t for t in dict.fromkeys([ctx.val_reward_tag, ctx.val_tag]) if t],
          [], "score"),
+        ("rollout vs actor: Pearson of token probabilities", [TAG_ROLLOUT_PEARSON],
+         [Band(th.rollout_pearson_min, 1.0, "tab:green", f">= {th.rollout_pearson_min:g}", True)], "correlation"),
+        ("rollout vs actor: mean |log-prob difference|", [TAG_ROLLOUT_LOGP_DIFF],
+         [Band(0, th.rollout_logp_diff_max, "tab:green", f"<= {th.rollout_logp_diff_max:g}", True)], "nats/token"),
         ("perf/throughput", [TAG_THROUGHPUT], [], "tokens/s/GPU"),
-        ("perf/mfu/actor", [TAG_MFU], [], "fraction of peak"),
     ]
+    if not ctx.on_cpu:
+        specs.append(("perf/mfu/actor", [TAG_MFU], [], "fraction of peak"))
     return [(t, [g for g in tags if run.get(g) is not None], b, y) for t, tags, b, y in specs
             if any(run.get(g) is not None for g in tags)]
 
 
-def _draw(ax, run: Run, title: str, tags: List[str], bands: List[Band], ylabel: str,
-          findings: Sequence[Finding]) -> None:
-    for tag in tags:
-        s = run.get(tag)
-        marker = "o" if len(s) <= 30 else None
-        ax.plot(s.steps, s.values, marker=marker, markersize=3, linewidth=1.2, label=tag if len(tags) > 1 else None)
-    from matplotlib.ticker import MaxNLocator
+#: Where a verdict on a tag that has no curve of its own is marked: the first of these plotted.
+MARK_ON = {
+    TAG_ADV_MAX: (TAG_SCORE_MEAN,), TAG_ADV_MIN: (TAG_SCORE_MEAN,), TAG_SCORE_MAX: (TAG_SCORE_MEAN,),
+    "rollout dumps (--rollout-dir)": (TAG_SCORE_MEAN,),
+}
+#: Curves a verdict is marked on as well as its own: the two views of the rollout/actor agreement.
+MARK_ALSO = {TAG_ROLLOUT_PEARSON: (TAG_ROLLOUT_LOGP_DIFF,), TAG_ROLLOUT_LOGP_DIFF: (TAG_ROLLOUT_PEARSON,)}
 
+#: (marker, line style, marker size, hollow) per series of a panel: series drawn on top of each
+#: other stay visible (each later one a larger hollow marker around the earlier).
+SERIES_STYLES = (("o", "-", 3.5, False), ("s", "--", 6.5, True), ("^", ":", 9.0, True), ("D", "-.", 11.0, True))
+
+
+def _legend_name(tag: str) -> str:
+    m = VAL_MEAN_RE.match(tag)
+    return f"val-{m['sec']} {m['var']}/mean@{m['n']}" if m else tag
+
+
+def verdict_marks(findings: Sequence[Finding], specs) -> List[Tuple[Finding, str]]:
+    """(finding, plotted tag to mark it on) for each warn/alert verdict with a step."""
+    plotted = {t for spec in specs for t in spec[1]}
+    out = []
+    for f in findings:
+        if f.level not in ("warn", "alert") or f.step is None:
+            continue
+        target = next((t for t in (f.tag, *MARK_ON.get(f.tag, ())) if t in plotted), None)
+        if target is not None:
+            out.append((f, target))
+        out += [(f, t) for t in MARK_ALSO.get(f.tag, ()) if t in plotted]
+    return out
+
+
+def _draw(ax, run: Run, title: str, tags: List[str], bands: List[Band], ylabel: str,
+          marks: Sequence[Tuple[Finding, str]]) -> None:
+    from matplotlib.ticker import MaxNLocator
+    from matplotlib.transforms import blended_transform_factory
+
+    drawn: List[Series] = []
+    for k, tag in enumerate(tags):
+        s = run.get(tag)
+        marker, style, size, hollow = SERIES_STYLES[k % len(SERIES_STYLES)]
+        label = _legend_name(tag)
+        same = next((tags[j] for j, d in enumerate(drawn) if np.array_equal(d.steps, s.steps)
+                     and np.array_equal(d.values, s.values, equal_nan=True)), None)
+        if same is not None:
+            label += f" (identical to {_legend_name(same)})"
+        elif len(s) > 1 and s.finite.all() and np.all(s.values == s.values[0]):
+            label += f" ({_fmt(float(s.values[0]))} at every step)"
+        line, = ax.plot(s.steps, s.values, linestyle=style, linewidth=1.3, label=label if len(tags) > 1 else None,
+                        marker=marker if len(s) <= 40 or k else None, markersize=size)
+        if hollow:
+            line.set_markerfacecolor("none")
+            line.set_markeredgewidth(1.2)
+        drawn.append(s)
     ax.relim()
     ax.autoscale_view()
     ylo, yhi = ax.get_ylim()
@@ -1300,10 +1701,21 @@ def _draw(ax, run: Run, title: str, tags: List[str], bands: List[Band], ylabel: 
         bad = ~s.finite
         if bad.any():
             ax.plot(s.steps[bad], np.full(int(bad.sum()), ylo), "x", color="red", markersize=8, label="non-finite")
-    for f in findings:
-        if f.step is not None and f.level in ("warn", "alert") and f.tag in tags:
-            ax.axvline(f.step, color="red" if f.level == "alert" else "orange", linestyle="--", linewidth=1)
     ax.set_ylim(ylo, yhi)
+    xlo, xhi = ax.get_xlim()
+    text_at = blended_transform_factory(ax.transData, ax.transAxes)
+    for k, (f, target) in enumerate(m for m in marks if m[1] in tags):
+        color = "red" if f.level == "alert" else "darkorange"
+        s = run.get(target)
+        at = s.values[s.steps == f.step]
+        y = float(at[0]) if at.size and math.isfinite(at[0]) else ylo
+        ax.axvline(f.step, color=color, linestyle="--", linewidth=1, alpha=0.7)
+        ax.plot([f.step], [y], marker="o", markersize=13, markerfacecolor="none", markeredgecolor=color,
+                markeredgewidth=2, linestyle="none")
+        right = f.step > (xlo + xhi) / 2
+        ax.text(f.step, 0.95 - 0.11 * k, f" {f.level.upper()} {f.rule} ", transform=text_at, fontsize=6.5,
+                color=color, fontweight="bold", ha="right" if right else "left", va="top",
+                bbox={"facecolor": "white", "edgecolor": color, "alpha": 0.85, "pad": 1.5})
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title(title, fontsize=9)
     ax.set_xlabel("step", fontsize=8)
@@ -1313,17 +1725,45 @@ def _draw(ax, run: Run, title: str, tags: List[str], bands: List[Band], ylabel: 
         ax.legend(fontsize=6, loc="best")
 
 
-def render_figures(run: Run, findings: Sequence[Finding], th: Thresholds, ctx: Context) -> Dict[str, bytes]:
-    """PNG bytes: ``health_grid.png`` and one ``<tag>.png`` per key curve with data."""
+def health_grid(run: Run, findings: Sequence[Finding], th: Thresholds, ctx: Context):
+    """The grid of key curves as a matplotlib Figure (None when no curve has data): titled with
+    the experiment's name; each warn/alert verdict circled on the curve it concerns at the step
+    it fired, with its level and rule."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     specs = plot_specs(run, th, ctx)
-    out: Dict[str, bytes] = {}
     if not specs:
-        return out
+        return None
+    marks = verdict_marks(findings, specs)
+    ncols = 3
+    nrows = (len(specs) + ncols - 1) // ncols
+    height = 3.2 * nrows + 0.3  # fixed margins in inches (tight_layout costs a second draw)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(5 * ncols, height), squeeze=False)
+    for ax, spec in zip(axes.flat, specs):
+        _draw(ax, run, *spec, marks)
+    for ax in list(axes.flat)[len(specs):]:
+        ax.set_visible(False)
+    counts = {lvl: sum(f.level == lvl for f in findings) for lvl in ("alert", "warn")}
+    fig.suptitle(f"GRPO health: {ctx.experiment}", fontsize=12, fontweight="bold")
+    shown = os.path.relpath(run.path) if Path(os.path.abspath(run.path)).is_relative_to(Path.cwd()) else run.path
+    fig.text(0.5, 1 - 0.52 / height, f"log {shown}; training steps {_step_range(run)}; {counts['alert']} alert, "
+             f"{counts['warn']} warn, each circled on its curve at the step it fired (health_report.md explains)",
+             ha="center", fontsize=8, color="dimgray")
+    fig.subplots_adjust(left=0.06, right=0.98, bottom=0.5 / height, top=1 - 1.0 / height, wspace=0.25,
+                        hspace=0.5)
+    return fig
+
+
+def render_figures(run: Run, findings: Sequence[Finding], th: Thresholds, ctx: Context) -> Dict[str, bytes]:
+    """PNG bytes: ``health_grid.png`` (:func:`health_grid`) and one ``<tag>.png`` per key curve
+    with data, marked the same way."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
 
     def png(fig) -> bytes:
         buf = io.BytesIO()
@@ -1331,22 +1771,16 @@ def render_figures(run: Run, findings: Sequence[Finding], th: Thresholds, ctx: C
         plt.close(fig)
         return buf.getvalue()
 
-    ncols = 3
-    nrows = (len(specs) + ncols - 1) // ncols
-    fig, axes = plt.subplots(nrows, ncols, figsize=(5 * ncols, 3.2 * nrows), squeeze=False)
-    for ax, spec in zip(axes.flat, specs):
-        _draw(ax, run, *spec, findings)
-    for ax in list(axes.flat)[len(specs):]:
-        ax.set_visible(False)
-    fig.suptitle(f"GRPO health: {run.name if run.name != '.' else run.path.name}", fontsize=11)
-    height = 3.2 * nrows  # fixed margins in inches (tight_layout costs a second draw)
-    fig.subplots_adjust(left=0.06, right=0.98, bottom=0.5 / height, top=1 - 0.75 / height, wspace=0.25,
-                        hspace=0.5)
-    out["health_grid.png"] = png(fig)
+    fig = health_grid(run, findings, th, ctx)
+    if fig is None:
+        return {}
+    out = {"health_grid.png": png(fig)}
+    specs = plot_specs(run, th, ctx)
+    marks = verdict_marks(findings, specs)
     for spec in specs:
         fig, ax = plt.subplots(figsize=(6, 3.6))
         fig.subplots_adjust(left=0.14, right=0.97, bottom=0.14, top=0.91)
-        _draw(ax, run, *spec, findings)
+        _draw(ax, run, *spec, marks)
         name = re.sub(r"[^A-Za-z0-9._-]+", "_", spec[0]).strip("_") + ".png"
         out[name] = png(fig)
     return out
@@ -1361,7 +1795,11 @@ def rules_markdown() -> str:
     lines = ["| id | metric | fires when (defaults) | source |", "|---|---|---|---|"]
     lines += [f"| `{r.id}` | `{r.tag}` | {r.thresholds} | {r.source} |" for r in RULES]
     values = ", ".join(f"`{f.name}` {getattr(DEFAULT_THRESHOLDS, f.name)!r}" for f in dataclasses.fields(Thresholds))
-    return "\n".join(lines + ["", f"Thresholds, fields of `Thresholds` (override with `--set NAME=VALUE`): {values}."])
+    lines += ["", f"Thresholds, fields of `Thresholds` (override with `--set NAME=VALUE`): {values}."]
+    whys = [f"- `{r.id}`: {r.why}" for r in RULES if r.why]
+    if whys:
+        lines += ["", "How these thresholds were chosen:", "", *whys]
+    return "\n".join(lines)
 
 
 def default_output_dir(logdir: Path) -> Path:
@@ -1395,19 +1833,30 @@ LOGDIR (a path) is either kind of log folder, detected from what it holds:
 
 Outputs, all computed first, then each written atomically (temporary file + os.replace;
 nothing is written on bad input):
-  health_report.md and PNG curves (health_grid.png, one <tag>.png per metric, healthy bands
-  shaded, steps where a rule fired marked) in --output-dir, default health/ beside LOGDIR:
+  health_report.md and PNG curves (health_grid.png titled with the experiment's name, one
+  <tag>.png per metric, healthy bands shaded, each warn/alert circled on the curve it concerns
+  at the step it fired with its level and rule, no MFU panel on a CPU run, series drawn over
+  each other told apart by marker and line style and "identical to" in the legend) in
+  --output-dir, default health/ beside LOGDIR:
   outputs/<experiment>/health for the launcher's outputs/<experiment>/tensorboard or swanlog.
   Several runs: one subfolder each, the run name with '/' replaced by '__'. The report is also
   printed. --json FILE: {{"schema": 1, "logdir", "runs", "rules": [{{"run", "id", "tag", "level",
   "step", "value", "value_text", "message", "source"}}]}} (value null when not finite).
+
+The run's configuration: Hydra's config.yaml of main_ppo, OUTPUT_DIR/hydra/.hydra/config.yaml
+in the launcher's layout (hydra.run.dir=$OUTPUT_DIR/hydra), found beside LOGDIR or given with
+--config. It gives the experiment's name (trainer.experiment_name; without it, the folder
+holding tensorboard/ or swanlog/) and the reward function verl loaded (verl 0.9.x:
+reward.custom_reward_function; verl 0.6.0: custom_reward_function; path and name), which
+zero_reward_from_start names. Without it the rules run alike and say "the configured reward".
 
 Levels: ok (checked, nothing found), info (worth knowing, not a problem for this recipe), warn,
 alert, skipped (a metric the rule needs is absent; never a failure). A rule reports its worst
 level and the first step it fired at.
 
 Exit status: 0 report written (also when rules fired); 1 --fail-on level reached; 2 bad input
-(LOGDIR missing or neither kind, no scalars, bad option), one line "error: ..." naming the path.
+(LOGDIR missing or neither kind, no scalars, bad option, a Hydra config that is missing or not YAML),
+one line "error: ..." naming the path.
 
 Sources of the rules and numbers (per rule: --list-rules):
   GUIDE   the reference recipe's metric guide: actor/entropy >= 2.0 exploring, < 0.5 confident,
@@ -1428,6 +1877,13 @@ Sources of the rules and numbers (per rule: --list-rules):
   runs    public verl GRPO step logs at actor/lr 1e-6 show pg_clipfrac 0.0003-0.0013, 0.0008 at
           2e-6: the GUIDE's clip band (from classic PPO learning rates) is informational below
           clipfrac_band_min_lr. KL, truncation and validation thresholds are heuristics.
+  rollout verl/utils/debug/metrics.py (0.6.0 and 0.9.1) logs the Pearson correlation and the
+          absolute difference of the rollout's and the actor's token probabilities;
+          cpu_support/verl_cpu_patch.py adds the absolute log-prob difference. The
+          rollout_actor_mismatch thresholds come from recorded healthy CPU runs and a broken
+          weight sync (docs/health_rules.md, "How these thresholds were chosen").
+  length  hkust-nlp/simpleRL-reason issues #65 and #90: response_length/mean falling over a run
+          of Qwen2.5 on MATH.
 """
 
 
@@ -1460,6 +1916,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "/ n_gpus / ppo_micro_batch_size_per_gpu); default 1")
     p.add_argument("--val-tag", metavar="TAG",
                    help=f"validation tag (default {DEFAULT_VAL_TAG}, else the first val-core/*/mean@* tag)")
+    p.add_argument("--config", type=Path, metavar="FILE",
+                   help=f"the run's Hydra config.yaml, for the experiment's name and the reward function verl loaded "
+                        f"(default: OUTPUT_DIR/{HYDRA_CONFIG} when LOGDIR is the launcher's OUTPUT_DIR/tensorboard or "
+                        "OUTPUT_DIR/swanlog)")
     p.add_argument("--rollout-dir", type=Path, metavar="DIR",
                    help="verl's trainer.rollout_data_dir (<step>.jsonl dumps), to count zero-variance groups")
     p.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
@@ -1484,6 +1944,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         logdir = args.logdir
         runs = discover_runs(logdir, args.run)
         rollouts = read_rollout_groups(args.rollout_dir) if args.rollout_dir else None
+        if args.config is not None and not args.config.is_file():
+            raise DataError(f"{args.config}: --config: no such file (expected a run's Hydra config.yaml)")
+        configs = {}
+        for run in runs:
+            path = args.config or find_run_config(run)
+            configs[run.name] = read_run_config(path) if path is not None else None
         if not args.no_figures:
             import importlib.util
 
@@ -1498,7 +1964,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     texts, entries, worst = [], [], "ok"
     for run in runs:
         ctx = build_context(run, th, updates_per_step=args.updates_per_step, lr=args.lr, kl_coef=args.kl_coef,
-                            loss_scale=args.loss_scale, val_tag=args.val_tag, rollout_groups=rollouts)
+                            loss_scale=args.loss_scale, val_tag=args.val_tag, rollout_groups=rollouts,
+                            config=configs[run.name])
         findings = evaluate(run, th, ctx)
         md = render_markdown(run, findings, ctx, logdir)
         texts.append(md)

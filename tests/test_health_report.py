@@ -189,7 +189,7 @@ PATHOLOGIES = [
      healthy_val, "no_learning_signal", "alert", 5, set()),
     ("no_positive_reward", _both(_set("critic/score/mean", 0.0, 1), _set("critic/score/max", 0.0, 1),
                                  _set("critic/advantages/max", 0.0, 1), _set("critic/advantages/min", 0.0, 1)),
-     lambda s: 0.0, "no_positive_reward", "alert", 1, {"no_learning_signal"}),
+     lambda s: 0.0, "no_positive_reward", "alert", 1, {"no_learning_signal", "zero_reward_from_start"}),
     ("kl_drift", _set("actor/kl_loss", 0.5, 9), healthy_val, "kl_high", "warn", 9, set()),
     ("kl_flat", _set("actor/kl_loss", 0.0, 1), healthy_val, "kl_low", "warn", 10, set()),
     ("throughput_drop", _set("perf/throughput", 300.0, 11, 11), healthy_val, "throughput_drop", "warn", 11, set()),

@@ -1,0 +1,268 @@
+"""The health rules for a weight sync that did not happen, a validation that collapses after the
+first update, a reward that pays nothing from the start and a response length that falls
+steadily: each fires at the step where its failure is planted in a synthetic verl-like run, and
+stays silent on every recorded healthy CPU run in tests/data/health_* (both stacks' metric
+names)."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+import health_report as hr
+from conftest import REPO
+from test_health_report import _both, _set, fired, report, write_run
+
+PEARSON, PROBS_DIFF, LOGP_DIFF = hr.TAG_ROLLOUT_PEARSON, hr.TAG_ROLLOUT_PROBS_DIFF, hr.TAG_ROLLOUT_LOGP_DIFF
+NEW_RULES = ("rollout_actor_mismatch", "val_drop_after_first_update", "zero_reward_from_start",
+             "response_length_decline")
+RECORDED = sorted(p for p in (REPO / "tests" / "data").glob("health_*") if p.is_dir())
+
+
+# --------------------------------------------------------------------------------------
+# rollout_actor_mismatch
+# --------------------------------------------------------------------------------------
+def _agreement(tags, broken_from=None):
+    """Healthy rollout/actor agreement (bf16-like: Pearson 0.995-0.999, log-prob difference
+    0.02-0.04, probability difference ~0.005); from ``broken_from`` on, the values of the
+    sync that skipped the tied lm_head (Pearson -0.03)."""
+    rng = random.Random(1)
+
+    def f(s, m):
+        broken = broken_from is not None and s >= broken_from
+        values = {PEARSON: -0.03 if broken else rng.uniform(0.995, 0.999),
+                  LOGP_DIFF: 2.9 if broken else rng.uniform(0.02, 0.04),
+                  PROBS_DIFF: 0.31 if broken else rng.uniform(0.004, 0.006)}
+        m.update({t: values[t] for t in tags})
+    return f
+
+
+@pytest.mark.parametrize("stack,tags", [
+    ("reference CPU path", (PEARSON, PROBS_DIFF, LOGP_DIFF)),
+    ("verl 0.9.1", (PEARSON, PROBS_DIFF)),
+    ("log-prob difference only", (LOGP_DIFF,)),
+], ids=["reference", "current", "logp-only"])
+def test_rollout_actor_mismatch_fires_at_the_broken_sync(tmp_path, stack, tags):
+    write_run(tmp_path / "run", override=_agreement(tags, broken_from=8))
+    _, entries = report(tmp_path / "run")
+    e = entries["rollout_actor_mismatch"]
+    assert (e["level"], e["step"]) == ("alert", 8), e
+    assert "the rollout is not generating with the actor's weights" in e["message"]
+    assert e["tag"] == (PEARSON if PEARSON in tags else LOGP_DIFF)
+    if PROBS_DIFF in tags:  # quoted, not judged: a garbage rollout's tokens are unlikely for both sides
+        assert f"{PROBS_DIFF} 0.31" in e["message"]
+    assert set(fired(entries)) == {"rollout_actor_mismatch"}
+
+    write_run(tmp_path / "ok", override=_agreement(tags))
+    _, entries = report(tmp_path / "ok")
+    assert entries["rollout_actor_mismatch"]["level"] == "ok", entries["rollout_actor_mismatch"]
+
+
+def test_rollout_actor_mismatch_each_signal_alone(tmp_path):
+    """Each threshold on its own: just past it fires, just inside it does not."""
+    th = hr.DEFAULT_THRESHOLDS
+    for tag, bad, good in ((PEARSON, th.rollout_pearson_min - 0.01, th.rollout_pearson_min + 0.01),
+                           (LOGP_DIFF, th.rollout_logp_diff_max * 1.1, th.rollout_logp_diff_max * 0.9)):
+        write_run(tmp_path / tag.replace("/", "_"), override=_set(tag, lambda s: bad if s >= 5 else good, 1))
+        _, entries = report(tmp_path / tag.replace("/", "_"))
+        assert (entries["rollout_actor_mismatch"]["level"], entries["rollout_actor_mismatch"]["step"]) == \
+            ("alert", 5), (tag, entries["rollout_actor_mismatch"])
+
+
+def test_rollout_actor_mismatch_skipped_without_the_metrics(tmp_path):
+    write_run(tmp_path / "run", override=_agreement((PROBS_DIFF,), broken_from=3))
+    _, entries = report(tmp_path / "run")
+    assert entries["rollout_actor_mismatch"]["level"] == "skipped"
+    assert PEARSON in entries["rollout_actor_mismatch"]["message"]
+
+
+# --------------------------------------------------------------------------------------
+# val_drop_after_first_update
+# --------------------------------------------------------------------------------------
+def test_val_drop_after_first_update_fires_at_the_first_validation(tmp_path):
+    write_run(tmp_path / "run", val=lambda s: {0: 0.45, 5: 0.20, 10: 0.22, 15: 0.24, 20: 0.25}[s])
+    _, entries = report(tmp_path / "run")
+    e = entries["val_drop_after_first_update"]
+    assert (e["level"], e["step"]) == ("warn", 5) and e["value"] == pytest.approx(0.2), e
+    assert "0.45 at step 0" in e["message"]
+    assert set(fired(entries)) <= {"val_drop_after_first_update", "val_regression", "reward_up_val_down"}
+
+
+@pytest.mark.parametrize("values,why", [
+    ({0: 0.45, 5: 0.40, 10: 0.42, 15: 0.44, 20: 0.45}, "a drop of 0.05 is above half the step-0 value"),
+    ({0: 0.06, 5: 0.02, 10: 0.03, 15: 0.05, 20: 0.06}, "a drop of 0.04 is below the absolute floor 0.05"),
+    ({0: 0.30, 5: 0.35, 10: 0.02, 15: 0.03, 20: 0.05}, "the later collapse is not right after the first update"),
+], ids=["small-drop", "tiny-values", "later-drop"])
+def test_val_drop_after_first_update_silent(tmp_path, values, why):
+    write_run(tmp_path / "run", val=lambda s: values[s])
+    _, entries = report(tmp_path / "run")
+    assert entries["val_drop_after_first_update"]["level"] == "ok", why
+
+
+def test_val_drop_after_first_update_needs_step_0(tmp_path):
+    """trainer.val_before_train=False: no step-0 validation, nothing to compare with."""
+    w = write_run(tmp_path / "run", val=None, close=False)
+    for step, value in ((5, 0.0), (10, 0.3)):
+        w.add_scalar(hr.DEFAULT_VAL_TAG, value, step)
+    w.close()
+    _, entries = report(tmp_path / "run")
+    e = entries["val_drop_after_first_update"]
+    assert e["level"] == "ok" and "no validation at step 0" in e["message"], e
+
+
+# --------------------------------------------------------------------------------------
+# zero_reward_from_start
+# --------------------------------------------------------------------------------------
+ZERO = _both(_set("critic/score/mean", 0.0, 1), _set("critic/score/max", 0.0, 1), _set("critic/score/min", 0.0, 1),
+             _set("critic/advantages/max", 0.0, 1), _set("critic/advantages/min", 0.0, 1),
+             _set("actor/grad_norm", 0.0, 1))
+ZERO_ALSO = {"zero_reward_from_start", "no_positive_reward", "no_learning_signal", "val_train_gap"}
+
+
+def _launcher_layout(root: Path, config_yaml: str) -> Path:
+    """OUTPUT_DIR with tensorboard/ and Hydra's hydra/.hydra/config.yaml, as the launcher lays it out."""
+    (root / "hydra" / ".hydra").mkdir(parents=True)
+    (root / "hydra" / ".hydra" / "config.yaml").write_text(config_yaml)
+    return root / "tensorboard"
+
+
+REFERENCE_CONFIG = """\
+custom_reward_function:
+  path: /repo/new_math_reward.py
+  name: compute_score
+trainer:
+  experiment_name: qwen2_5_1_5b_math
+"""
+# verl 0.9.1 composes the old top-level key too, but loads reward.custom_reward_function
+CURRENT_CONFIG = """\
+custom_reward_function:
+  path: null
+  name: compute_score
+reward:
+  custom_reward_function:
+    path: /repo/new_math_reward.py
+    name: compute_format_score
+trainer:
+  experiment_name: smollm2_current
+"""
+
+
+@pytest.mark.parametrize("config,named", [
+    (REFERENCE_CONFIG, "/repo/new_math_reward.py:compute_score (custom_reward_function in "),
+    (CURRENT_CONFIG, "/repo/new_math_reward.py:compute_format_score (reward.custom_reward_function in "),
+    (None, "the configured reward"),
+], ids=["verl-0.6.0", "verl-0.9.1", "no-config"])
+def test_zero_reward_from_start_names_the_loaded_reward(tmp_path, config, named):
+    logdir = _launcher_layout(tmp_path / "out", config) if config else tmp_path / "out" / "tensorboard"
+    write_run(logdir, override=ZERO, val=lambda s: 0.0)
+    _, entries = report(logdir)
+    e = entries["zero_reward_from_start"]
+    assert (e["level"], e["step"], e["value"]) == ("alert", 3, 0.0), e
+    assert named in e["message"], e["message"]
+    assert "first 3 steps (1, 2, 3)" in e["message"]
+    assert set(fired(entries)) <= ZERO_ALSO
+
+
+def test_zero_reward_from_start_silent_when_a_response_is_paid_early(tmp_path):
+    late = _both(_set("critic/score/mean", 0.0, 1, 2), _set("critic/score/max", 0.0, 1, 2))
+    write_run(tmp_path / "run", override=late)
+    _, entries = report(tmp_path / "run")
+    assert entries["zero_reward_from_start"]["level"] == "ok"
+    write_run(tmp_path / "short", steps=2, override=ZERO, val=lambda s: 0.0)  # the quick start's 2 steps
+    _, entries = report(tmp_path / "short")
+    assert entries["zero_reward_from_start"]["level"] == "ok"
+    assert "not judged" in entries["zero_reward_from_start"]["message"]
+
+
+def test_config_option_and_bad_config(tmp_path, capsys):
+    write_run(tmp_path / "run", override=ZERO, val=lambda s: 0.0)
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(REFERENCE_CONFIG)
+    _, entries = report(tmp_path / "run", "--config", str(cfg))
+    assert "new_math_reward.py:compute_score" in entries["zero_reward_from_start"]["message"]
+    for bad, needle in ((tmp_path / "missing.yaml", "no such file"), (tmp_path / "list.yaml", "not a Hydra config"),
+                        (tmp_path / "broken.yaml", "cannot read")):
+        if bad.name == "list.yaml":
+            bad.write_text("- a\n- b\n")
+        elif bad.name == "broken.yaml":
+            bad.write_text("a: [unclosed\n")
+        out = tmp_path / "o"
+        rc = hr.main([str(tmp_path / "run"), "--config", str(bad), "--output-dir", str(out), "--quiet"])
+        err = capsys.readouterr().err.strip()
+        assert rc == 2 and err.startswith("error: ") and "\n" not in err and needle in err and str(bad) in err, err
+        assert not out.exists()
+
+
+# --------------------------------------------------------------------------------------
+# response_length_decline
+# --------------------------------------------------------------------------------------
+def _length(fn):
+    rng = random.Random(3)
+    return _set("response_length/mean", lambda s: fn(s) + rng.uniform(-2, 2), 1)
+
+
+def test_response_length_decline_fires_when_the_fall_passes_15_percent(tmp_path):
+    """-5 tokens per step from 400 (noise +-2): a 10-step window falls ~45 tokens, 11-13 % of its
+    start, under 15 %; the first 20-step window, ending at step 20, falls ~95 of ~400 (24 %)."""
+    write_run(tmp_path / "run", steps=30, override=_length(lambda s: 400 - 5 * (s - 1)))
+    _, entries = report(tmp_path / "run")
+    e = entries["response_length_decline"]
+    assert (e["level"], e["step"]) == ("warn", 20), e
+    assert "steps 1-20" in e["message"] and "simpleRL" not in e["message"]
+    assert set(fired(entries)) == {"response_length_decline"}
+
+
+@pytest.mark.parametrize("fn,why", [
+    (lambda s: 400 if s < 15 else 250, "a step change is a sudden fall, not a steady one"),
+    (lambda s: 400 - 2 * (s - 1), "-2 tokens per step: 10 % over 20 steps"),
+    (lambda s: 400 + 30 * ((-1) ** s), "noise only"),
+    (lambda s: 300 + 5 * s, "rising"),
+], ids=["step", "slow", "noise", "rising"])
+def test_response_length_decline_silent(tmp_path, fn, why):
+    write_run(tmp_path / "run", steps=30, override=_length(fn))
+    _, entries = report(tmp_path / "run")
+    assert entries["response_length_decline"]["level"] == "ok", (why, entries["response_length_decline"])
+
+
+def test_response_length_decline_over_a_long_run(tmp_path):
+    """A slow fall over 200 steps (-0.6 tokens/step from 500, noise +-15): no 10- or 20-step
+    window falls 15 %, a longer window does."""
+    rng = random.Random(5)
+    write_run(tmp_path / "run", steps=200, val=None,
+              override=_set("response_length/mean", lambda s: 500 - 0.6 * s + rng.uniform(-15, 15), 1))
+    _, entries = report(tmp_path / "run")
+    e = entries["response_length_decline"]
+    assert e["level"] == "warn" and 80 <= e["step"] <= 200, e
+    assert int(e["message"].split("steps ")[1].split("-")[0]) < e["step"] - 20
+
+
+# --------------------------------------------------------------------------------------
+# Silent on the recorded healthy CPU runs
+# --------------------------------------------------------------------------------------
+def test_recorded_runs_exist():
+    assert RECORDED, "tests/data/health_* holds the recorded healthy CPU runs"
+
+
+@pytest.mark.parametrize("run_dir", RECORDED, ids=[p.name for p in RECORDED])
+def test_new_rules_silent_on_recorded_healthy_runs(run_dir, tmp_path):
+    out = tmp_path / "h.json"
+    assert hr.main([str(run_dir / "tensorboard"), "--json", str(out), "--output-dir", str(tmp_path / "health"),
+                    "--quiet", "--no-figures"]) == 0
+    entries = {e["id"]: e for e in json.loads(out.read_text())["rules"]}
+    for rule in NEW_RULES:
+        assert entries[rule]["level"] in ("ok", "skipped"), entries[rule]
+    if any(t in hr.scalars_by_step(run_dir / "tensorboard") for t in hr.ROLLOUT_TAGS):
+        assert entries["rollout_actor_mismatch"]["level"] == "ok"
+
+
+@pytest.mark.parametrize("run_dir", RECORDED, ids=[p.name for p in RECORDED])
+def test_recorded_runs_config_names_the_experiment_and_reward(run_dir):
+    """Hydra's config.yaml beside the log, as the launcher lays it out, is found and read."""
+    run = hr.discover_runs(run_dir / "tensorboard")[0]
+    cfg = hr.read_run_config(hr.find_run_config(run))
+    assert cfg.experiment and cfg.reward_file.endswith("new_math_reward.py")
+    assert cfg.reward_name in ("compute_score", "compute_format_score")
+    assert hr.experiment_name(run, cfg)[0] == cfg.experiment

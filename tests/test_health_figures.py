@@ -1,0 +1,122 @@
+"""health_report.py's pictures say what its text says: the experiment's name in the grid's title,
+each warn/alert verdict circled and labelled on the curve it concerns at the step it fired, no
+MFU panel on a CPU run, series drawn over each other told apart, and the zero-gradient
+explanation naming its real cause."""
+
+from __future__ import annotations
+
+import pytest
+
+import health_report as hr
+from test_health_report import _both, _set, report, write_run
+
+pytest.importorskip("matplotlib")
+
+
+def grid(logdir, *, config=None):
+    """(figure, findings, context) of the one run under ``logdir``, as main() builds them."""
+    run = hr.discover_runs(logdir)[0]
+    path = config or hr.find_run_config(run)
+    ctx = hr.build_context(run, hr.DEFAULT_THRESHOLDS, config=hr.read_run_config(path) if path else None)
+    findings = hr.evaluate(run, hr.DEFAULT_THRESHOLDS, ctx)
+    return hr.health_grid(run, findings, hr.DEFAULT_THRESHOLDS, ctx), findings, ctx
+
+
+def panels(fig):
+    return {ax.get_title(): ax for ax in fig.axes if ax.get_visible()}
+
+
+def labels(ax):
+    return [t.get_text().strip() for t in ax.texts]
+
+
+def test_title_names_the_experiment_not_the_log_folder(tmp_path):
+    out = tmp_path / "outputs" / "smollm2_135m_math_cpu"
+    write_run(out / "tensorboard", steps=3)
+    fig, _, ctx = grid(out / "tensorboard")
+    assert fig._suptitle.get_text() == "GRPO health: smollm2_135m_math_cpu"
+    assert ctx.experiment_note == "the folder holding tensorboard/"
+    (out / "hydra" / ".hydra").mkdir(parents=True)
+    (out / "hydra" / ".hydra" / "config.yaml").write_text("trainer:\n  experiment_name: my_experiment\n")
+    fig, _, ctx = grid(out / "tensorboard")
+    assert fig._suptitle.get_text() == "GRPO health: my_experiment"
+    assert ctx.experiment_note.startswith("trainer.experiment_name in ")
+    md = hr.render_markdown(hr.discover_runs(out / "tensorboard")[0], [], ctx, out / "tensorboard")
+    assert md.startswith("# GRPO health report: my_experiment\n")
+    # verl's own layout, tensorboard_log/<project>/<experiment>
+    write_run(tmp_path / "tensorboard_log" / "proj" / "exp7", steps=3)
+    fig, _, _ = grid(tmp_path / "tensorboard_log" / "proj" / "exp7")
+    assert fig._suptitle.get_text() == "GRPO health: exp7"
+
+
+def test_each_verdict_is_circled_and_labelled_on_its_curve(tmp_path):
+    zero_adv = _both(_set("critic/advantages/max", 0.0, 5, 7), _set("critic/advantages/min", 0.0, 5, 7))
+    write_run(tmp_path / "run", override=_both(_set("actor/grad_norm", 5.0, 12, 12), zero_adv))
+    fig, findings, _ = grid(tmp_path / "run")
+    fired = {f.rule: f for f in findings if f.level in ("warn", "alert")}
+    assert set(fired) == {"grad_norm_spike", "no_learning_signal"}
+    p = panels(fig)
+    assert labels(p["actor/grad_norm"]) == ["WARN grad_norm_spike"]
+    # the advantages have no curve: the verdict goes on the reward panel, at its step
+    assert labels(p["reward: train vs validation"]) == ["ALERT no_learning_signal"]
+    for title, step, value in (("actor/grad_norm", 12, 5.0), ("reward: train vs validation", 5, None)):
+        circles = [ln for ln in p[title].lines if ln.get_marker() == "o" and ln.get_markersize() == 13]
+        assert len(circles) == 1
+        x, y = circles[0].get_data()
+        assert list(x) == [step] and (value is None or list(y) == [value])
+    assert not any(labels(ax) for t, ax in p.items() if t not in ("actor/grad_norm", "reward: train vs validation"))
+
+
+def test_no_mfu_panel_on_cpu(tmp_path):
+    write_run(tmp_path / "cpu", steps=3, override=_set("perf/max_memory_allocated_gb", 0.0, 1))
+    write_run(tmp_path / "gpu", steps=3, override=_set("perf/max_memory_allocated_gb", 30.0, 1))
+    assert "perf/mfu/actor" not in panels(grid(tmp_path / "cpu")[0])
+    assert "perf/mfu/actor" in panels(grid(tmp_path / "gpu")[0])
+
+
+def test_identical_series_are_told_apart(tmp_path):
+    """The CPU quick start: training score and both validation tags 0 throughout."""
+    zero = _both(_set("critic/score/mean", 0.0, 1), _set("critic/score/max", 0.0, 1))
+    w = write_run(tmp_path / "run", steps=2, override=zero, val=None, close=False)
+    acc = "val-core/DigitalLearningGmbH/MATH-lighteval/acc/mean@1"
+    aux = "val-aux/DigitalLearningGmbH/MATH-lighteval/reward/mean@1"
+    for tag in (acc, aux):
+        for step in (0, 2):
+            w.add_scalar(tag, 0.0, step)
+    w.close()
+    fig, _, ctx = grid(tmp_path / "run")
+    assert ctx.val_tag == acc and ctx.val_reward_tag == aux
+    ax = panels(fig)["reward: train vs validation"]
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend == ["critic/score/mean (0 at every step)", "val-aux reward/mean@1 (0 at every step)",
+                      "val-core acc/mean@1 (identical to val-aux reward/mean@1)"]
+    styles = [(ln.get_marker(), ln.get_linestyle(), ln.get_markersize()) for ln in ax.lines[:3]]
+    assert len(set(styles)) == 3  # each its own marker, line style and size
+
+
+def test_zero_gradient_explained_by_equal_rewards(tmp_path):
+    zero = _both(_set("critic/score/mean", 0.0, 1), _set("critic/score/max", 0.0, 1),
+                 _set("critic/score/min", 0.0, 1), _set("critic/advantages/max", 0.0, 1),
+                 _set("critic/advantages/min", 0.0, 1), _set("actor/grad_norm", 0.0, 1))
+    write_run(tmp_path / "run", steps=2, override=zero, val=lambda s: 0.0)
+    _, entries = report(tmp_path / "run")
+    msg = entries["grad_norm_high"]["message"]
+    assert entries["grad_norm_high"]["level"] == "info"
+    assert "at 2 of 2 steps every GRPO advantage was 0" in msg and "every response of the step scored 0" in msg
+    assert "exactly 0" in msg and "lr 1e-6" not in msg and "usual" not in msg
+    # small but non-zero gradients with a reward signal: the learning rate is the explanation
+    write_run(tmp_path / "small", override=_set("actor/grad_norm", 0.05, 1))
+    _, entries = report(tmp_path / "small")
+    assert "with non-zero advantages" in entries["grad_norm_high"]["message"]
+    assert "usual at actor lr 1e-06" in entries["grad_norm_high"]["message"]
+
+
+def test_rollout_mismatch_marked_on_both_agreement_curves(tmp_path):
+    def broken_sync(s, m):
+        m[hr.TAG_ROLLOUT_PEARSON] = 0.9995 if s < 14 else -0.03
+        m[hr.TAG_ROLLOUT_LOGP_DIFF] = 0.04 if s < 14 else 3.0
+    write_run(tmp_path / "run", override=broken_sync)
+    fig, _, _ = grid(tmp_path / "run")
+    p = panels(fig)
+    for title in ("rollout vs actor: Pearson of token probabilities", "rollout vs actor: mean |log-prob difference|"):
+        assert labels(p[title]) == ["ALERT rollout_actor_mismatch"], title

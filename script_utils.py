@@ -192,7 +192,6 @@ MATRIX_SOURCES = {
     "requirements-cpu": "`requirements-cpu.txt` (torch's CPU build)",
     "current-requirements": "`stacks/current/requirements.txt` (the current stack's pins)",
     "dockerfile-ascend": "`docker/Dockerfile.ascend` (its base image)",
-    "dockerfile-ascend-current": "`docker/Dockerfile.ascend-current` (its base image and the transformers it installs)",
     "dockerfile-cuda": "`docker/Dockerfile.cuda` (its base image; vLLM 0.9.1's wheel brings torch 2.7.0)",
     "verl-0.6.0-setup": "verl v0.6.0 `setup.py`, extra `vllm`: vllm>=0.7.3,<=0.9.1 "
                         "(https://github.com/verl-project/verl/blob/v0.6.0/setup.py)",

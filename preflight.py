@@ -629,6 +629,8 @@ def load_reward(stack: str, path: str, name: str):
     return getattr(module, name)
 
 
+#: How the smoke test's messages name the two threads it scores in.
+THREAD_NAME = {"main thread": "the main thread", "worker thread": "a worker thread"}
 #: Seconds a reward may take on one response in the worker thread before the smoke test gives up.
 REWARD_TIMEOUT_S = 30
 
@@ -717,7 +719,7 @@ def check_reward_smoke(stack: str, path: str, name: str, train_file: Path,
                     advice = ("verl 0.9.1 scores in a worker thread (its reward loop's executor), where signal.alarm "
                               "raises: make the reward's timeout thread-safe" if thread == "worker thread"
                               else "fix the reward")
-                    return [fail(f"{where}: the reward raised in a {thread} on a {kind} response "
+                    return [fail(f"{where}: the reward raised in {THREAD_NAME[thread]} on a {kind} response "
                                  f"({why(err)}): {advice} (docs/troubleshooting.md)")]
     finally:
         worker.shutdown(wait=False)
@@ -730,11 +732,11 @@ def check_reward_smoke(stack: str, path: str, name: str, train_file: Path,
             hint = ("it pays in the main thread: a timeout built on signal.alarm fails off it and the reward "
                     "scores 0" if thread == "worker thread" and scores[("main thread", "correct")] > 0
                     else "check REWARD_NAME and the answer format the reward expects")
-            problems.append(fail(f"{where}: the reward pays {paid:g} for a correct response in a {thread} ({shown}): "
-                                 f"training would see no reward; {hint} (docs/troubleshooting.md)"))
+            problems.append(fail(f"{where}: the reward pays {paid:g} for a correct response in {THREAD_NAME[thread]} "
+                                 f"({shown}): training would see no reward; {hint} (docs/troubleshooting.md)"))
         if scores[(thread, "wrong")] > 0:
             problems.append(fail(f"{where}: the reward pays {scores[(thread, 'wrong')]:g} for a wrong response without "
-                                 f"the answer format in a {thread} ({wrong!r}): it does not judge the answer; check "
+                                 f"the answer format in {THREAD_NAME[thread]} ({wrong!r}): it does not judge the answer; check "
                                  "REWARD_FILE and REWARD_NAME"))
     if problems:
         return problems

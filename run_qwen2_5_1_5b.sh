@@ -149,8 +149,10 @@ if [[ $DEVICE == npu ]]; then
     if [[ -f $env_script ]]; then set +u; source "$env_script"; set -u; fi
   done
   export ASCEND_RT_VISIBLE_DEVICES
-  export HCCL_CONNECT_TIMEOUT=${HCCL_CONNECT_TIMEOUT:-360}
-  export HCCL_EXEC_TIMEOUT=${HCCL_EXEC_TIMEOUT:-360}
+  # the stack's HCCL time-outs, Ray's NPU visibility and vllm-ascend's weight layout (a value you set wins)
+  # shellcheck source=tools/npu_env.sh
+  source "$REPO_DIR/tools/npu_env.sh"
+  npu_env_defaults "$STACK"
 fi
 export PYTHONPATH="$REPO_DIR${PYTHONPATH:+:$PYTHONPATH}"  # the cpu profile's patch module
 
@@ -163,7 +165,9 @@ if [[ $DRY_RUN != 1 ]] && [[ $PREFLIGHT == 1 || $PREFLIGHT_ONLY == 1 ]]; then
     --train-file "$TRAIN_FILE" --val-file "$VAL_FILE" --max-prompt-length "$MAX_PROMPT_LENGTH" \
     --train-batch-size "$TRAIN_BATCH_SIZE" --ppo-mini-batch-size "$PPO_MINI_BATCH_SIZE" \
     --micro-batch "$MICRO_BATCH_PER_DEVICE" --n-samples "$N_SAMPLES" --n-devices "$N_DEVICES" \
-    --n-nodes "$N_NODES" --rollout-tp "$ROLLOUT_TP" --rollout-name "$ROLLOUT_NAME" --ckpt-dir "$CKPT_DIR" || exit $?
+    --n-nodes "$N_NODES" --rollout-tp "$ROLLOUT_TP" --rollout-name "$ROLLOUT_NAME" --ckpt-dir "$CKPT_DIR" \
+    --reward-file "$REWARD_FILE" --reward-name "$REWARD_NAME" --cann-home "$CANN_HOME" \
+    --overrides "${PROFILE_ARGS[@]}" "$@" || exit $?
   if [[ $PREFLIGHT_ONLY == 1 ]]; then exit 0; fi
 fi
 

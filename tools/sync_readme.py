@@ -2,9 +2,9 @@
 
 Usage: python -m tools.sync_readme [--check]
 
-Each document (README.md and every docs/*.md) may hold blocks ``<!-- BEGIN SOURCE -->`` ... ``<!-- END SOURCE -->``. SOURCE is a
+Each document (README.md, every docs/*.md and docker/README.md) may hold blocks ``<!-- BEGIN SOURCE -->`` ... ``<!-- END SOURCE -->``. SOURCE is a
 key of GENERATORS (a table made from the code that owns its facts: the launcher's knobs, the
-health rules) or a file path relative to the repository root whose text is the body (e.g.
+health rules, the stacks' version matrix in script_utils.STACK_MATRIX) or a file path relative to the repository root whose text is the body (e.g.
 ``benchmarks/results/reward_bench.md``, written by the benchmark scripts). Without ``--check``
 the bodies are replaced and each document is rewritten atomically; with ``--check`` nothing is
 written and the exit status is 1 when a block is out of date (the test suite runs this). A
@@ -26,8 +26,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def documents() -> list[Path]:
-    """README.md and every markdown page under docs/: wherever a generated table now lives."""
-    return [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    """README.md, every markdown page under docs/ and docker/README.md: wherever a generated table
+    now lives."""
+    return [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), REPO / "docker" / "README.md"]
 
 
 BLOCK_RE = re.compile(r"(<!-- BEGIN (?P<file>\S+) -->\n)(?P<body>.*?)(<!-- END (?P=file) -->)", re.S)
@@ -67,7 +68,21 @@ def health_rules() -> str:
     return health_report.rules_markdown()
 
 
-GENERATORS = {"run_qwen2_5_1_5b.sh:knobs": knobs_table, "health_report.py:rules_markdown": health_rules}
+def stack_matrix() -> str:
+    import script_utils
+
+    return script_utils.stack_matrix_markdown()
+
+
+def docker_images() -> str:
+    import script_utils
+
+    return script_utils.docker_images_markdown()
+
+
+GENERATORS = {"run_qwen2_5_1_5b.sh:knobs": knobs_table, "health_report.py:rules_markdown": health_rules,
+              "script_utils.py:stack_matrix_markdown": stack_matrix,
+              "script_utils.py:docker_images_markdown": docker_images}
 
 
 def synced(text: str, where: str = "README.md") -> str:

@@ -282,7 +282,31 @@ def register_fsdp_engine() -> None:
         EngineRegistry.register(model_type=model_type, backend=["fsdp", "fsdp2"], device="cpu")(engine_cls)
 
 
-PATCHES = (patch_vllm_distribution_name, patch_process_group_backend, patch_device_id, register_fsdp_engine)
+def patch_offload_pin_memory() -> None:
+    """verl/workers/engine/fsdp/transformer_impl.py gives FSDP2 ``CPUOffloadPolicy(pin_memory=True)``
+    for the ref (every forward-only engine) and for offloaded actors.
+
+    Pinned host memory needs an accelerator; without one torch raises "Cannot access accelerator
+    device when none is available" (torch/distributed/fsdp/_fully_shard/_fsdp_param.py). On a host
+    the parameters already live in host memory, so the policy is kept without pinning.
+    """
+    from verl.workers.engine.fsdp import transformer_impl
+
+    policy = getattr(transformer_impl, "CPUOffloadPolicy", None)
+    _require(policy is not None, "verl/workers/engine/fsdp/transformer_impl.py", "no CPUOffloadPolicy")
+    if getattr(policy, "_cpu_patched", False):
+        return
+
+    def unpinned(*args: Any, **kwargs: Any) -> Any:
+        kwargs["pin_memory"] = False
+        return policy(*args, **kwargs)
+
+    unpinned._cpu_patched = True  # type: ignore[attr-defined]
+    transformer_impl.CPUOffloadPolicy = unpinned
+
+
+PATCHES = (patch_vllm_distribution_name, patch_process_group_backend, patch_device_id, register_fsdp_engine,
+           patch_offload_pin_memory)
 
 
 # --------------------------------------------------------------------------------------

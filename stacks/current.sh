@@ -32,5 +32,6 @@ STACK_CPU_ARGS=(
 STACK_CPU_ENV=(
   VERL_USE_EXTERNAL_MODULES=cpu_support.verl_cpu_platform   # verl imports the CPU platform module
   VERL_PLATFORM=cpu                                          # and selects it
+  VLLM_TARGET_DEVICE=cpu                                     # vLLM's platform (it guesses cpu from "+cpu" in the vllm version, which the module's metadata answer drops)
   VLLM_CPU_KVCACHE_SPACE=1                                   # GiB of KV cache for vLLM on CPU (a quick run's 16 responses need ~0.3)
 )

@@ -12,9 +12,10 @@ EXPERIMENT_NAME=${EXPERIMENT_NAME:-smollm2_135m_math_cpu}
 TRAIN_BATCH_SIZE=${TRAIN_BATCH_SIZE:-4}
 PPO_MINI_BATCH_SIZE=${PPO_MINI_BATCH_SIZE:-4}
 N_SAMPLES=${N_SAMPLES:-4}
-# All 16 responses of a step in one forward pass (actor update, ref): the same gradient with half
-# the per-pass overhead (FSDP2 gathers and casts, kernel launches), for about 1 GiB more memory.
-MICRO_BATCH_PER_DEVICE=${MICRO_BATCH_PER_DEVICE:-16}
+# Responses per forward pass (actor update, ref), as the stack's CPU path affords it
+# (stacks/*.sh STACK_CPU_MICRO_BATCH: the reference path's shared-prompt forward holds all 16 of a
+# step; verl 0.9.1's padded forward holds 4 within this machine's 24 GiB)
+MICRO_BATCH_PER_DEVICE=${MICRO_BATCH_PER_DEVICE:-$STACK_CPU_MICRO_BATCH}
 MAX_PROMPT_LENGTH=${MAX_PROMPT_LENGTH:-320}
 MAX_RESPONSE_LENGTH=${MAX_RESPONSE_LENGTH:-128}
 TOTAL_STEPS=${TOTAL_STEPS:-2}

@@ -16,11 +16,16 @@ STACK_CPU_TRAINER_DEVICE=cpu
 # beside the TaskRunner and the TransferQueue controller and storage actors; with 4 the bundle
 # never fits and Ray waits forever after "colocated worker base class".
 STACK_CPU_RAY_CPUS=16
+# Responses per actor/ref forward: verl's FSDP forward pads each response to prompt + response
+# length and keeps fp32 logits over the 49,152-token vocabulary; 16 at a time took the actor
+# to 13.5 GiB and the node out of memory at the weight sync
+STACK_CPU_MICRO_BATCH=4
 STACK_CPU_ARGS=(
   # vLLM refuses sleep mode on CPU; nothing to free between rollout and update on a host anyway
   "+actor_rollout_ref.rollout.enable_sleep_mode=False"
   # one agent-loop worker and one reward worker: each is a process holding a tokenizer
   "actor_rollout_ref.rollout.agent.num_workers=1"
+  "reward.num_workers=1"
   # the weight sync's shared-memory bucket (verl's default 2 GB doubles the 135M model's need)
   "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes=1024"
   # verl starts 8 TransferQueue storage actors by default; one holds a CPU run's batches

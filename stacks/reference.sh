@@ -12,6 +12,7 @@ STACK_REWARD_KEY=custom_reward_function
 STACK_CPU_ROLLOUT=hf
 STACK_CPU_TRAINER_DEVICE=cuda
 STACK_CPU_ENV=()
+STACK_CPU_MICRO_BATCH=16   # responses per actor/ref forward: a step's 16 in one pass (the shared-prompt forward keeps it near 1 GiB)
 STACK_CPU_RAY_CPUS=4   # logical Ray CPUs: the TaskRunner and one worker group
 STACK_CPU_ARGS=(
   "+ray_kwargs.ray_init.runtime_env.worker_process_setup_hook=cpu_support.verl_cpu_patch.apply"

@@ -416,7 +416,7 @@ def _task_expressions(text: str, own: bool) -> Tuple[set, List[str]]:
                     default=max(m.start() - 200, 0))
         if verb_re.search(_MATH_SPAN_RE.sub(" ", text[start:m.start()])):
             span = next(g for g in m.groups() if g is not None)
-            exprs.add(_normalise(strip_grouping_braces(span)[:MAX_ANSWER_CHARS]).s)
+            exprs.add(_normalise(strip_grouping_braces(span.strip().rstrip("?.,;: "))[:MAX_ANSWER_CHARS]).s)
     return exprs, verbs
 
 
@@ -564,6 +564,140 @@ def question_options(question: Optional[str]) -> dict:
     return out if len(out) >= 3 else {}
 
 
+#: The written policy: what the reward demands of an answer beyond its value, one rule a row.
+#: docs/reward_policy.md shows it as a table (generated: python -m tools.sync_readme) and
+#: tests/test_reward.py runs every rule's examples: (question, boxed answer, gold, paid).
+#: Sources: "MATH" is Hendrycks et al. 2021's answer conventions and grader (is_equiv: the
+#: answer string after normalisation); "reference" the reference recipe's reward;
+#: "OpenCompass" its MATHVerifyEvaluator, i.e. math-verify (value equality, sets unordered,
+#: float tolerance, a timeout). Where a rule trades false negatives against false positives,
+#: it takes the side a policy model cannot farm: an answer that skips work the question asks
+#: for, or that GRPO could learn to produce more cheaply than the answer, is not paid.
+POLICY_RULES = (
+    dict(rule="correct answer first", when="always",
+         decision="Only a correct final answer earns; format and reasoning credit are paid on top of it, "
+                  "never instead of it.",
+         choice="–", source="reference (0.7 + 0.2 + 0.1); this recipe: 0 for a wrong answer whatever its format",
+         examples=[("", "4", "4", True), ("", "5", "4", False)]),
+    dict(rule="exact values", when="always; the question asks to round",
+         decision="Decimals are exact values: 0.333 is not 1/3 and 3.14 is not \\pi. When the question asks to "
+                  "round, the rounded value is the answer and may follow `\\approx`; `exact \\approx rounded` "
+                  "states the exact value when the rounding is right.",
+         choice="Refuse approximations (FN on sloppy rounding): a tolerance would pay guesses near the value.",
+         source="MATH (exact answers); OpenCompass pays values within math-verify's float tolerance",
+         examples=[("", "0.333", "\\frac13", False),
+                   ("Round your answer to the nearest hundredth.", "x \\approx 3.14", "3.14", True),
+                   ("", "\\frac{1}{3} \\approx 0.33", "\\frac13", True),
+                   ("", "\\frac{1}{3} \\approx 0.35", "\\frac13", False)]),
+    dict(rule="ordering words", when="the question says \"in increasing order\", \"from least to greatest\" and the like",
+         decision="A list is compared in the order given; without such words a list of solutions is unordered.",
+         choice="Refuse another order (FN when a grader would be lenient): the order is part of the task.",
+         source="MATH (the question states the answer's form); OpenCompass compares lists as sets and pays any order",
+         examples=[("List the roots in increasing order.", "3, 1, -2", "-2, 1, 3", False),
+                   ("List the roots in increasing order.", "-2, 1, 3", "-2,1,3", True),
+                   ("Find all roots.", "3, 1, -2", "-2, 1, 3", True)]),
+    dict(rule="rationalised denominator", when="the question says \"rationalize\"",
+         decision="An answer with a radical in a denominator is not paid (unless the gold has one); without the "
+                  "word both forms are paid.",
+         choice="Refuse (FN against a lenient grader): rationalising is the task, skipping it is farmable.",
+         source="MATH (the requested form is the answer); OpenCompass pays any equal value",
+         examples=[("Rationalize the denominator of $\\frac{1}{\\sqrt{2}}$.", "\\frac{1}{\\sqrt{2}}",
+                    "\\frac{\\sqrt{2}}{2}", False),
+                   ("Rationalize the denominator of $\\frac{3}{\\sqrt{5}+1}$.", "\\frac{3(\\sqrt{5}-1)}{4}",
+                    "\\frac{3\\sqrt{5}-3}{4}", True),
+                   ("", "\\frac{1}{\\sqrt{2}}", "\\frac{\\sqrt{2}}{2}", True)]),
+    dict(rule="simplest radical form", when="the question says \"simplest radical form\"",
+         decision="A square root of an integer with a square factor (\\sqrt{8}) or a radical in a denominator is "
+                  "not paid (unless the gold has one).",
+         choice="Refuse: simplifying the radical is the task.",
+         source="MATH; OpenCompass pays any equal value",
+         examples=[("Express your answer in simplest radical form.", "\\sqrt{8}", "2\\sqrt{2}", False),
+                   ("Express your answer in simplest radical form.", "2\\sqrt{2}", "2\\sqrt2", True)]),
+    dict(rule="common fraction, lowest terms", when="the question says \"common fraction\", \"lowest terms\", "
+                                                     "\"simplest form\"",
+         decision="A fraction not in lowest terms is not paid; the exact decimal or mixed number of the same value "
+                  "is paid.",
+         choice="Refuse 6/8 (reducing is work the question asks for); pay 0.75 and 1\\frac12 (the same exact value "
+                "with no work skipped: nothing to farm, so the FN is not worth taking).",
+         source="MATH's grader refuses both; OpenCompass pays both",
+         examples=[("Express your answer as a common fraction.", "\\frac{6}{8}", "\\frac34", False),
+                   ("Express your answer as a common fraction.", "0.75", "\\frac34", True),
+                   ("Express your answer as a common fraction.", "1\\frac{1}{2}", "\\frac32", True)]),
+    dict(rule="normalised equation", when="the question fixes a normalisation (\"A > 0 and gcd(|A|,|B|,|C|,|D|) = 1\")",
+         decision="Only the normalised equation is paid (sides may be swapped); without it any nonzero multiple of "
+                  "the equation is paid.",
+         choice="Refuse other multiples: the normalisation is part of the stated answer.",
+         source="MATH (the question defines the answer); OpenCompass compares equations by value",
+         examples=[("Enter your answer in the form $Ax + By + Cz + D = 0,$ where $A > 0$ and "
+                    "$\\gcd(|A|,|B|,|C|,|D|) = 1.$", "-2x - 4y + 6z - 2 = 0", "x + 2y - 3z + 1 = 0", False),
+                   ("Enter your answer in the form $Ax + By + Cz + D = 0,$ where $A > 0$ and "
+                    "$\\gcd(|A|,|B|,|C|,|D|) = 1.$", "x + 2y - 3z + 1 = 0", "x+2y-3z+1=0", True),
+                   ("Find the equation of the plane.", "-2x - 4y + 6z - 2 = 0", "x + 2y - 3z + 1 = 0", True)]),
+    dict(rule="prompt echo", when="the question is known (extra_info[\"question\"]) or the response states the task",
+         decision="A final answer that restates an expression the question asks to compute, evaluate, simplify, "
+                  "expand, factor (or find, express, convert) is not paid; the gold as written always is.",
+         choice="Refuse: an echo has the right value and does none of the work (a known reward hack).",
+         source="this recipe's hack defence; MATH's answers are the simplified form; OpenCompass pays the echo",
+         examples=[("Compute $\\dbinom{8}{4}$.", "\\binom{8}{4}", "70", False),
+                   ("What is $2^3 \\cdot 3$?", "2^3 \\cdot 3", "24", False),
+                   ("Compute $\\frac{1}{2}+\\frac{1}{4}$.", "\\frac{3}{4}", "\\frac34", True),
+                   ("Simplify $\\frac{3}{4}$ plus zero.", "\\frac{3}{4}", "\\frac34", True)]),
+    dict(rule="huge exact expressions", when="always",
+         decision="An answer the bounded-time guards refuse (a power tower deeper than a^{b^c}, a value beyond "
+                  "10^20000, a factorial above 10000!) is not paid even when it equals the gold; an answer "
+                  "identical to the gold after normalisation always is.",
+         choice="Refuse (an FN by construction): every call stays well under 1 s, and an unsimplified giant "
+                "(n - n + 5 with n = 2^{2^{30}}) does none of the work.",
+         source="this recipe's bounded-time rule; MATH's golds never need it; OpenCompass times out (no score)",
+         examples=[("", "2^{2^{30}} - 2^{2^{30}} + 5", "5", False),
+                   ("", "\\frac{7^{7^{9}} \\cdot 3}{7^{7^{9}}}", "3", False),
+                   ("", "\\prod_{k=1}^{99} \\frac{k+1}{k}", "100", False), ("", "2^{10}", "1024", True)]),
+    dict(rule="units, labels, relations", when="always",
+         decision="Units are optional (another unit is another answer); a label, `x \\in`, `x \\approx`, "
+                  "`\\equiv ... \\pmod{n}` or `r =` before the answer states it; a false numeric side is refused.",
+         choice="Pay (MATH's graders drop units and labels); a different unit or modulus is refused.",
+         source="MATH (its grader strips units and \"\\text{ }\" labels); OpenCompass likewise",
+         examples=[("", "r = 3 \\text{ units}", "3", True), ("", "10\\ \\mathrm{in}", "10\\text{ inches}", True),
+                   ("", "x \\equiv 8 \\pmod{13}", "8", True), ("", "\\lambda \\in (3,4]", "(3,4]", True),
+                   ("", "10\\text{ cm}", "10\\text{ m}", False), ("", "21 \\pmod{13}", "8", False)]),
+    dict(rule="number words, base subscripts", when="always",
+         decision="A cardinal in words is its number (with or without a unit word); a base subscript is "
+                  "optional in any brace style, another base is another answer.",
+         choice="Pay: the same value, written otherwise.",
+         source="MATH (the answer's value); OpenCompass reads neither words nor subscripts",
+         examples=[("", "\\text{five digits}", "5", True), ("", "twenty-one", "21", True),
+                   ("", "\\text{one of them}", "1", False),
+                   ("", "1011_2", "1011_{2}", True), ("", "1011_{3}", "1011_2", False)]),
+    dict(rule="multiple choice", when="the gold is an option letter, or the question lists options",
+         decision="The letter in any case or bracket ((e), \\text{(E)}, E); with the options in the question, "
+                  "the chosen option's value for its letter and the letter for its value.",
+         choice="Pay exactly one option: a value shared by two options, or another option's value, is refused.",
+         source="MATH (AMC-style answers are letters); OpenCompass compares letters as text",
+         examples=[("", "\\text{(e)}", "\\text{(E)}", True), ("", "(D)", "\\text{(E)}", False),
+                   ("Which? $\\textbf{(A)}\\ 2 \\qquad\\textbf{(B)}\\ 3 \\qquad\\textbf{(C)}\\ 7 \\qquad"
+                    "\\textbf{(D)}\\ 4 \\qquad\\textbf{(E)}\\ 5$", "7", "\\text{(C)}", True),
+                   ("Which? $\\textbf{(A)}\\ 2 \\qquad\\textbf{(B)}\\ 3 \\qquad\\textbf{(C)}\\ 7 \\qquad"
+                    "\\textbf{(D)}\\ 4 \\qquad\\textbf{(E)}\\ 5$", "4", "\\text{(C)}", False)]),
+    dict(rule="one final answer", when="always",
+         decision="Several different boxed answers offered as alternatives, cycled candidates, a truncated or "
+                  "placeholder box and a hallucinated follow-up problem are not paid.",
+         choice="Refuse: hedging is the cheapest hack to farm.",
+         source="this recipe's hack defence (section 3); OpenCompass reads the last box only",
+         examples=[("", "3 \\text{ or } 4", "4", False)]),
+)
+
+
+def policy_markdown() -> str:
+    """POLICY_RULES as the markdown table of docs/reward_policy.md (python -m tools.sync_readme)."""
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| rule | applies when | decision | FN / FP choice | source |", "|---|---|---|---|---|"]
+    lines += [f"| {cell(r['rule'])} | {cell(r['when'])} | {cell(r['decision'])} | {cell(r['choice'])} | "
+              f"{cell(r['source'])} |" for r in POLICY_RULES]
+    return "\n".join(lines)
+
+
 def _option_equal(pred: str, gold: str, options: dict, deadline: float) -> bool:
     """Multiple choice with the options known: the option's value for its letter (gold a
     letter: exactly the gold's option has the answer's value) or the letter for its value
@@ -652,6 +786,7 @@ _SUBS = (
 )
 _BRACELESS_FRAC_RE = re.compile(r"\\frac\s*(\d)\s*(\d)")
 _BRACELESS_FRAC2_RE = re.compile(r"\\frac\s*\{([^{}]*)\}\s*(\d)")
+_BRACELESS_FRAC3_RE = re.compile(r"\\frac\s*(\d)\s*\{")  # \frac 1{72}
 _BRACELESS_SQRT_RE = re.compile(r"\\sqrt\s*(\d|[A-Za-z](?![A-Za-z]))")
 _ONE_TOKEN_EXP_RE = re.compile(r"\^\s*\{\s*(\w)\s*\}")  # x^{2} -> x^2
 _STYLE_RE = re.compile(
@@ -705,6 +840,7 @@ _BASE_SUB_RE = re.compile(r"^\(?([0-9A-Za-z]+)\)?_\{?\(?(\d{1,2}|[a-z]{3,9})\)?\
 _BASE_WORDS = {"two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "seven": "7", "eight": "8",
                "nine": "9", "ten": "10", "eleven": "11", "twelve": "12", "sixteen": "16"}
 _THOUSANDS_RE = re.compile(r"^[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
+_NAME_EQ_RE = re.compile(r"^[A-Za-z]\s*=\s*")  # "N = 14,916": the number after a name
 _GROUP_THOUSANDS_RE = re.compile(r"\{(\d{1,3}(?:,\d{3})+(?:\.\d+)?)\}")
 _WS_RE = re.compile(r"\s+")
 _SPACE_DROP_RE = re.compile(r"(?<![A-Za-z]) | (?![A-Za-z])")
@@ -841,6 +977,7 @@ def _normalise(raw: str) -> _Norm:
     s = _STYLE_RE.sub("", s)
     if "\\frac" in s:
         s = _BRACELESS_FRAC2_RE.sub(r"\\frac{\1}{\2}", _BRACELESS_FRAC_RE.sub(r"\\frac{\1}{\2}", s))
+        s = _BRACELESS_FRAC3_RE.sub(r"\\frac{\1}{", s)
     if "\\sqrt" in s:
         s = _BRACELESS_SQRT_RE.sub(r"\\sqrt{\1}", s)
     if "^" in s:
@@ -884,7 +1021,7 @@ def _normalise(raw: str) -> _Norm:
             if m:
                 s, unit = m.group(1), (m.group(2).lower() + "m" if m.group(2) else None)
     s2 = _DEG_RE.sub("", s)
-    thousands = "," in s2 and _THOUSANDS_RE.match(s2) and all(  # "60^\circ,120^\circ" is a list
+    thousands = "," in s2 and _THOUSANDS_RE.match(_NAME_EQ_RE.sub("", s2)) and all(  # "60^\circ,120^\circ" is a list
         d.start() > s.rfind(",") for d in _DEG_RE.finditer(s))
     if s2 != s and unit is None:
         unit = "degree"

@@ -1090,7 +1090,8 @@ def _number_words(s: str) -> Optional[str]:
 
 def _norm_key(raw: str) -> str:
     n = _normalise(raw[:MAX_ANSWER_CHARS])
-    return n.s + ("%" if n.pct else "") + ("_" + n.base if n.base else "") + ("mod" + n.mod if n.mod else "")
+    return (n.s + ("%" if n.pct else "") + ("_" + n.base if n.base else "") + ("mod" + n.mod if n.mod else "")
+            + ("(%s)" % n.choice if n.choice else ""))
 
 
 # ======================================================================================
@@ -1280,7 +1281,7 @@ def _match(p: _Norm, g: _Norm, ctx) -> bool:
     """Step (e): compare two normalised answers by the type of their parse (step d)."""
     if p.same(g):
         return True
-    if "\\approx" in p.s and "\\approx" not in g.s:
+    if "\\approx" in p.s and "\\approx" not in g.s and len(_split_top(p.s)) == 1:
         return _approx_equal(p, g, ctx)
     if _item_kind(g) == "text":  # a word answer has no structure: "Friday" vs a sentence
         return _values_equal(p, g, ctx)
@@ -1315,7 +1316,7 @@ def _match(p: _Norm, g: _Norm, ctx) -> bool:
             return _items_equal(ps.items, gs.items, True, ctx)
         return False
     # gold scalar, prediction a list/tuple: several answers for one (hedging) unless equal
-    if ps.kind == "list" and len({_normalise(x).s for x in ps.items}) == 1:
+    if ps.kind == "list" and len({_norm_key(x) for x in ps.items}) == 1:
         return _match(_normalise(ps.items[0]), g, ctx)
     return False
 
@@ -2307,6 +2308,11 @@ def _judge(text: str, gold: str, question: Optional[str] = None) -> Tuple[bool, 
     deadline = time.monotonic() + CAS_BUDGET_S
     demands = question_demands(question)
     try:
+        if len(distinct) > 1 and _item_kind(_normalise(gold[:MAX_ANSWER_CHARS])) in ("text", "choice"):
+            # several boxes for one word or letter: each must state it (a sentence around a
+            # word would otherwise swallow the other boxes)
+            ok = all(answers_match(a, gold, deadline, demands) for a in distinct)
+            return ok and not _restates_task(answer, gold, text, question), pred
         ok = answers_match(answer, gold, deadline, demands)
         if not ok and question and len(answer) <= MAX_ANSWER_CHARS:
             options = question_options(question)

@@ -790,7 +790,7 @@ def k_unit(t, rng):
     if m:
         word = "percent" if "%" in m.group(2) else "degrees"
         return rng.choice([m.group(1), f"{m.group(1)} \\text{{ {word}}}"])
-    m = re.fullmatch(r"(.+?)\s*" + _TEXT_CMD + r"\{\s*([A-Za-z ]+?)\s*\}(\^\d)?", s)
+    m = re.fullmatch(r"(.+?)(?:\s|\\[ ,;:]|~)*" + _TEXT_CMD + r"\{\s*([A-Za-z ]+?)\s*\}(\^\d)?", s)
     if m and re.search(r"\d", m.group(1)):
         word, power = m.group(2), m.group(3) or ""
         other = {"degrees": "^\\circ", "degree": "^\\circ", "percent": "\\%", "dollars": "\\$"}.get(word)

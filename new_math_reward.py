@@ -404,20 +404,26 @@ _MATH_SPAN_RE = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]
 _SENTENCE_END_RE = re.compile(r"[.!?](?:\s|$)|\n")
 
 
-def _task_expressions(text: str, own: bool) -> Tuple[set, List[str]]:
+def _task_expressions(text: str, own: bool) -> Tuple[frozenset, Tuple[str, ...]]:
     """The expressions a task names, normalised, and its verbs (lower case): every math span
     in a sentence whose text before the span has a task verb (``own``: the response's own
     "we need to expand ..."; else the problem's "Expand ...")."""
     verb_re = _OWN_TASK_RE if own else _TASK_RE
     text = text[:4000]
-    exprs, verbs = set(), [v.lower() for v in verb_re.findall(_MATH_SPAN_RE.sub(" ", text))]
+    exprs, verbs = set(), tuple(v.lower() for v in verb_re.findall(_MATH_SPAN_RE.sub(" ", text)))
     for m in _MATH_SPAN_RE.finditer(text) if verbs else ():
         start = max((e.end() for e in _SENTENCE_END_RE.finditer(text, max(m.start() - 200, 0), m.start())),
                     default=max(m.start() - 200, 0))
         if verb_re.search(_MATH_SPAN_RE.sub(" ", text[start:m.start()])):
             span = next(g for g in m.groups() if g is not None)
             exprs.add(_normalise(strip_grouping_braces(span.strip().rstrip("?.,;: "))[:MAX_ANSWER_CHARS]).s)
-    return exprs, verbs
+    return frozenset(exprs), verbs
+
+
+@lru_cache(maxsize=4096)
+def _question_tasks(question: str) -> Tuple[frozenset, Tuple[str, ...]]:
+    """_task_expressions of a problem (cached: a step scores n responses to each problem)."""
+    return _task_expressions(question, own=False)
 
 
 def _restates_task(pred: str, gold: str, text: str, question: Optional[str]) -> bool:
@@ -430,7 +436,7 @@ def _restates_task(pred: str, gold: str, text: str, question: Optional[str]) -> 
     pn, gn = _normalise(pred).s, _normalise(gold).s
     if pn == gn:
         return False
-    exprs, verbs = _task_expressions(question, own=False) if question else (set(), [])
+    exprs, verbs = _question_tasks(question) if question else (frozenset(), ())
     if not question:
         exprs, verbs = _task_expressions(text[:text.rfind("\\boxed")], own=True)
     if pn in exprs:
@@ -465,8 +471,10 @@ _DEMAND_RES = (
 )
 
 
+@lru_cache(maxsize=4096)
 def question_demands(question: Optional[str]) -> frozenset:
-    """The required forms a problem states (names of _DEMAND_RES), read from its text."""
+    """The required forms a problem states (names of _DEMAND_RES), read from its text (cached:
+    a step scores n responses to each problem)."""
     if not question:
         return frozenset()
     q = question[:6000]
@@ -538,10 +546,11 @@ _OPTION_LABEL_RE = re.compile(r"(?:\\(?:textbf|text|mathrm|textrm)\s*\{\s*)?\(\s
 _OPTION_JUNK_RE = re.compile(r"\\q?quad(?![A-Za-z])|\\\\|\$|\\[ ,;!]|\\hspace\s*\{[^{}]*\}|~")
 
 
+@lru_cache(maxsize=4096)
 def question_options(question: Optional[str]) -> dict:
     """The options a multiple-choice problem lists, letter -> value text (at least three
     labels (A), (B), (C)... in order; MATH's AMC style ``\\textbf{(A) }\\ 2 \\qquad ...`` or
-    one option a line). Empty when the problem lists none."""
+    one option a line). Empty when the problem lists none. Cached: do not modify the result."""
     if not question or "(" not in question:
         return {}
     q = question[:6000]

@@ -22,16 +22,22 @@ The file's sections follow the order data flows through ``compute_score``:
 3. **Hack-defence policy** (one section): hedges between boxes, candidates cycled through
    one box after another, boxes of echoed worked examples or prompt placeholders, truncated
    boxes, hallucinated follow-up problems, and a final answer that merely restates the
-   problem's own expression. A response caught here is not paid.
+   problem's own expression. A response caught here is not paid. The same section holds
+   POLICY_RULES, the written policy for what a task demands beyond the value (required forms
+   read from ``extra_info["question"]``, options, huge expressions; docs/reward_policy.md).
 4. **Equivalence, one canonical pipeline** applied to the answer and the gold alike:
    (a) unicode maths to LaTeX (``√ π − × · ² ½ ∞ ≤ ∪``; first, because ``≤ − ∪`` decide the
    later splits); (b) wrappers, labels and units stripped in named steps, each recorded
-   (percent, unit, base, choice letter); (c) relation chains split: the last side is the
-   answer when the gold is not itself a relation; (d) parse into a typed structure
-   (matrix, union, tuple/interval, set/list, or one item: choice, text, relation, value);
-   (e) compare by type: exact rationals for numbers, then a CAS (latex2sympy2_extended,
-   math-verify's parser) evaluated at high precision. Decimals are exact values: ``0.24999``
-   is not ``1/4``, ``3.14`` is not ``pi`` (MATH: "exact values, not approximations").
+   (percent, unit in any wrapper, base subscript in any brace style, choice letter in any
+   case, congruence modulus), number words read as numbers, membership and congruence
+   prefixes dropped; (c) relation chains split: the last side is the answer when the gold is
+   not itself a relation (``\\approx``: the rounded value, or the exact side when its
+   rounding is right); (d) parse into a typed structure (matrix, union, tuple/interval,
+   set/list, or one item: choice, text, relation, value); (e) compare by type: exact
+   rationals for numbers (repeating decimals in any notation), then a CAS
+   (latex2sympy2_extended, math-verify's parser) evaluated at high precision; with the
+   question's options, a letter for its option's value and back. Decimals are exact values:
+   ``0.24999`` is not ``1/4``, ``3.14`` is not ``pi`` (MATH: "exact values, not approximations").
 5. **Bounded time.** Cheap syntactic and tree guards refuse hostile inputs before sympy
    evaluates anything, CAS work has a soft deadline, and in the main thread a SIGALRM guard
    cuts any overrun (unless the host owns SIGALRM). Model text never reaches
@@ -760,7 +766,7 @@ def _decorations_compatible(p: "_Norm", g: "_Norm") -> bool:
 # normaliser knows none of these characters, and this runs on every answer (a table).
 _UNICODE = {"π": "\\pi ", "∞": "\\infty ", "−": "-", "–": "-", "×": "\\times ", "·": "\\cdot ", "⋅": "\\cdot ",
             "∙": "\\cdot ", "÷": "\\div ", "≤": "\\leq ", "≥": "\\geq ", "≠": "\\ne ", "∪": "\\cup ", "∩": "\\cap ",
-            "±": "\\pm ", "∓": "\\mp ", "∈": "\\in ", "…": "\\ldots ", "θ": "\\theta ", "α": "\\alpha ",
+            "±": "\\pm ", "∓": "\\mp ", "∈": "\\in ", "≈": "\\approx ", "≡": "\\equiv ", "λ": "\\lambda ", "…": "\\ldots ", "θ": "\\theta ", "α": "\\alpha ",
             "β": "\\beta ", "°": "^\\circ ", "\u00a0": " ", "\u2009": " ", "\u202f": " "}
 _UNICODE_CHAR_RE = re.compile("[" + "".join(_UNICODE) + "]")
 _SUPERSCRIPT = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻", "0123456789+-")
@@ -832,7 +838,9 @@ _NOT_A_UNIT_RE = re.compile(r"\b(?:of|less|more|than|or|and|not|times|per|over|o
 _LABEL_RE = re.compile(
     r"^(?:\\(?:text|textbf|mbox|textrm|mathrm)\s*\{\s*(?P<t>[A-Za-z][A-Za-z ,'-]*?(?:\sis|\sare|\sequals?|"
     r"\swas|\swere|:|=))\s*\}|(?P<w>[A-Za-z][A-Za-z ]+):)\s*(?P<rest>\S.*)$", re.S)
-_CHOICE_LABEL_RE = re.compile(r"^[(\[]([A-Ea-e])[)\]]\s*(?!.*\([A-Ea-e]\)|.*\b(?:and|or)\b)(?P<rest>\S.*)$", re.S)
+#: A choice label before a value: "(A) 12", "[B] 7"; lower case only before a space ("(a)(a+1)" is a product).
+_CHOICE_LABEL_RE = re.compile(r"^(?:[(\[]([A-E])[)\]]\s*|[(\[]([a-e])[)\]]\s+)(?!.*\([A-Ea-e]\)|.*\b(?:and|or)\b)(?P<rest>\S.*)$",
+                              re.S)
 #: "Option E", "choice (b)": the word before an option letter.
 _OPTION_WORD_RE = re.compile(r"^(?:option|choice|answer)\s*:?\s*(?=[(\[]?[A-Ea-e][)\]]?$)", re.I)
 _THOUSANDS_SEP_RE = re.compile(r"(?<=\d),\s*\\!\s*(?=\d)")  # MATH's "11,\! 111" is one number
@@ -970,11 +978,15 @@ def _normalise(raw: str) -> _Norm:
 
     (a) unicode to LaTeX; (b1) presentation: grouping braces, \\dfrac/\\tfrac, \\left/\\right,
     spacing commands, brackets around a matrix environment; (b2) percent and dollar signs;
-    (b3) trailing units, several text pieces and a power allowed; (b4) text and font wrappers
-    (a whole \\text{...} phrase is recorded as text); (b5) leading labels ("The sum is",
-    "Directrix:") and a choice letter "(A)" in front of a value; (b6) degree signs (a unit),
-    a time of day's a.m./p.m. (a unit), "x \\in", spaces, trailing periods, thousands
-    separators, base subscripts (``1011_2`` -> ``1011``)."""
+    (b3) trailing units in any wrapper (\\text, \\mathrm, \\operatorname, after ``\\ `` or
+    ``\\,``), several text pieces and a power allowed, also after a name (``r = 3 \\text{ units}``);
+    (b4) text and font wrappers (a whole \\text{...} phrase is recorded as text); (b5) leading
+    labels ("The sum is", "Directrix:", "Option") and a choice letter "(A)"/"[a]" in front of a
+    value; (b7) number words (``twenty-one digits`` -> ``21`` with the unit word); (b6) degree
+    signs (a unit), a time of day's a.m./p.m. (a unit), a membership prefix (``\\lambda \\in``),
+    a congruence (``x \\equiv 8 \\pmod{13}`` -> ``8``, modulus 13), spaces, trailing periods,
+    thousands separators, base subscripts in any brace style (``1011_2``, ``(1011)_{(2)}``,
+    ``1011_{\\text{two}}`` -> ``1011``, base 2)."""
     s = _unicode_to_latex(raw.strip())
     if "\\!" in s:
         s = _THOUSANDS_SEP_RE.sub(",", s)
@@ -1020,7 +1032,7 @@ def _normalise(raw: str) -> _Norm:
     choice = None
     m = _CHOICE_LABEL_RE.match(s) if s[:1] in "([" else None
     if m:
-        choice, s = m.group(1).upper(), m.group("rest")
+        choice, s = (m.group(1) or m.group(2)).upper(), m.group("rest")
     if unit is None:
         m = _TRAIL_WORD_UNIT_RE.match(s)
         if m and not _NOT_A_UNIT_RE.search(m.group("u")):

@@ -14,13 +14,20 @@ Pipeline, in the order data flows through this file:
    pattern rules (first match wins; see its docstring).
 3. Rewrites. ``KEEP`` rewrites keep the answer's meaning the way models really write answers
    (LaTeX spacing, ``\\left``/``\\right``, ``\\dfrac``/``\\tfrac``/``a/b``, unicode, text
-   wrappers and labels, units spelled both ways, reordered unordered lists, exact decimals,
-   column vector vs tuple, ``pmatrix``/``bmatrix``, ...); ``CHANGE`` rewrites change it
-   (perturbed numbers, flipped signs, reordered tuples, swapped interval brackets, dropped or
-   added elements, rounded non-terminating values, the wrong base, ...). Each rewrite is a
+   wrappers and labels, units spelled both ways and in any wrapper, reordered unordered lists,
+   exact and repeating decimals, column vector vs tuple, ``pmatrix``/``bmatrix``, number words,
+   articles, relation prefixes, base subscripts in any brace style, option letters and option
+   values, ...); ``CHANGE`` rewrites change it (perturbed numbers, flipped signs, reordered
+   tuples, swapped interval brackets, dropped or added elements, rounded non-terminating values,
+   the wrong base, a residue that is not the remainder, another option, ...). Each rewrite is a
    small function that returns None where it does not apply. A meaning-changing rewrite of a
    number-like answer is dropped when exact arithmetic (``fractions``) or, failing that,
-   latex2sympy2_extended at a random point says the value did not change.
+   latex2sympy2_extended at a random point says the value did not change; the POLICY_KINDS
+   rewrites keep the value on purpose (the problem's own task expression, a list reversed
+   against "in increasing order", an unreduced common fraction, an unrationalised denominator,
+   a huge exact expression) and are labelled "not" by the reward's written policy
+   (docs/reward_policy.md). A meaning-keeping rewrite that writes the problem's own task
+   expression is dropped (by that policy it is an echo, not an answer).
 4. Cases. Per ground truth, ``--per-truth`` rewrites are drawn (half keeping, half changing
    meaning) and each is put in a response layout: the recipe's contract
    (``<think>`` numbered steps ``</think>`` ``<answer>`` box ``</answer>``), plain MATH style
@@ -30,7 +37,8 @@ Pipeline, in the order data flows through this file:
    (equivalent) and one ending on a wrong box (not). The reasoning is the start of the real
    MATH solution with its boxes removed. Labels come from the construction only. Everything is
    drawn from ``random.Random(f"{seed}:{gt}")``, so a ground truth's cases do not depend on
-   --limit or on the other ground truths.
+   --limit or on the other ground truths. Every case carries its problem as ``question``, which
+   the scorer receives as ``extra_info["question"]`` (as verl passes prepare_math.py's rows).
 5. Scoring. ``new_math_reward.compute_score`` (its ``acc``) and math-verify alone
    (``verify(parse("\\boxed{gt}"), parse(response))``), the scorers of
    ``benchmarks/bench_reward.py``, each through ``../shared/tools/verifier_bench.py``'s worker:
@@ -41,7 +49,11 @@ Pipeline, in the order data flows through this file:
    timeouts, the slowest case, and the reward's most common failure patterns, as markdown;
    ``--markdown FILE`` also writes it (atomically), ``--cases-out FILE`` dumps the cases in
    verifier_bench's jsonl layout (id, category = form, response, ground_truth, label,
-   rationale, source) so ``verifier_bench.py --bench FILE`` can score any other reward.
+   rationale, source, question) so ``verifier_bench.py --bench FILE`` can score any other reward.
+7. Audit of the rules that read the question (``question_audit``, skipped with --no-audit or
+   --limit): new_math_reward in this process, each answer with and without its problem as the
+   question, over the bench's cases and over every row of the shipped train and test splits
+   (the gold as written, and up to two meaning-keeping rewrites per row).
 
 Limits: the rewrites and the rules of a reward are written by the same kind of people with the
 same ideas, so a reward tuned on this bench will agree with it; it does not replace blind,
@@ -1693,7 +1705,10 @@ def question_audit(cases: list[dict], rows: list[tuple[str, str]], seed: int) ->
       or ruled-out forms the question catches (FP saved), and policy cases still paid (FP left);
     * the shipped data: every MATH train/test gold, boxed as written in the contract layout
       (an answer equal to the gold must never be refused), and up to two meaning-keeping
-      rewrites per row (the same seeded draw as the bench)."""
+      rewrites per row (the same seeded draw as the bench).
+
+    A refusal with the question is counted once it repeats: the CAS soft deadline is wall
+    time, and a loaded machine can miss it once."""
     import new_math_reward as R
 
     def paid(resp, gt, q):
@@ -1704,6 +1719,8 @@ def question_audit(cases: list[dict], rows: list[tuple[str, str]], seed: int) ->
     t0 = time.perf_counter()
     for c in cases:
         with_q, without_q = paid(c["response"], c["ground_truth"], c["question"]), paid(c["response"], c["ground_truth"], None)
+        if without_q and not with_q:  # once more: a CAS soft deadline missed on a loaded machine is no rule
+            with_q = paid(c["response"], c["ground_truth"], c["question"])
         if c["label"] == "equivalent":
             out["meta_pos"] += 1
             if without_q and not with_q:
@@ -1716,7 +1733,7 @@ def question_audit(cases: list[dict], rows: list[tuple[str, str]], seed: int) ->
     for k, (problem, gt) in enumerate(rows):
         resp = f"<think>\nStep 1: Work it out.\n</think>\n<answer>\n\\boxed{{{gt}}}\n</answer>"
         out["gold_rows"] += 1
-        if not paid(resp, gt, problem):
+        if not paid(resp, gt, problem) and not paid(resp, gt, problem):
             out["gold_refused"] += 1
             out["gold_refused_no_q"] += not paid(resp, gt, None)
         t = annotate(Truth(gt=gt, problem=problem, solution="", source=""))
@@ -1726,7 +1743,7 @@ def question_audit(cases: list[dict], rows: list[tuple[str, str]], seed: int) ->
                 continue
             resp = f"<think>\nStep 1: Work it out.\n</think>\n<answer>\n\\boxed{{{ans}}}\n</answer>"
             out["rewrites"] += 1
-            if paid(resp, gt, None) and not paid(resp, gt, problem):
+            if paid(resp, gt, None) and not paid(resp, gt, problem) and not paid(resp, gt, problem):
                 out["rewrite_refused"] += 1
                 refused_kinds["shipped:" + kind] += 1
     out["seconds"] = round(time.perf_counter() - t0)

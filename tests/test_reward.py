@@ -938,6 +938,8 @@ FAMILIES = [
     ("relation", "\\lambda \\in (3,4]", "(3,4]", EQ),
     ("relation", "a_1 \\in [3,4)", "(3,4]", NE),
     ("relation", "\\approx 2.65", "2.65", EQ),
+    ("relation", "x ≈ 2.65", "2.65", EQ),
+    ("relation", "x ≡ 8 (mod 13)", "8", EQ),
     ("relation", "\\sqrt{7} \\approx 2.65", "\\sqrt7", EQ),        # the exact side, rounded right
     ("relation", "\\sqrt{7} \\approx 2.71", "\\sqrt7", NE),        # a false approximation
     ("relation", "x \\equiv 8 \\pmod{13}", "8", EQ),
@@ -960,6 +962,7 @@ FAMILIES = [
     ("choice", "[E]", "E", EQ),
     ("choice", "\\text{Option e}", "(E)", EQ),
     ("choice", "(d)", "\\text{(E)}", NE),
+    ("choice", "(a)(a+1)", "a^2+a", EQ),                         # a product, not the option (a)
     # (e) repeating decimals, long periods and other notations
     ("repeating", "0.\\overline{0588235294117647}", "\\frac{1}{17}", EQ),
     ("repeating", "0.(142857)", "\\frac17", EQ),

@@ -1088,7 +1088,7 @@ def _number_words(s: str) -> Optional[str]:
     rest = s[consumed.end():] if consumed else ""
     if rest and not rest[:1].isspace():
         return None  # "one-to-one", "fivefold"
-    total, current = 0, 0
+    total, current, prev = 0, 0, ""
     for i, t in enumerate(tokens):
         if t == "a":
             if i + 1 >= len(tokens) or tokens[i + 1] not in _NUMBER_SCALES:
@@ -1097,12 +1097,16 @@ def _number_words(s: str) -> Optional[str]:
         elif t == "and":
             continue
         elif t in _NUMBER_WORDS:
-            current += _NUMBER_WORDS[t]
+            v = _NUMBER_WORDS[t]
+            if current % 100 and not (prev in _NUMBER_WORDS and _NUMBER_WORDS[prev] >= 20 and 0 < v < 10):
+                return None  # "five five", "twenty thirty": not one cardinal
+            current += v
         elif t == "hundred":
             current = max(current, 1) * 100
         else:
             total += max(current, 1) * _NUMBER_SCALES[t]
             current = 0
+        prev = t
     rest = rest.strip()
     if rest and (len(rest.split()) > 2 or not re.fullmatch(r"[A-Za-z ]+\.?", rest) or _NOT_A_UNIT_RE.search(rest)):
         return None

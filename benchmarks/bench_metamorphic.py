@@ -67,6 +67,7 @@ import functools
 import importlib.util
 import json
 import math
+import os
 import platform
 import random
 import re
@@ -82,7 +83,7 @@ from types import SimpleNamespace
 from typing import Callable, Optional
 
 from benchmarks import bench_reward
-from script_utils import ArgumentParser, positive_int, write_text_atomic
+from script_utils import ArgumentParser, cpu_description, positive_int, write_text_atomic
 
 HERE = Path(__file__).resolve()
 REPO = HERE.parents[1]
@@ -1868,7 +1869,8 @@ def report(cases, results, args, n_truths: int, form_counts: Counter, gen_s: flo
         lines += [""] + audit_lines(audit)
     from importlib.metadata import version
     vers = ", ".join(f"{p} {version(p)}" for p in ("math-verify", "latex2sympy2_extended", "sympy"))
-    lines += ["", f"Machine: {platform.machine()}, Python {platform.python_version()}; {vers}."]
+    lines += ["", f"Machine: {cpu_description()} ({platform.machine()}), cores shared with other jobs (load average "
+              f"{os.getloadavg()[0]:.1f} at the end); Python {platform.python_version()}; {vers}."]
     return "\n".join(lines)
 
 

@@ -50,7 +50,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from script_utils import write_text_atomic
+from script_utils import cpu_description, write_text_atomic
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -317,7 +317,8 @@ def main(argv=None) -> int:
         "",
         step_table(step, args),
         "",
-        f"Machine: {platform.processor() or platform.machine()}, Python {platform.python_version()}; {vers}.",
+        f"Machine: {cpu_description()} ({platform.machine()}), cores shared with other jobs (load average "
+        f"{os.getloadavg()[0]:.1f} at the end); Python {platform.python_version()}; {vers}.",
     ])
     print(out)
     if args.markdown:

@@ -931,6 +931,7 @@ FAMILIES = [
     ("words", "\\text{six}", "5", NE),
     ("words", "\\text{one of them}", "1", NE),                    # not a count of a unit
     ("words", "one-to-one", "1", NE),
+    ("words", "two three", "5", NE),                             # two numbers, not one cardinal
     ("article", "\\text{a circle}", "\\text{circle}", EQ),
     ("article", "\\text{an ellipse}", "\\text{circle}", NE),
     ("article", "\\text{not a circle}", "\\text{circle}", NE),

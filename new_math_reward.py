@@ -831,6 +831,10 @@ _NUMBER_WORDS.update({w: 10 * (i + 2) for i, w in enumerate("twenty thirty forty
 _NUMBER_SCALES = {"hundred": 100, "thousand": 1000, "million": 10 ** 6, "billion": 10 ** 9}
 _NUMBER_WORD_RE = re.compile(r"^(?:(?:" + "|".join(list(_NUMBER_WORDS) + list(_NUMBER_SCALES)) +
                              r"|and|a)(?:[\s-]+|$))+", re.I)
+#: A sentence that states a count: "There are five digits", "The answer is 12 cm" (one text phrase).
+_COUNT_SENTENCE_RE = re.compile(r"^(?:[A-Za-z][A-Za-z ,'-]*\s)?(?:is|are|was|were|equals?)\s+(?P<rest>[A-Za-z0-9][A-Za-z0-9 .-]*?)\.?$",
+                                re.I)
+_COUNT_RE = re.compile(r"^\d+(?: [A-Za-z]+){0,2}$")
 #: Words after a cardinal that make it something else than a count ("one of them", "two less").
 _NOT_A_UNIT_RE = re.compile(r"\b(?:of|less|more|than|or|and|not|times|per|over|out|plus|minus|half|third|"
                             r"quarter|fifths?|sixths?|eighths?|tenths?|hundredths?|thousandths?)\b", re.I)
@@ -1027,6 +1031,9 @@ def _normalise(raw: str) -> _Norm:
     if s[:1].isalpha():
         s = _OPTION_WORD_RE.sub("", s)
         words = _number_words(s)
+        m = _COUNT_SENTENCE_RE.match(s) if words is None and is_text else None
+        if m:  # "\text{There are five digits}": the count the sentence states
+            words = _number_words(m.group("rest")) or (m.group("rest") if _COUNT_RE.match(m.group("rest")) else None)
         if words is not None:
             s, is_text = words, False
     choice = None

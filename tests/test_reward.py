@@ -932,6 +932,8 @@ FAMILIES = [
     ("words", "\\text{one of them}", "1", NE),                    # not a count of a unit
     ("words", "one-to-one", "1", NE),
     ("words", "two three", "5", NE),                             # two numbers, not one cardinal
+    ("words", "\\text{There are five digits}", "5", EQ),          # a sentence stating the count
+    ("words", "\\text{There are not five digits}", "5", NE),
     ("article", "\\text{a circle}", "\\text{circle}", EQ),
     ("article", "\\text{an ellipse}", "\\text{circle}", NE),
     ("article", "\\text{not a circle}", "\\text{circle}", NE),

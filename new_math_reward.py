@@ -22,16 +22,22 @@ The file's sections follow the order data flows through ``compute_score``:
 3. **Hack-defence policy** (one section): hedges between boxes, candidates cycled through
    one box after another, boxes of echoed worked examples or prompt placeholders, truncated
    boxes, hallucinated follow-up problems, and a final answer that merely restates the
-   problem's own expression. A response caught here is not paid.
+   problem's own expression. A response caught here is not paid. The same section holds
+   POLICY_RULES, the written policy for what a task demands beyond the value (required forms
+   read from ``extra_info["question"]``, options, huge expressions; docs/reward_policy.md).
 4. **Equivalence, one canonical pipeline** applied to the answer and the gold alike:
    (a) unicode maths to LaTeX (``√ π − × · ² ½ ∞ ≤ ∪``; first, because ``≤ − ∪`` decide the
    later splits); (b) wrappers, labels and units stripped in named steps, each recorded
-   (percent, unit, base, choice letter); (c) relation chains split: the last side is the
-   answer when the gold is not itself a relation; (d) parse into a typed structure
-   (matrix, union, tuple/interval, set/list, or one item: choice, text, relation, value);
-   (e) compare by type: exact rationals for numbers, then a CAS (latex2sympy2_extended,
-   math-verify's parser) evaluated at high precision. Decimals are exact values: ``0.24999``
-   is not ``1/4``, ``3.14`` is not ``pi`` (MATH: "exact values, not approximations").
+   (percent, unit in any wrapper, base subscript in any brace style, choice letter in any
+   case, congruence modulus), number words read as numbers, membership and congruence
+   prefixes dropped; (c) relation chains split: the last side is the answer when the gold is
+   not itself a relation (``\\approx``: the rounded value, or the exact side when its
+   rounding is right); (d) parse into a typed structure (matrix, union, tuple/interval,
+   set/list, or one item: choice, text, relation, value); (e) compare by type: exact
+   rationals for numbers (repeating decimals in any notation), then a CAS
+   (latex2sympy2_extended, math-verify's parser) evaluated at high precision; with the
+   question's options, a letter for its option's value and back. Decimals are exact values:
+   ``0.24999`` is not ``1/4``, ``3.14`` is not ``pi`` (MATH: "exact values, not approximations").
 5. **Bounded time.** Cheap syntactic and tree guards refuse hostile inputs before sympy
    evaluates anything, CAS work has a soft deadline, and in the main thread a SIGALRM guard
    cuts any overrun (unless the host owns SIGALRM). Model text never reaches
@@ -395,7 +401,8 @@ def _cycles_candidates(region: str, outer: list, first: int, values: List[str]) 
 
 #: A task that asks to rewrite the expression it states, in the problem or in the response's
 #: own restatement of it ("We need to expand ...", "To factor, ...", "Simplify $...$").
-_TASK_RE = re.compile(r"\b(expand|factor|simplify|combine|rationali[sz]e|multiply\s+out|reduce|evaluate|compute)\w*", re.I)
+_TASK_RE = re.compile(r"\b(expand|factor|simplify|combine|rationali[sz]e|multiply\s+out|reduce|evaluate|compute|"
+                      r"calculate|what\s+is|find|express|write|convert|rewrite)\w*", re.I)
 _OWN_TASK_RE = re.compile(
     r"\b(?:to|we|let's|let\s+us)\s+(?:need\s+to\s+|want\s+to\s+|must\s+|have\s+to\s+)?"
     r"(expand|factor|simplify|combine|rationali[sz]e|multiply\s+out|reduce|evaluate|compute)\b", re.I)
@@ -403,20 +410,26 @@ _MATH_SPAN_RE = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]
 _SENTENCE_END_RE = re.compile(r"[.!?](?:\s|$)|\n")
 
 
-def _task_expressions(text: str, own: bool) -> Tuple[set, List[str]]:
+def _task_expressions(text: str, own: bool) -> Tuple[frozenset, Tuple[str, ...]]:
     """The expressions a task names, normalised, and its verbs (lower case): every math span
     in a sentence whose text before the span has a task verb (``own``: the response's own
     "we need to expand ..."; else the problem's "Expand ...")."""
     verb_re = _OWN_TASK_RE if own else _TASK_RE
     text = text[:4000]
-    exprs, verbs = set(), [v.lower() for v in verb_re.findall(_MATH_SPAN_RE.sub(" ", text))]
+    exprs, verbs = set(), tuple(v.lower() for v in verb_re.findall(_MATH_SPAN_RE.sub(" ", text)))
     for m in _MATH_SPAN_RE.finditer(text) if verbs else ():
         start = max((e.end() for e in _SENTENCE_END_RE.finditer(text, max(m.start() - 200, 0), m.start())),
                     default=max(m.start() - 200, 0))
         if verb_re.search(_MATH_SPAN_RE.sub(" ", text[start:m.start()])):
             span = next(g for g in m.groups() if g is not None)
-            exprs.add(_normalise(strip_grouping_braces(span)[:MAX_ANSWER_CHARS]).s)
-    return exprs, verbs
+            exprs.add(_normalise(strip_grouping_braces(span.strip().rstrip("?.,;: "))[:MAX_ANSWER_CHARS]).s)
+    return frozenset(exprs), verbs
+
+
+@lru_cache(maxsize=4096)
+def _question_tasks(question: str) -> Tuple[frozenset, Tuple[str, ...]]:
+    """_task_expressions of a problem (cached: a step scores n responses to each problem)."""
+    return _task_expressions(question, own=False)
 
 
 def _restates_task(pred: str, gold: str, text: str, question: Optional[str]) -> bool:
@@ -429,7 +442,7 @@ def _restates_task(pred: str, gold: str, text: str, question: Optional[str]) -> 
     pn, gn = _normalise(pred).s, _normalise(gold).s
     if pn == gn:
         return False
-    exprs, verbs = _task_expressions(question, own=False) if question else (set(), [])
+    exprs, verbs = _question_tasks(question) if question else (frozenset(), ())
     if not question:
         exprs, verbs = _task_expressions(text[:text.rfind("\\boxed")], own=True)
     if pn in exprs:
@@ -446,6 +459,278 @@ def _top_terms(s: str) -> int:
     return len(_split_top(s.lstrip("+-"), seps="+-", words=False))
 
 
+# --------------------------------------------------------------------------------------
+# What the task demands: forms the question requires (POLICY_RULES, docs/reward_policy.md)
+# --------------------------------------------------------------------------------------
+#: Question phrases that require a form, by demand. "ordered" and "normalised" change the
+#: comparison (answers_match); the others refuse an answer of the right value in a form the
+#: question rules out (_form_violation), unless the gold itself has that form.
+_DEMAND_RES = (
+    ("ordered", re.compile(
+        r"\bin\s+(?:increasing|decreasing|ascending|descending|numerical)\s+order|"
+        r"\b(?:least|smallest|lowest)\s+to\s+(?:greatest|largest|highest)\b|"
+        r"\b(?:greatest|largest|highest)\s+to\s+(?:least|smallest|lowest)\b|\bin\s+order\s+from\b", re.I)),
+    ("rationalised", re.compile(r"\brationali[sz]", re.I)),
+    ("radical form", re.compile(r"\bsimplest\s+radical\s+form", re.I)),
+    ("lowest terms", re.compile(r"\bcommon\s+fraction|\blowest\s+terms|\bsimplest\s+form|\breduced\s+fraction", re.I)),
+    ("normalised", re.compile(r"\\gcd\s*\(\s*\|\s*A\s*\|", re.I)),
+)
+
+
+@lru_cache(maxsize=4096)
+def question_demands(question: Optional[str]) -> frozenset:
+    """The required forms a problem states (names of _DEMAND_RES), read from its text (cached:
+    a step scores n responses to each problem)."""
+    if not question:
+        return frozenset()
+    q = question[:6000]
+    return frozenset(name for name, rx in _DEMAND_RES if rx.search(q))
+
+
+_FRAC_OPEN_RE = re.compile(r"\\frac\s*\{")
+_SLASH_SQRT_RE = re.compile(r"/\s*(?:\([^()]*\\sqrt|[\d.]*\\sqrt)")
+_SQRT_INT_RE = re.compile(r"\\sqrt\{(\d{1,8})\}")
+_INT_FRAC_RE = re.compile(r"\\frac\{-?(\d{1,12})\}\{(\d{1,12})\}|(?<![\d.}])(\d{1,12})/(\d{1,12})(?![\d.])")
+
+
+def _radical_denominator(s: str) -> bool:
+    """A radical in a denominator: ``\\frac{1}{\\sqrt{2}}``, ``3/\\sqrt{5}``, ``1/(2\\sqrt{3})``."""
+    if _SLASH_SQRT_RE.search(s):
+        return True
+    for m in _FRAC_OPEN_RE.finditer(s):
+        num_end = _match_brace(s, m.end() - 1)
+        if num_end < 0 or s[num_end + 1:num_end + 2] != "{":
+            continue
+        den_end = _match_brace(s, num_end + 1)
+        if den_end > 0 and "\\sqrt" in s[num_end + 1:den_end]:
+            return True
+    return False
+
+
+def _square_factor(s: str) -> bool:
+    """A square root of an integer with a square factor: ``\\sqrt{8}``, ``\\sqrt{9}``."""
+    for m in _SQRT_INT_RE.finditer(s):
+        n, k = int(m.group(1)), 2
+        while k * k <= n:
+            if n % (k * k) == 0:
+                return True
+            k += 1
+    return False
+
+
+def _unreduced_fraction(s: str) -> bool:
+    """An integer fraction not in lowest terms: ``\\frac{6}{8}``, ``6/8``."""
+    for m in _INT_FRAC_RE.finditer(s):
+        a, b = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+        if int(b) > 1 and math.gcd(int(a), int(b)) > 1:
+            return True
+    return False
+
+
+#: Form checks by demand: the answer is refused when it has the form and the gold has not.
+_FORM_CHECKS = {
+    "rationalised": _radical_denominator,
+    "radical form": lambda s: _radical_denominator(s) or _square_factor(s),
+    "lowest terms": _unreduced_fraction,
+}
+
+
+def _form_violation(pred: str, gold: str, demands: frozenset) -> Optional[str]:
+    """The demand an answer of the right value breaks (its form), else None."""
+    if not demands & set(_FORM_CHECKS):
+        return None
+    pn, gn = _normalise(pred).s, _normalise(gold).s
+    for name in sorted(demands & set(_FORM_CHECKS)):
+        check = _FORM_CHECKS[name]
+        if check(pn) and not check(gn):
+            return name
+    return None
+
+
+#: An option label in a problem: "(A)", "\\textbf{(A) }", "\\text{(B)}", "\\mathrm{(C)}".
+_OPTION_LABEL_RE = re.compile(r"(?:\\(?:textbf|text|mathrm|textrm)\s*\{\s*)?\(\s*([A-E])\s*\)\s*\}?")
+_OPTION_JUNK_RE = re.compile(r"\\q?quad(?![A-Za-z])|\\\\|\$|\\[ ,;!]|\\hspace\s*\{[^{}]*\}|~")
+
+
+@lru_cache(maxsize=4096)
+def question_options(question: Optional[str]) -> dict:
+    """The options a multiple-choice problem lists, letter -> value text (at least three
+    labels (A), (B), (C)... in order; MATH's AMC style ``\\textbf{(A) }\\ 2 \\qquad ...`` or
+    one option a line). Empty when the problem lists none. Cached: do not modify the result."""
+    if not question or "(" not in question:
+        return {}
+    q = question[:6000]
+    run: list = []
+    for m in _OPTION_LABEL_RE.finditer(q):
+        if len(run) < 5 and m.group(1) == "ABCDE"[len(run)]:
+            run.append(m)
+        elif m.group(1) == "A":
+            run = [m]
+    if len(run) < 3:
+        return {}
+    out = {}
+    for i, m in enumerate(run):
+        chunk = q[m.end():run[i + 1].start() if i + 1 < len(run) else len(q)]
+        if i + 1 == len(run):
+            chunk = re.split(r"\$|\n|\\\]", chunk.lstrip("$ "), maxsplit=1)[0]
+        value = _OPTION_JUNK_RE.sub(" ", chunk).strip().rstrip(".,;")
+        if value and len(value) <= 200:
+            out[m.group(1)] = value
+    return out if len(out) >= 3 else {}
+
+
+#: The written policy: what the reward demands of an answer beyond its value, one rule a row.
+#: docs/reward_policy.md shows it as a table (generated: python -m tools.sync_readme) and
+#: tests/test_reward.py runs every rule's examples: (question, boxed answer, gold, paid).
+#: Sources: "MATH" is Hendrycks et al. 2021's answer conventions and grader (is_equiv: the
+#: answer string after normalisation); "reference" the reference recipe's reward;
+#: "OpenCompass" its MATHVerifyEvaluator, i.e. math-verify (value equality, sets unordered,
+#: float tolerance, a timeout). Where a rule trades false negatives against false positives,
+#: it takes the side a policy model cannot farm: an answer that skips work the question asks
+#: for, or that GRPO could learn to produce more cheaply than the answer, is not paid.
+POLICY_RULES = (
+    dict(rule="correct answer first", when="always",
+         decision="Only a correct final answer earns; format and reasoning credit are paid on top of it, "
+                  "never instead of it.",
+         choice="–", source="reference (0.7 + 0.2 + 0.1); this recipe: 0 for a wrong answer whatever its format",
+         examples=[("", "4", "4", True), ("", "5", "4", False)]),
+    dict(rule="exact values", when="always; the question asks to round",
+         decision="Decimals are exact values: 0.333 is not 1/3 and 3.14 is not \\pi. When the question asks to "
+                  "round, the rounded value is the answer and may follow `\\approx`; `exact \\approx rounded` "
+                  "states the exact value when the rounding is right.",
+         choice="Refuse approximations (FN on sloppy rounding): a tolerance would pay guesses near the value.",
+         source="MATH (exact answers); OpenCompass pays values within math-verify's float tolerance",
+         examples=[("", "0.333", "\\frac13", False),
+                   ("Round your answer to the nearest hundredth.", "x \\approx 3.14", "3.14", True),
+                   ("", "\\frac{1}{3} \\approx 0.33", "\\frac13", True),
+                   ("", "\\frac{1}{3} \\approx 0.35", "\\frac13", False)]),
+    dict(rule="ordering words", when="the question says \"in increasing order\", \"from least to greatest\" and the like",
+         decision="A list is compared in the order given; without such words a list of solutions is unordered.",
+         choice="Refuse another order (FN when a grader would be lenient): the order is part of the task.",
+         source="MATH (the question states the answer's form); OpenCompass compares lists as sets and pays any order",
+         examples=[("List the roots in increasing order.", "3, 1, -2", "-2, 1, 3", False),
+                   ("List the roots in increasing order.", "-2, 1, 3", "-2,1,3", True),
+                   ("Find all roots.", "3, 1, -2", "-2, 1, 3", True)]),
+    dict(rule="rationalised denominator", when="the question says \"rationalize\"",
+         decision="An answer with a radical in a denominator is not paid (unless the gold has one); without the "
+                  "word both forms are paid.",
+         choice="Refuse (FN against a lenient grader): rationalising is the task, skipping it is farmable.",
+         source="MATH (the requested form is the answer); OpenCompass pays any equal value",
+         examples=[("Rationalize the denominator of $\\frac{1}{\\sqrt{2}}$.", "\\frac{1}{\\sqrt{2}}",
+                    "\\frac{\\sqrt{2}}{2}", False),
+                   ("Rationalize the denominator of $\\frac{3}{\\sqrt{5}+1}$.", "\\frac{3(\\sqrt{5}-1)}{4}",
+                    "\\frac{3\\sqrt{5}-3}{4}", True),
+                   ("", "\\frac{1}{\\sqrt{2}}", "\\frac{\\sqrt{2}}{2}", True)]),
+    dict(rule="simplest radical form", when="the question says \"simplest radical form\"",
+         decision="A square root of an integer with a square factor (\\sqrt{8}) or a radical in a denominator is "
+                  "not paid (unless the gold has one).",
+         choice="Refuse: simplifying the radical is the task.",
+         source="MATH; OpenCompass pays any equal value",
+         examples=[("Express your answer in simplest radical form.", "\\sqrt{8}", "2\\sqrt{2}", False),
+                   ("Express your answer in simplest radical form.", "2\\sqrt{2}", "2\\sqrt2", True)]),
+    dict(rule="common fraction, lowest terms", when="the question says \"common fraction\", \"lowest terms\", "
+                                                     "\"simplest form\"",
+         decision="A fraction not in lowest terms is not paid; the exact decimal or mixed number of the same value "
+                  "is paid.",
+         choice="Refuse 6/8 (reducing is work the question asks for); pay 0.75 and 1\\frac12 (the same exact value "
+                "with no work skipped: nothing to farm, so the FN is not worth taking).",
+         source="MATH's grader refuses both; OpenCompass pays both",
+         examples=[("Express your answer as a common fraction.", "\\frac{6}{8}", "\\frac34", False),
+                   ("Express your answer as a common fraction.", "0.75", "\\frac34", True),
+                   ("Express your answer as a common fraction.", "1\\frac{1}{2}", "\\frac32", True)]),
+    dict(rule="normalised equation", when="the question fixes a normalisation (\"A > 0 and gcd(|A|,|B|,|C|,|D|) = 1\")",
+         decision="Only the normalised equation is paid (sides may be swapped); without it any nonzero multiple of "
+                  "the equation is paid.",
+         choice="Refuse other multiples: the normalisation is part of the stated answer.",
+         source="MATH (the question defines the answer); OpenCompass compares equations by value",
+         examples=[("Enter your answer in the form $Ax + By + Cz + D = 0,$ where $A > 0$ and "
+                    "$\\gcd(|A|,|B|,|C|,|D|) = 1.$", "-2x - 4y + 6z - 2 = 0", "x + 2y - 3z + 1 = 0", False),
+                   ("Enter your answer in the form $Ax + By + Cz + D = 0,$ where $A > 0$ and "
+                    "$\\gcd(|A|,|B|,|C|,|D|) = 1.$", "x + 2y - 3z + 1 = 0", "x+2y-3z+1=0", True),
+                   ("Find the equation of the plane.", "-2x - 4y + 6z - 2 = 0", "x + 2y - 3z + 1 = 0", True)]),
+    dict(rule="prompt echo", when="the question is known (extra_info[\"question\"]) or the response states the task",
+         decision="A final answer that restates an expression the question asks to compute, evaluate, simplify, "
+                  "expand, factor (or find, express, convert) is not paid; the gold as written always is.",
+         choice="Refuse: an echo has the right value and does none of the work (a known reward hack).",
+         source="this recipe's hack defence; MATH's answers are the simplified form; OpenCompass pays the echo",
+         examples=[("Compute $\\dbinom{8}{4}$.", "\\binom{8}{4}", "70", False),
+                   ("What is $2^3 \\cdot 3$?", "2^3 \\cdot 3", "24", False),
+                   ("Compute $\\frac{1}{2}+\\frac{1}{4}$.", "\\frac{3}{4}", "\\frac34", True),
+                   ("Simplify $\\frac{3}{4}$ plus zero.", "\\frac{3}{4}", "\\frac34", True)]),
+    dict(rule="huge exact expressions", when="always",
+         decision="An answer the bounded-time guards refuse (a power tower deeper than a^{b^c}, a value beyond "
+                  "10^20000, a factorial above 10000!) is not paid even when it equals the gold; an answer "
+                  "identical to the gold after normalisation always is.",
+         choice="Refuse (an FN by construction): every call stays well under 1 s, and an unsimplified giant "
+                "(n - n + 5 with n = 2^{2^{30}}) does none of the work.",
+         source="this recipe's bounded-time rule; MATH's golds never need it; OpenCompass times out (no score)",
+         examples=[("", "2^{2^{30}} - 2^{2^{30}} + 5", "5", False),
+                   ("", "\\frac{7^{7^{9}} \\cdot 3}{7^{7^{9}}}", "3", False),
+                   ("", "\\prod_{k=1}^{99} \\frac{k+1}{k}", "100", False), ("", "2^{10}", "1024", True)]),
+    dict(rule="units, labels, relations", when="always",
+         decision="Units are optional (another unit is another answer); a label, `x \\in`, `x \\approx`, "
+                  "`\\equiv ... \\pmod{n}` or `r =` before the answer states it; a false numeric side is refused.",
+         choice="Pay (MATH's graders drop units and labels); a different unit or modulus is refused.",
+         source="MATH (its grader strips units and \"\\text{ }\" labels); OpenCompass likewise",
+         examples=[("", "r = 3 \\text{ units}", "3", True), ("", "10\\ \\mathrm{in}", "10\\text{ inches}", True),
+                   ("", "x \\equiv 8 \\pmod{13}", "8", True), ("", "\\lambda \\in (3,4]", "(3,4]", True),
+                   ("", "10\\text{ cm}", "10\\text{ m}", False), ("", "21 \\pmod{13}", "8", False)]),
+    dict(rule="number words, base subscripts", when="always",
+         decision="A cardinal in words is its number (with or without a unit word); a base subscript is "
+                  "optional in any brace style, another base is another answer.",
+         choice="Pay: the same value, written otherwise.",
+         source="MATH (the answer's value); OpenCompass reads neither words nor subscripts",
+         examples=[("", "\\text{five digits}", "5", True), ("", "twenty-one", "21", True),
+                   ("", "\\text{one of them}", "1", False),
+                   ("", "1011_2", "1011_{2}", True), ("", "1011_{3}", "1011_2", False)]),
+    dict(rule="multiple choice", when="the gold is an option letter, or the question lists options",
+         decision="The letter in any case or bracket ((e), \\text{(E)}, E); with the options in the question, "
+                  "the chosen option's value for its letter and the letter for its value.",
+         choice="Pay exactly one option: a value shared by two options, or another option's value, is refused.",
+         source="MATH (AMC-style answers are letters); OpenCompass compares letters as text",
+         examples=[("", "\\text{(e)}", "\\text{(E)}", True), ("", "(D)", "\\text{(E)}", False),
+                   ("Which? $\\textbf{(A)}\\ 2 \\qquad\\textbf{(B)}\\ 3 \\qquad\\textbf{(C)}\\ 7 \\qquad"
+                    "\\textbf{(D)}\\ 4 \\qquad\\textbf{(E)}\\ 5$", "7", "\\text{(C)}", True),
+                   ("Which? $\\textbf{(A)}\\ 2 \\qquad\\textbf{(B)}\\ 3 \\qquad\\textbf{(C)}\\ 7 \\qquad"
+                    "\\textbf{(D)}\\ 4 \\qquad\\textbf{(E)}\\ 5$", "4", "\\text{(C)}", False)]),
+    dict(rule="one final answer", when="always",
+         decision="Several different boxed answers offered as alternatives, cycled candidates, a truncated or "
+                  "placeholder box and a hallucinated follow-up problem are not paid.",
+         choice="Refuse: hedging is the cheapest hack to farm.",
+         source="this recipe's hack defence (section 3); OpenCompass reads the last box only",
+         examples=[("", "3 \\text{ or } 4", "4", False)]),
+)
+
+
+def policy_markdown() -> str:
+    """POLICY_RULES as the markdown table of docs/reward_policy.md (python -m tools.sync_readme)."""
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| rule | applies when | decision | FN / FP choice | source |", "|---|---|---|---|---|"]
+    lines += [f"| {cell(r['rule'])} | {cell(r['when'])} | {cell(r['decision'])} | {cell(r['choice'])} | "
+              f"{cell(r['source'])} |" for r in POLICY_RULES]
+    return "\n".join(lines)
+
+
+def _option_equal(pred: str, gold: str, options: dict, deadline: float) -> bool:
+    """Multiple choice with the options known: the option's value for its letter (gold a
+    letter: exactly the gold's option has the answer's value) or the letter for its value
+    (gold a value: the answered letter's option equals the gold)."""
+    pn, gn = _normalise(pred), _normalise(gold)
+    if _item_kind(gn) == "choice":
+        if _item_kind(pn) == "choice" or pn.choice:
+            return False  # a letter against a letter: decided by answers_match
+        letters = [k for k, v in sorted(options.items()) if answers_match(pred, v, deadline)]
+        return letters == [_LETTER_RE.match(gn.s).group(1)]
+    mp = _LETTER_PRED_RE.match(pn.s)
+    letter = pn.choice if pn.choice and not pn.s else (mp and (mp.group(1) or mp.group(2)))
+    if not letter or _item_kind(pn) != "choice" and not (mp and pn.s == mp.group(0)):
+        return False
+    value = options.get(letter.upper())
+    return value is not None and answers_match(value, gold, deadline)
+
+
 # ======================================================================================
 # 4. Equivalence pipeline. Steps (a) unicode and (b) wrappers, labels and units: one
 #    answer string -> its canonical string plus the decorations it carried
@@ -453,13 +738,15 @@ def _top_terms(s: str) -> int:
 class _Norm:
     """A normalised answer: ``s`` the canonical string; ``pct`` it carried a percent sign;
     ``unit`` a trailing unit (canonical words, e.g. "square inch", "pm") or None; ``text`` it
-    was one \\text{...} phrase; ``base`` a base subscript; ``choice`` a leading "(A)" label."""
+    was one \\text{...} phrase; ``base`` a base subscript; ``choice`` a leading "(A)" label;
+    ``mod`` the modulus of a congruence (``\\equiv 8 \\pmod{13}``)."""
 
-    __slots__ = ("s", "pct", "unit", "text", "base", "choice")
+    __slots__ = ("s", "pct", "unit", "text", "base", "choice", "mod")
 
     def __init__(self, s: str, pct: bool = False, unit: Optional[str] = None, text: bool = False,
-                 base: Optional[str] = None, choice: Optional[str] = None):
+                 base: Optional[str] = None, choice: Optional[str] = None, mod: Optional[str] = None):
         self.s, self.pct, self.unit, self.text, self.base, self.choice = s, pct, unit, text, base, choice
+        self.mod = mod
 
     def same(self, other: "_Norm") -> bool:
         """Identical canonical strings with compatible decorations."""
@@ -467,18 +754,19 @@ class _Norm:
 
 
 def _decorations_compatible(p: "_Norm", g: "_Norm") -> bool:
-    """Units and base subscripts are optional (MATH graders accept "5" for "5 cm" and
-    "1011" for "1011_2"), but two different ones are a different answer."""
+    """Units, base subscripts and a congruence's modulus are optional (MATH graders accept "5"
+    for "5 cm", "1011" for "1011_2", "8" for "\\equiv 8 \\pmod{13}"), but two different ones
+    are a different answer."""
     if p.unit and g.unit and p.unit != g.unit and not ({p.unit, g.unit} & _GENERIC_UNITS):
         return False
-    return not (p.base and g.base and p.base != g.base)
+    return not (p.base and g.base and p.base != g.base) and not (p.mod and g.mod and p.mod != g.mod)
 
 
 # (a) Unicode maths as models write it -> LaTeX. Hand-written: latex2sympy2_extended's
 # normaliser knows none of these characters, and this runs on every answer (a table).
 _UNICODE = {"π": "\\pi ", "∞": "\\infty ", "−": "-", "–": "-", "×": "\\times ", "·": "\\cdot ", "⋅": "\\cdot ",
             "∙": "\\cdot ", "÷": "\\div ", "≤": "\\leq ", "≥": "\\geq ", "≠": "\\ne ", "∪": "\\cup ", "∩": "\\cap ",
-            "±": "\\pm ", "∓": "\\mp ", "∈": "\\in ", "…": "\\ldots ", "θ": "\\theta ", "α": "\\alpha ",
+            "±": "\\pm ", "∓": "\\mp ", "∈": "\\in ", "≈": "\\approx ", "≡": "\\equiv ", "λ": "\\lambda ", "…": "\\ldots ", "θ": "\\theta ", "α": "\\alpha ",
             "β": "\\beta ", "°": "^\\circ ", "\u00a0": " ", "\u2009": " ", "\u202f": " "}
 _UNICODE_CHAR_RE = re.compile("[" + "".join(_UNICODE) + "]")
 _SUPERSCRIPT = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻", "0123456789+-")
@@ -513,6 +801,7 @@ _SUBS = (
 )
 _BRACELESS_FRAC_RE = re.compile(r"\\frac\s*(\d)\s*(\d)")
 _BRACELESS_FRAC2_RE = re.compile(r"\\frac\s*\{([^{}]*)\}\s*(\d)")
+_BRACELESS_FRAC3_RE = re.compile(r"\\frac\s*(\d)\s*\{")  # \frac 1{72}
 _BRACELESS_SQRT_RE = re.compile(r"\\sqrt\s*(\d|[A-Za-z](?![A-Za-z]))")
 _ONE_TOKEN_EXP_RE = re.compile(r"\^\s*\{\s*(\w)\s*\}")  # x^{2} -> x^2
 _STYLE_RE = re.compile(
@@ -528,22 +817,51 @@ _WRAP_RE = re.compile(r"\\(text|textbf|textit|textrm|textnormal|mathrm|mathbf|ma
 _TEXTISH = frozenset({"text", "textbf", "textit", "textrm", "textnormal", "mbox", "mathrm", "emph"})
 #: One or more trailing text pieces, then an optional power: "32\text{ cm}^2", "5\text{ sq}\text{ in}".
 _TRAIL_TEXT_UNIT_RE = re.compile(
-    r"^(?P<v>.*?[^\s{(\[])\s*(?P<u>(?:\\(?:text|mbox|mathrm|textrm)\s*\{[^{}]*\}\s*)+)"
+    r"^(?P<v>.*?[^\s{(\[])\s*(?P<u>(?:\\(?:text|mbox|mathrm|textrm|textnormal|textit|operatorname|rm)\s*\{[^{}]*\}\s*)+)"
     r"(?:\^\s*\{?\s*(?P<p>[23])\s*\}?)?\s*\.?$")
 _UNIT_WORDS_RE = re.compile(r"^[A-Za-z][A-Za-z .]*$")
 _TRAIL_WORD_UNIT_RE = re.compile(
-    r"^(?P<v>[-+]?[\d.,]*\d)\s+(?P<u>[A-Za-z]{2,}(?: [A-Za-z]+)*)(?:\^\{?(?P<p>[23])\}?)?$")
+    r"^(?P<l>(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?\w+\}?)?\s*=\s*)?(?P<v>[-+]?[\d.,]*\d)\s+"
+    r"(?P<u>[A-Za-z]{2,}(?: [A-Za-z]+)*)(?:\^\{?(?P<p>[23])\}?)?\.?$")
+#: Number words: a cardinal in words (step b7) becomes digits ("twenty-one" -> 21).
+_SMALL_NUMBERS = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+                  "sixteen seventeen eighteen nineteen").split()
+_NUMBER_WORDS = {w: i for i, w in enumerate(_SMALL_NUMBERS)}
+_NUMBER_WORDS.update({w: 10 * (i + 2) for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split())})
+_NUMBER_SCALES = {"hundred": 100, "thousand": 1000, "million": 10 ** 6, "billion": 10 ** 9}
+_NUMBER_WORD_RE = re.compile(r"^(?:(?:" + "|".join(list(_NUMBER_WORDS) + list(_NUMBER_SCALES)) +
+                             r"|and|a)(?:[\s-]+|$))+", re.I)
+#: A sentence that states a count: "There are five digits", "The answer is 12 cm" (one text phrase).
+_COUNT_SENTENCE_RE = re.compile(r"^(?:[A-Za-z][A-Za-z ,'-]*\s)?(?:is|are|was|were|equals?)\s+(?P<rest>[A-Za-z0-9][A-Za-z0-9 .-]*?)\.?$",
+                                re.I)
+_COUNT_RE = re.compile(r"^\d+(?: [A-Za-z]+){0,2}$")
+#: Words after a cardinal that make it something else than a count ("one of them", "two less").
+_NOT_A_UNIT_RE = re.compile(r"\b(?:of|less|more|than|or|and|not|times|per|over|out|plus|minus|half|third|"
+                            r"quarter|fifths?|sixths?|eighths?|tenths?|hundredths?|thousandths?)\b", re.I)
 #: A leading label: "\text{The sum is } 45", "\text{Directrix: } y = 3", "Remainder: 7".
 _LABEL_RE = re.compile(
     r"^(?:\\(?:text|textbf|mbox|textrm|mathrm)\s*\{\s*(?P<t>[A-Za-z][A-Za-z ,'-]*?(?:\sis|\sare|\sequals?|"
     r"\swas|\swere|:|=))\s*\}|(?P<w>[A-Za-z][A-Za-z ]+):)\s*(?P<rest>\S.*)$", re.S)
-_CHOICE_LABEL_RE = re.compile(r"^\(([A-E])\)\s*(?!.*\([A-E]\)|.*\b(?:and|or)\b)(?P<rest>\S.*)$", re.S)
+#: A choice label before a value: "(A) 12", "[B] 7"; lower case only before a space ("(a)(a+1)" is a product).
+_CHOICE_LABEL_RE = re.compile(r"^(?:[(\[]([A-E])[)\]]\s*|[(\[]([a-e])[)\]]\s+)(?!.*\([A-Ea-e]\)|.*\b(?:and|or)\b)(?P<rest>\S.*)$",
+                              re.S)
+#: "Option E", "choice (b)": the word before an option letter.
+_OPTION_WORD_RE = re.compile(r"^(?:option|choice|answer)\s*:?\s*(?=[(\[]?[A-Ea-e][)\]]?$)", re.I)
 _THOUSANDS_SEP_RE = re.compile(r"(?<=\d),\s*\\!\s*(?=\d)")  # MATH's "11,\! 111" is one number
 _TIME_RE = re.compile(r"^(\d{1,2}(?::\d{2}){1,2})\s*(?:([ap])\s*\.?\s*m\.?)?$", re.I)
 _REALS_RE = re.compile(r"^(?:\\mathbb\{R\}|\\mathbb R|\\R|\\text\{all real numbers\}|all real numbers|\\reals)$")
-_IN_PREFIX_RE = re.compile(r"^[A-Za-z]\s*\\in\s*")
-_BASE_SUB_RE = re.compile(r"^([0-9A-Z]+)_\{?(\d{1,2})\}?$")
+#: A membership prefix: "x \\in", "\\lambda \\in", "a_1 \\in" before a set or interval.
+_IN_PREFIX_RE = re.compile(r"^(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?\w+\}?)?'*\s*\\in(?![A-Za-z])\s*")
+#: A congruence: "x \\equiv 8 \\pmod{13}", "8 \\pmod{13}", "8 (mod 13)", "8 \\bmod 13".
+_EQUIV_RE = re.compile(r"^.*?\\equiv(?![A-Za-z])\s*", re.S)
+_MOD_RE = re.compile(r"\s*(?:\\pmod\s*\{?\s*(\d+)\s*\}?|\(\s*(?:\\bmod|\\mod|mod)(?![A-Za-z])\s*\{?\s*(\d+)\s*\}?\s*\)|"
+                     r"\\bmod\s*\{?\s*(\d+)\s*\}?|\\mod\s*\{?\s*(\d+)\s*\}?)$")
+#: A base subscript in any brace style: 1011_2, 1011_{2}, (1011)_{(2)}, 1011_{\\text{two}} (wrappers gone).
+_BASE_SUB_RE = re.compile(r"^\(?([0-9A-Za-z]+)\)?_\{?\(?(\d{1,2}|[a-z]{3,9})\)?\}?$")
+_BASE_WORDS = {"two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "seven": "7", "eight": "8",
+               "nine": "9", "ten": "10", "eleven": "11", "twelve": "12", "sixteen": "16"}
 _THOUSANDS_RE = re.compile(r"^[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
+_NAME_EQ_RE = re.compile(r"^[A-Za-z]\s*=\s*")  # "N = 14,916": the number after a name
 _GROUP_THOUSANDS_RE = re.compile(r"\{(\d{1,3}(?:,\d{3})+(?:\.\d+)?)\}")
 _WS_RE = re.compile(r"\s+")
 _SPACE_DROP_RE = re.compile(r"(?<![A-Za-z]) | (?![A-Za-z])")
@@ -664,11 +982,15 @@ def _normalise(raw: str) -> _Norm:
 
     (a) unicode to LaTeX; (b1) presentation: grouping braces, \\dfrac/\\tfrac, \\left/\\right,
     spacing commands, brackets around a matrix environment; (b2) percent and dollar signs;
-    (b3) trailing units, several text pieces and a power allowed; (b4) text and font wrappers
-    (a whole \\text{...} phrase is recorded as text); (b5) leading labels ("The sum is",
-    "Directrix:") and a choice letter "(A)" in front of a value; (b6) degree signs (a unit),
-    a time of day's a.m./p.m. (a unit), "x \\in", spaces, trailing periods, thousands
-    separators, base subscripts (``1011_2`` -> ``1011``)."""
+    (b3) trailing units in any wrapper (\\text, \\mathrm, \\operatorname, after ``\\ `` or
+    ``\\,``), several text pieces and a power allowed, also after a name (``r = 3 \\text{ units}``);
+    (b4) text and font wrappers (a whole \\text{...} phrase is recorded as text); (b5) leading
+    labels ("The sum is", "Directrix:", "Option") and a choice letter "(A)"/"[a]" in front of a
+    value; (b7) number words (``twenty-one digits`` -> ``21`` with the unit word); (b6) degree
+    signs (a unit), a time of day's a.m./p.m. (a unit), a membership prefix (``\\lambda \\in``),
+    a congruence (``x \\equiv 8 \\pmod{13}`` -> ``8``, modulus 13), spaces, trailing periods,
+    thousands separators, base subscripts in any brace style (``1011_2``, ``(1011)_{(2)}``,
+    ``1011_{\\text{two}}`` -> ``1011``, base 2)."""
     s = _unicode_to_latex(raw.strip())
     if "\\!" in s:
         s = _THOUSANDS_SEP_RE.sub(",", s)
@@ -680,6 +1002,7 @@ def _normalise(raw: str) -> _Norm:
     s = _STYLE_RE.sub("", s)
     if "\\frac" in s:
         s = _BRACELESS_FRAC2_RE.sub(r"\\frac{\1}{\2}", _BRACELESS_FRAC_RE.sub(r"\\frac{\1}{\2}", s))
+        s = _BRACELESS_FRAC3_RE.sub(r"\\frac{\1}{", s)
     if "\\sqrt" in s:
         s = _BRACELESS_SQRT_RE.sub(r"\\sqrt{\1}", s)
     if "^" in s:
@@ -695,7 +1018,8 @@ def _normalise(raw: str) -> _Norm:
     s = _DOLLAR_RE.sub("", s).strip()
     unit = None
     m = _TRAIL_TEXT_UNIT_RE.match(s) if "{" in s else None
-    if m and re.search(r"\d", m.group("v")) and not re.search(r"[=<>]|\\[lg]eq", m.group("v")):
+    last_side = m.group("v").rsplit("=", 1)[-1] if m else ""  # "r = 3 \\text{ units}": the unit is 3's
+    if m and re.search(r"\d", last_side) and not re.search(r"[<>]|\\[lg]eq", m.group("v")):
         u = " ".join(re.findall(r"\{([^{}]*)\}", m.group("u"))).strip()
         if _UNIT_WORDS_RE.match(u) and len(u.split()) <= 3 and u.lower() not in ("or", "and"):
             s, unit = m.group("v"), _unit_key(u, m.group("p"))
@@ -704,20 +1028,28 @@ def _normalise(raw: str) -> _Norm:
         s = label.group("rest")
     s, is_text = _unwrap(s)
     s = _WS_RE.sub(" ", s).strip()
+    if s[:1].isalpha():
+        s = _OPTION_WORD_RE.sub("", s)
+        words = _number_words(s)
+        m = _COUNT_SENTENCE_RE.match(s) if words is None and is_text else None
+        if m:  # "\text{There are five digits}": the count the sentence states
+            words = _number_words(m.group("rest")) or (m.group("rest") if _COUNT_RE.match(m.group("rest")) else None)
+        if words is not None:
+            s, is_text = words, False
     choice = None
-    m = _CHOICE_LABEL_RE.match(s) if s.startswith("(") else None
+    m = _CHOICE_LABEL_RE.match(s) if s[:1] in "([" else None
     if m:
-        choice, s = m.group(1), m.group("rest")
+        choice, s = (m.group(1) or m.group(2)).upper(), m.group("rest")
     if unit is None:
         m = _TRAIL_WORD_UNIT_RE.match(s)
-        if m:
-            s, unit = m.group("v"), _unit_key(m.group("u"), m.group("p"))
+        if m and not _NOT_A_UNIT_RE.search(m.group("u")):
+            s, unit = (m.group("l") or "") + m.group("v"), _unit_key(m.group("u"), m.group("p"))
         elif ":" in s:
             m = _TIME_RE.match(s)
             if m:
                 s, unit = m.group(1), (m.group(2).lower() + "m" if m.group(2) else None)
     s2 = _DEG_RE.sub("", s)
-    thousands = "," in s2 and _THOUSANDS_RE.match(s2) and all(  # "60^\circ,120^\circ" is a list
+    thousands = "," in s2 and _THOUSANDS_RE.match(_NAME_EQ_RE.sub("", s2)) and all(  # "60^\circ,120^\circ" is a list
         d.start() > s.rfind(",") for d in _DEG_RE.finditer(s))
     if s2 != s and unit is None:
         unit = "degree"
@@ -725,30 +1057,80 @@ def _normalise(raw: str) -> _Norm:
     if _REALS_RE.match(s):
         s = "(-\\infty,\\infty)"
     s = _IN_PREFIX_RE.sub("", s)
+    mod = None
+    if "mod" in s:
+        m = _MOD_RE.search(s)
+        if m:
+            s, mod = s[:m.start()], next(g for g in m.groups() if g)
+    if "\\equiv" in s:
+        s = _EQUIV_RE.sub("", s)
     s = _SPACE_DROP_RE.sub("", s).rstrip(".,;: ").lstrip("+")
     if thousands:
         s = s.replace(",", "")
     elif "," in s and "{" in s:  # inside a group a comma cannot separate answers: \frac{1}{29,322,216}
         s = _GROUP_THOUSANDS_RE.sub(lambda m: "{" + m.group(1).replace(",", "") + "}", s)
     base = None
-    m = _BASE_SUB_RE.match(s)
-    if m:
-        s, base = m.group(1), m.group(2)
+    m = _BASE_SUB_RE.match(s) if "_" in s else None
+    if m and (m.group(2).isdigit() or m.group(2) in _BASE_WORDS):
+        s, base = m.group(1), _BASE_WORDS.get(m.group(2), m.group(2))
+        s = s.upper() if int(base) > 10 else s  # digits above 9 in any case: a4_{16} is A4_{16}
     if s.startswith("{") and s.endswith("}"):  # braces exposed by the steps above
         s = strip_grouping_braces(s)
-    return _Norm(s, pct, unit, is_text and not label, base, choice)
+    return _Norm(s, pct, unit, is_text and not label, base, choice, mod)
+
+
+def _number_words(s: str) -> Optional[str]:
+    """Step (b7): a cardinal written in words, alone or before a unit word, as digits:
+    ``five`` -> ``5``, ``twenty-one digits`` -> ``21 digits``, ``one hundred and five`` ->
+    ``105``. None when s does not start with a whole cardinal (``a circle``, ``one-to-one``)."""
+    m = _NUMBER_WORD_RE.match(s)
+    if not m:
+        return None
+    tokens = [t for t in re.split(r"[\s-]+", m.group(0).lower()) if t]
+    while tokens and tokens[-1] in ("and", "a"):
+        tokens.pop()
+    if not tokens or tokens[0] == "and":
+        return None
+    consumed = re.match(r"^(?:[A-Za-z]+[\s-]+){%d}" % (len(tokens) - 1) + r"[A-Za-z]+", s)
+    rest = s[consumed.end():] if consumed else ""
+    if rest and not rest[:1].isspace():
+        return None  # "one-to-one", "fivefold"
+    total, current, prev = 0, 0, ""
+    for i, t in enumerate(tokens):
+        if t == "a":
+            if i + 1 >= len(tokens) or tokens[i + 1] not in _NUMBER_SCALES:
+                return None
+            current = 1
+        elif t == "and":
+            continue
+        elif t in _NUMBER_WORDS:
+            v = _NUMBER_WORDS[t]
+            if current % 100 and not (prev in _NUMBER_WORDS and _NUMBER_WORDS[prev] >= 20 and 0 < v < 10):
+                return None  # "five five", "twenty thirty": not one cardinal
+            current += v
+        elif t == "hundred":
+            current = max(current, 1) * 100
+        else:
+            total += max(current, 1) * _NUMBER_SCALES[t]
+            current = 0
+        prev = t
+    rest = rest.strip()
+    if rest and (len(rest.split()) > 2 or not re.fullmatch(r"[A-Za-z ]+\.?", rest) or _NOT_A_UNIT_RE.search(rest)):
+        return None
+    return str(total + current) + (" " + rest if rest else "")
 
 
 def _norm_key(raw: str) -> str:
     n = _normalise(raw[:MAX_ANSWER_CHARS])
-    return n.s + ("%" if n.pct else "")
+    return (n.s + ("%" if n.pct else "") + ("_" + n.base if n.base else "") + ("mod" + n.mod if n.mod else "")
+            + ("(%s)" % n.choice if n.choice else ""))
 
 
 # ======================================================================================
 # 4 (c)-(e). Relation chains, the typed parse, the comparison by type
 # ======================================================================================
 _LETTER_RE = re.compile(r"^\(?([A-E])\)?$")
-_LETTER_PRED_RE = re.compile(r"^\(?([A-E])\)(?:\S.*)?$|^([A-E])$")
+_LETTER_PRED_RE = re.compile(r"^[(\[]?([A-Ea-e])[)\]](?:\S.*)?$|^([A-Ea-e])$")
 _WORD_RE = re.compile(r"^[A-Za-z][A-Za-z' -]*[A-Za-z]$")
 #: Words that make a sentence around a text answer something else than that answer.
 _NOT_THE_ANSWER_RE = re.compile(r"\b(?:not|no|neither|nor|or|either|never|except|unless|and|but|maybe)\b", re.I)
@@ -799,6 +1181,10 @@ def _text_equal(p: _Norm, g: _Norm) -> bool:
     the gold right after a copula, once, and no negation or alternative in the sentence."""
     gw = [w.lower() for w in re.findall(r"[A-Za-z]+", g.s)]
     pw = [w.lower() for w in re.findall(r"[A-Za-z]+", p.s)]
+    if pw[1:] and pw[0] in _ARTICLES:  # "a circle" for "circle" (an article is no word of the answer)
+        pw = pw[1:]
+    if gw[1:] and gw[0] in _ARTICLES:
+        gw = gw[1:]
     if pw == gw:
         return True
     if not gw or len(pw) > 12 or _NOT_THE_ANSWER_RE.search(p.s):
@@ -811,6 +1197,7 @@ def _text_equal(p: _Norm, g: _Norm) -> bool:
 
 
 _COPULAS = frozenset({"is", "was", "are", "were", "be"})
+_ARTICLES = frozenset({"a", "an", "the"})
 
 
 def _values_equal(p: _Norm, g: _Norm, ctx) -> bool:
@@ -827,14 +1214,14 @@ def _values_equal(p: _Norm, g: _Norm, ctx) -> bool:
     if kind == "choice":  # "(B)", "\text{(B)}", "B" (MATH's AMC-style answers)
         mp = _LETTER_PRED_RE.match(p.s)
         letter = p.choice or (mp and (mp.group(1) or mp.group(2)))
-        return letter == _LETTER_RE.match(g.s).group(1)
+        return bool(letter) and letter.upper() == _LETTER_RE.match(g.s).group(1)
     if kind == "text" or (p.text and _WORD_RE.match(p.s)):
         return _text_equal(p, g)  # word answers compare as words, never as products of symbols
     if kind == "relation" or _item_kind(p) == "relation":
         pe, ge = _top_level_eq(p.s), _top_level_eq(g.s)
         if len(pe) == 2 and len(ge) == 2 and pe[0] == ge[0] and _ASSIGN_LHS_RE.match(pe[0]):
             return _values_equal(_Norm(pe[1], p.pct), _Norm(ge[1], g.pct), ctx)
-        return _equations_equal(p.s, g.s, ctx["deadline"])
+        return _equations_equal(p.s, g.s, ctx["deadline"], "normalised" in ctx["demands"])
     pi, gi = _INEQ_SPLIT_RE.split(p.s), _INEQ_SPLIT_RE.split(g.s)
     if len(pi) == 3 or len(gi) == 3:  # "s^2 \\leq 8r^2": the same relation, sides compared
         (a, op, b), (c, gop, d) = _oriented(pi), _oriented(gi)
@@ -926,6 +1313,8 @@ def _match(p: _Norm, g: _Norm, ctx) -> bool:
     """Step (e): compare two normalised answers by the type of their parse (step d)."""
     if p.same(g):
         return True
+    if "\\approx" in p.s and "\\approx" not in g.s and len(_split_top(p.s)) == 1:
+        return _approx_equal(p, g, ctx)
     if _item_kind(g) == "text":  # a word answer has no structure: "Friday" vs a sentence
         return _values_equal(p, g, ctx)
     ps, gs = _structure(p.s), _structure(g.s)
@@ -954,14 +1343,42 @@ def _match(p: _Norm, g: _Norm, ctx) -> bool:
         return False
     if gs.kind == "list":
         if ps.kind == "list":
-            return _items_equal(ps.items, gs.items, gs.ordered or ps.ordered, ctx)
+            return _items_equal(ps.items, gs.items, gs.ordered or ps.ordered or "ordered" in ctx["demands"], ctx)
         if ps.kind == "tuple" and not gs.ordered and ps.brackets == "()" and len(ps.items) > 2:
             return _items_equal(ps.items, gs.items, True, ctx)
         return False
     # gold scalar, prediction a list/tuple: several answers for one (hedging) unless equal
-    if ps.kind == "list" and len({_normalise(x).s for x in ps.items}) == 1:
+    if ps.kind == "list" and len({_norm_key(x) for x in ps.items}) == 1:
         return _match(_normalise(ps.items[0]), g, ctx)
     return False
+
+
+def _approx_equal(p: _Norm, g: _Norm, ctx) -> bool:
+    """Step (c) for an approximation: ``x \\approx 3.14`` states 3.14 (what a problem that asks
+    to round wants); ``\\frac{1}{3} \\approx 0.33`` states the exact 1/3 when its rounded value
+    agrees with it to the last digit written, rounded or truncated (a wrong rounding makes the
+    statement false)."""
+    sides = [x.strip() for x in p.s.split("\\approx")]
+    last = _Norm(sides[-1], p.pct, p.unit, False, p.base)
+    if last.s and _match(last, g, ctx):
+        return True
+    first = _Norm(sides[0], p.pct, p.unit, False, p.base)
+    approx = _exact_number(sides[-1])
+    if len(sides) != 2 or not first.s or not isinstance(approx, Fraction) or not _match(first, g, ctx):
+        return False
+    digits = sides[-1].partition(".")[2]
+    tol = Fraction(1, 10 ** len(digits))
+    gv = _exact_number(g.s)
+    if not isinstance(gv, Fraction):
+        e = _parse(g.s)
+        try:
+            gv = Fraction(str(_sympy.N(e, 30))) if isinstance(e, _sympy.Expr) and e.is_real else None
+        except Exception:
+            gv = None
+    if gv is None:
+        return False
+    # rounded (within half a unit of the last digit) or truncated toward zero
+    return abs(gv - approx) <= tol / 2 or (gv * approx >= 0 and 0 <= abs(gv) - abs(approx) < tol)
 
 
 def _piece_equal(p: _Struct, g: _Struct, ctx) -> bool:
@@ -979,9 +1396,11 @@ def _tuple_equal(p: _Struct, g: _Struct, ctx) -> bool:
     return _items_equal(p.items, g.items, True, ctx)
 
 
-def answers_match(pred: str, gold: str, deadline: Optional[float] = None) -> bool:
+def answers_match(pred: str, gold: str, deadline: Optional[float] = None, demands: frozenset = frozenset()) -> bool:
     """True when the extracted answer ``pred`` states the same value as ``gold`` (both
-    LaTeX fragments without ``\\boxed``): steps (a)-(e) of section 4."""
+    LaTeX fragments without ``\\boxed``): steps (a)-(e) of section 4. ``demands`` are the
+    question's required forms that change the comparison itself (:func:`question_demands`:
+    "ordered" lists, a "normalised" equation)."""
     if len(pred) > MAX_ANSWER_CHARS or len(gold) > MAX_ANSWER_CHARS:
         return pred.strip() == gold.strip()  # too long to normalise or compare: verbatim only
     if deadline is None:
@@ -991,7 +1410,7 @@ def answers_match(pred: str, gold: str, deadline: Optional[float] = None) -> boo
         return True
     if not pn.s or not gn.s:
         return False
-    return _match(pn, gn, {"deadline": deadline})
+    return _match(pn, gn, {"deadline": deadline, "demands": demands})
 
 
 # ======================================================================================
@@ -1307,7 +1726,10 @@ _SLASH_RE = re.compile(r"^([-+]?)(\d+(?:\.\d+)?)/(\d+(?:\.\d+)?)$")
 _MIXED_RE = re.compile(r"^([-+]?)(\d+)\\frac\{(\d+)\}\{(\d+)\}$")
 _SCI_RE = re.compile(r"^([-+]?\d*\.?\d+)(?:\\times|\\cdot|\*|x)10\^\{?([-+]?\d+)\}?$")
 _E_RE = re.compile(r"^([-+]?\d*\.?\d+)[eE]([-+]?\d+)$")
-_REPEAT_RE = re.compile(r"^([-+]?)(\d*)\.(\d*)\\(?:overline|bar|dot)\{?(\d+)\}?$")
+#: 0.\\overline{36}, 0.1\\bar{6}, 0.(142857) (period in parentheses), a trailing \\ldots allowed.
+_REPEAT_RE = re.compile(r"^([-+]?)(\d*)\.(\d*)(?:\\(?:overline|bar|dot)\{?(\d+)\}?|\((\d+)\))(?:\\ldots)?$")
+#: Dot notation over the first and last digit of the period: 0.\\dot{1}4285\\dot{7}.
+_DOT_PAIR_RE = re.compile(r"^([-+]?)(\d*)\.(\d*)\\dot\{?(\d)\}?(\d*)\\dot\{?(\d)\}?$")
 _ELLIPSIS_RE = re.compile(r"^([-+]?)(\d*)\.(\d+)(?:\\ldots|\.\.\.)$")
 _TOWER_RE = re.compile(r"^[-+]?\d+(?:\^\{?[-+]?\d+\}?)+$|^[-+]?\d+\^(?:\{\d+\^)+\{?\d+\}?\}+$")
 
@@ -1410,10 +1832,14 @@ def _exact_number(s: str):
         if abs(e) > 1000:
             return None
         return Fraction(m.group(1)) * Fraction(10) ** e
-    m = _REPEAT_RE.match(s)
+    m = _REPEAT_RE.match(s) if "." in s else None
     if m:
-        sign, whole, pre, rep = m.groups()
-        return (-1 if sign == "-" else 1) * _repeating(whole, pre, rep)
+        sign, whole, pre, rep, rep2 = m.groups()
+        return (-1 if sign == "-" else 1) * _repeating(whole, pre, rep or rep2)
+    m = _DOT_PAIR_RE.match(s) if "\\dot" in s else None
+    if m:
+        sign, whole, pre, first, mid, last = m.groups()
+        return (-1 if sign == "-" else 1) * _repeating(whole, pre, first + mid + last)
     m = _ELLIPSIS_RE.match(s)
     if m:
         sign, whole, digits = m.groups()
@@ -1696,9 +2122,11 @@ def _cas_equal(p: str, g: str, deadline: float) -> bool:
         return False
 
 
-def _equations_equal(p: str, g: str, deadline: float) -> bool:
+def _equations_equal(p: str, g: str, deadline: float, same_scale: bool = False) -> bool:
     """Two equations describe the same relation: (lhs - rhs) proportional by a nonzero
-    constant at every sample point (``2x+4y-3=0`` == ``y = -x/2 + 3/4``)."""
+    constant at every sample point (``2x+4y-3=0`` == ``y = -x/2 + 3/4``). With ``same_scale``
+    (the question fixes the normalisation, e.g. "A > 0 and gcd(|A|,|B|,|C|,|D|) = 1") the
+    constant must be 1: ``-2x - 4y + 6z - 2 = 0`` is not ``x + 2y - 3z + 1 = 0``."""
     pp, gp = _top_level_eq(p), _top_level_eq(g)
     if len(pp) != 2 or len(gp) != 2:
         return False
@@ -1729,7 +2157,10 @@ def _equations_equal(p: str, g: str, deadline: float) -> bool:
         elif abs(q - ratio) > 1e-12 * abs(ratio):
             return False
         n += 1
-    return n >= 2
+    if not same_scale or n < 2 or abs(ratio - 1) < 1e-12:
+        return n >= 2
+    # sides swapped ("0 = x + 2y - 3z + 1"): the same normalised equation, read right to left
+    return abs(ratio + 1) < 1e-12 and not parts[0].free_symbols and bool(parts[2].free_symbols)
 
 # ======================================================================================
 # 5. Bounded time: the hard guard (main thread only)
@@ -1907,11 +2338,21 @@ def _judge(text: str, gold: str, question: Optional[str] = None) -> Tuple[bool, 
         return False, pred
     answer = pred if len(distinct) > 1 else distinct[0]
     deadline = time.monotonic() + CAS_BUDGET_S
+    demands = question_demands(question)
     try:
-        ok = answers_match(answer, gold, deadline)
+        if len(distinct) > 1 and _item_kind(_normalise(gold[:MAX_ANSWER_CHARS])) in ("text", "choice"):
+            # several boxes for one word or letter: each must state it (a sentence around a
+            # word would otherwise swallow the other boxes)
+            ok = all(answers_match(a, gold, deadline, demands) for a in distinct)
+            return ok and not _restates_task(answer, gold, text, question), pred
+        ok = answers_match(answer, gold, deadline, demands)
+        if not ok and question and len(answer) <= MAX_ANSWER_CHARS:
+            options = question_options(question)
+            ok = bool(options) and _option_equal(answer, gold, options, deadline)
     except _Rejected:
         ok = False
-    if ok and len(answer) <= MAX_ANSWER_CHARS and _restates_task(answer, gold, text, question):
+    if ok and len(answer) <= MAX_ANSWER_CHARS and (_restates_task(answer, gold, text, question)
+                                                   or _form_violation(answer, gold, demands)):
         ok = False
     return ok, pred
 

@@ -14,13 +14,20 @@ Pipeline, in the order data flows through this file:
    pattern rules (first match wins; see its docstring).
 3. Rewrites. ``KEEP`` rewrites keep the answer's meaning the way models really write answers
    (LaTeX spacing, ``\\left``/``\\right``, ``\\dfrac``/``\\tfrac``/``a/b``, unicode, text
-   wrappers and labels, units spelled both ways, reordered unordered lists, exact decimals,
-   column vector vs tuple, ``pmatrix``/``bmatrix``, ...); ``CHANGE`` rewrites change it
-   (perturbed numbers, flipped signs, reordered tuples, swapped interval brackets, dropped or
-   added elements, rounded non-terminating values, the wrong base, ...). Each rewrite is a
+   wrappers and labels, units spelled both ways and in any wrapper, reordered unordered lists,
+   exact and repeating decimals, column vector vs tuple, ``pmatrix``/``bmatrix``, number words,
+   articles, relation prefixes, base subscripts in any brace style, option letters and option
+   values, ...); ``CHANGE`` rewrites change it (perturbed numbers, flipped signs, reordered
+   tuples, swapped interval brackets, dropped or added elements, rounded non-terminating values,
+   the wrong base, a residue that is not the remainder, another option, ...). Each rewrite is a
    small function that returns None where it does not apply. A meaning-changing rewrite of a
    number-like answer is dropped when exact arithmetic (``fractions``) or, failing that,
-   latex2sympy2_extended at a random point says the value did not change.
+   latex2sympy2_extended at a random point says the value did not change; the POLICY_KINDS
+   rewrites keep the value on purpose (the problem's own task expression, a list reversed
+   against "in increasing order", an unreduced common fraction, an unrationalised denominator,
+   a huge exact expression) and are labelled "not" by the reward's written policy
+   (docs/reward_policy.md). A meaning-keeping rewrite that writes the problem's own task
+   expression is dropped (by that policy it is an echo, not an answer).
 4. Cases. Per ground truth, ``--per-truth`` rewrites are drawn (half keeping, half changing
    meaning) and each is put in a response layout: the recipe's contract
    (``<think>`` numbered steps ``</think>`` ``<answer>`` box ``</answer>``), plain MATH style
@@ -30,7 +37,8 @@ Pipeline, in the order data flows through this file:
    (equivalent) and one ending on a wrong box (not). The reasoning is the start of the real
    MATH solution with its boxes removed. Labels come from the construction only. Everything is
    drawn from ``random.Random(f"{seed}:{gt}")``, so a ground truth's cases do not depend on
-   --limit or on the other ground truths.
+   --limit or on the other ground truths. Every case carries its problem as ``question``, which
+   the scorer receives as ``extra_info["question"]`` (as verl passes prepare_math.py's rows).
 5. Scoring. ``new_math_reward.compute_score`` (its ``acc``) and math-verify alone
    (``verify(parse("\\boxed{gt}"), parse(response))``), the scorers of
    ``benchmarks/bench_reward.py``, each through ``../shared/tools/verifier_bench.py``'s worker:
@@ -41,7 +49,11 @@ Pipeline, in the order data flows through this file:
    timeouts, the slowest case, and the reward's most common failure patterns, as markdown;
    ``--markdown FILE`` also writes it (atomically), ``--cases-out FILE`` dumps the cases in
    verifier_bench's jsonl layout (id, category = form, response, ground_truth, label,
-   rationale, source) so ``verifier_bench.py --bench FILE`` can score any other reward.
+   rationale, source, question) so ``verifier_bench.py --bench FILE`` can score any other reward.
+7. Audit of the rules that read the question (``question_audit``, skipped with --no-audit or
+   --limit): new_math_reward in this process, each answer with and without its problem as the
+   question, over the bench's cases and over every row of the shipped train and test splits
+   (the gold as written, and up to two meaning-keeping rewrites per row).
 
 Limits: the rewrites and the rules of a reward are written by the same kind of people with the
 same ideas, so a reward tuned on this bench will agree with it; it does not replace blind,
@@ -55,6 +67,7 @@ import functools
 import importlib.util
 import json
 import math
+import os
 import platform
 import random
 import re
@@ -70,7 +83,7 @@ from types import SimpleNamespace
 from typing import Callable, Optional
 
 from benchmarks import bench_reward
-from script_utils import ArgumentParser, positive_int, write_text_atomic
+from script_utils import ArgumentParser, cpu_description, positive_int, write_text_atomic
 
 HERE = Path(__file__).resolve()
 REPO = HERE.parents[1]
@@ -790,7 +803,7 @@ def k_unit(t, rng):
     if m:
         word = "percent" if "%" in m.group(2) else "degrees"
         return rng.choice([m.group(1), f"{m.group(1)} \\text{{ {word}}}"])
-    m = re.fullmatch(r"(.+?)\s*" + _TEXT_CMD + r"\{\s*([A-Za-z ]+?)\s*\}(\^\d)?", s)
+    m = re.fullmatch(r"(.+?)(?:\s|\\[ ,;:]|~)*" + _TEXT_CMD + r"\{\s*([A-Za-z ]+?)\s*\}(\^\d)?", s)
     if m and re.search(r"\d", m.group(1)):
         word, power = m.group(2), m.group(3) or ""
         other = {"degrees": "^\\circ", "degree": "^\\circ", "percent": "\\%", "dollars": "\\$"}.get(word)
@@ -806,11 +819,183 @@ def k_unit(t, rng):
 
 @keep
 def k_base_subscript(t, rng):
-    """A base-n answer with a braced subscript, or without it (MATH's convention)."""
+    """A base-n answer with its subscript in another brace style (_2, _{2}, _{(2)}, (digits)_2),
+    or without it (MATH's convention)."""
     m = _BASE_RE.fullmatch(_squash(t.gt))
     if t.form != "base-n" or not m:
         return None
-    return rng.choice([f"{m.group(1)}_{{{m.group(2)}}}", m.group(1)])
+    d, b = m.group(1), m.group(2)
+    styles = [f"{d}_{{{b}}}", f"{d}_{b}" if len(b) == 1 else f"{d}_{{{b}}}", f"{d}_{{({b})}}", f"({d})_{{{b}}}", d]
+    return rng.choice([x for x in styles if x != t.gt.strip()])
+
+
+_ONES = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+         "seventeen eighteen nineteen").split()
+_TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
+
+
+def number_words(n: int) -> str:
+    """An integer 0..999,999 in English words ("twenty-one", "three hundred five")."""
+    if n < 20:
+        return _ONES[n]
+    if n < 100:
+        return _TENS[n // 10 - 2] + ("-" + _ONES[n % 10] if n % 10 else "")
+    if n < 1000:
+        return _ONES[n // 100] + " hundred" + (" " + number_words(n % 100) if n % 100 else "")
+    return number_words(n // 1000) + " thousand" + (" " + number_words(n % 1000) if n % 1000 else "")
+
+
+_HOW_MANY_RE = re.compile(r"\bhow many ([a-z]{3,})\b", re.I)
+
+
+@keep
+def k_number_words(t, rng):
+    """A non-negative integer as a cardinal in words, with or without the counted noun of a
+    "how many X" problem ("five digits"), sometimes in \\text{}."""
+    q = exact_value(t.gt)
+    if t.form != "integer" or q is None or q.denominator != 1 or not 0 <= q < 10 ** 6:
+        return None
+    words = number_words(int(q))
+    m = _HOW_MANY_RE.search(t.problem)
+    if m and m.group(1).lower() not in ("of", "different", "more", "times", "ways", "positive", "integers"):
+        words = rng.choice([words, f"{words} {m.group(1).lower()}"])
+    return rng.choice([words, f"\\text{{{words}}}"])
+
+
+_ARTICLE_SKIP = {"yes", "no", "odd", "even", "neither", "none", "true", "false"} | {d.lower() for d in
+                                                                                       ("Monday", "Tuesday", "Wednesday",
+                                                                                        "Thursday", "Friday", "Saturday",
+                                                                                        "Sunday")}
+
+
+@keep
+def k_article(t, rng):
+    """A one-word text answer with an article in front ("\\text{a circle}" for circle)."""
+    m = re.fullmatch(r"\s*(?:" + _TEXT_CMD + r"\{\s*([A-Za-z]{2,})\s*\}|([A-Za-z]{2,}))\s*", t.gt)
+    if t.form != "text" or not m:
+        return None
+    word = m.group(1) or m.group(2)
+    if word.lower() in _ARTICLE_SKIP:
+        return None
+    art = rng.choice(["an" if word[0].lower() in "aeiou" else "a", "the"])
+    return rng.choice([f"\\text{{{art} {word}}}", f"{art} {word}"])
+
+
+_MODULUS_RE = re.compile(r"(?:divided by|modulo|mod)\s*\$?\s*(\d{1,6})\b", re.I)
+_ROUND_RE = re.compile(r"\bnearest\b|\bround|\bdecimal\b", re.I)
+
+
+@keep
+def k_relation_prefix(t, rng):
+    """A relation before the answer whose right side is the answer: ``x \\in`` an interval,
+    ``\\approx`` a value the problem asks to round, ``\\equiv r \\pmod{m}`` a remainder,
+    ``r = 3 \\text{ units}`` a named quantity with a unit word."""
+    s = t.gt.strip()
+    if t.form == "interval":
+        var = rng.choice(["x", "t", "\\lambda", "k"])
+        return f"{var} \\in {s}"
+    if t.form == "decimal" and _ROUND_RE.search(t.problem):
+        return rng.choice([f"\\approx {s}", f"{t.variable or 'x'} \\approx {s}"])
+    m = _MODULUS_RE.search(t.problem)
+    q = exact_value(t.gt)
+    if t.form == "integer" and m and re.search(r"remainder", t.problem, re.I) and q is not None \
+            and 0 <= q < int(m.group(1)):
+        mod = m.group(1)
+        return rng.choice([f"\\equiv {s} \\pmod{{{mod}}}", f"x \\equiv {s} \\pmod{{{mod}}}", f"{s} \\pmod{{{mod}}}"])
+    if t.form in ("integer", "decimal") and re.search(r"\bunits?\b", t.problem):
+        return f"{t.variable or rng.choice(['r', 'x', 'h'])} = {s} \\text{{ units}}"
+    return None
+
+
+@keep
+def k_unit_wrapper(t, rng):
+    """A unit abbreviation the problem names, in another wrapper (``\\mathrm{in}``, ``\\ \\text{cm}``,
+    ``\\,\\mbox{ft}``)."""
+    if t.form not in ("integer", "decimal", "fraction") or not t.unit or t.unit[0].startswith(("\\", "^")):
+        return None
+    if re.search(r"\b(square|cubic)\s+" + t.unit[1], t.problem, re.I):
+        return None
+    abbr = t.unit[0]
+    return rng.choice([f"{t.gt.strip()}\\ \\mathrm{{{abbr}}}", f"{t.gt.strip()}\\,\\mathrm{{{abbr}}}",
+                       f"{t.gt.strip()}\\ \\text{{{abbr}}}", f"{t.gt.strip()}~\\mbox{{{abbr}}}"])
+
+
+_LETTER_GT_RE = re.compile(r"\s*(?:" + _TEXT_CMD + r"\{\s*\(?([A-E])\)?\s*\}|\(?([A-E])\)?)\s*")
+_OPT_RE = re.compile(r"(?:\\(?:textbf|text|mathrm)\s*\{\s*)?\(([A-E])\)\s*\}?")
+
+
+def question_options(problem: str) -> dict:
+    """letter -> value text of a problem that lists options (A)..(E) in order (at least 3)."""
+    labels = [m for m in _OPT_RE.finditer(problem)]
+    run = []
+    for m in labels:
+        if len(run) < 5 and m.group(1) == "ABCDE"[len(run)]:
+            run.append(m)
+    if len(run) < 3:
+        return {}
+    out = {}
+    for i, m in enumerate(run):
+        chunk = problem[m.end():run[i + 1].start() if i + 1 < len(run) else len(problem)]
+        if i + 1 == len(run):
+            chunk = re.split(r"\$|\n", chunk.lstrip("$ "), maxsplit=1)[0]
+        v = re.sub(r"\\q?quad|\\\\|\$|\\[ ,;!]|~", " ", chunk).strip().rstrip(".,;")
+        if v:
+            out[m.group(1)] = v
+    return out
+
+
+@keep
+def k_choice_letter(t, rng):
+    """An option letter in another case or bracket: (e), \\text{(e)}, e, [E], E), \\textbf{(E)}."""
+    m = _LETTER_GT_RE.fullmatch(t.gt)
+    if t.form != "text" or not m:
+        return None
+    L = m.group(1) or m.group(2)
+    forms = [f"({L.lower()})", f"\\text{{({L.lower()})}}", L.lower(), f"[{L}]", f"{L})", f"\\textbf{{({L})}}",
+             f"\\text{{Option {L}}}"]
+    return rng.choice([x for x in forms if x != t.gt.strip()])
+
+
+@keep
+def k_option_value(t, rng):
+    """The chosen option's value instead of its letter, where the problem lists the options."""
+    m = _LETTER_GT_RE.fullmatch(t.gt)
+    if t.form != "text" or not m:
+        return None
+    opts = question_options(t.problem)
+    value = opts.get(m.group(1) or m.group(2))
+    if not value or sum(_squash(v) == _squash(value) for v in opts.values()) > 1:
+        return None
+    return value
+
+
+def repeating_decimal(q: Fraction, style: str = "overline") -> Optional[str]:
+    """The exact repeating decimal of a non-terminating fraction (period up to 120 digits):
+    0.\\overline{142857}, or with the period in parentheses 0.(142857)."""
+    sign, q = ("-" if q < 0 else ""), abs(q)
+    whole, rem = divmod(q.numerator, q.denominator)
+    digits, seen = [], {}
+    while rem and rem not in seen and len(digits) < 200:
+        seen[rem] = len(digits)
+        rem *= 10
+        digits.append(str(rem // q.denominator))
+        rem %= q.denominator
+    if not rem or rem not in seen or len(digits) - seen[rem] > 120:
+        return None
+    start = seen[rem]
+    pre, period = "".join(digits[:start]), "".join(digits[start:])
+    body = f"\\overline{{{period}}}" if style == "overline" else f"({period})"
+    return f"{sign}{whole}.{pre}{body}"
+
+
+@keep
+def k_repeating(t, rng):
+    """A non-terminating fraction as its exact repeating decimal, long periods included
+    (1/17 -> 0.\\overline{0588235294117647}); sometimes the period in parentheses."""
+    q = exact_value(t.gt)
+    if t.form != "fraction" or q is None or terminating(q):
+        return None
+    return repeating_decimal(q, rng.choice(["overline", "overline", "paren"]))
 
 
 # ---- meaning-changing ------------------------------------------------------------------
@@ -929,8 +1114,8 @@ def c_round(t, rng):
         v = float(q)
     else:
         v = numeric_value(t.gt)
-        if v is None or isinstance(v, complex) or not math.isfinite(v):
-            return None
+        if v is None or isinstance(v, complex) or not math.isfinite(v) or abs(v - round(v)) < 1e-9:
+            return None  # an integer value (5^{12}) has an exact decimal: no rounding
     return f"{v:.{rng.choice([2, 3, 4])}f}"
 
 
@@ -1109,6 +1294,127 @@ def c_wrong_base(t, rng):
     return f"{digits[:k]}{new}{digits[k + 1:]}_{{{base}}}" if rng.random() < 0.5 else f"{digits[:k]}{new}{digits[k + 1:]}"
 
 
+@change
+def c_words_perturb(t, rng):
+    """A non-negative integer in words, perturbed (five -> six)."""
+    q = exact_value(t.gt)
+    if t.form != "integer" or q is None or q.denominator != 1 or not 0 <= q < 10 ** 6:
+        return None
+    n = int(q)
+    return number_words(rng.choice([n + 1, n + 2, n + 10] + ([n - 1] if n > 0 else [])))
+
+
+@change
+def c_wrong_residue(t, rng):
+    """A remainder stated as a congruence with a residue that is not the remainder (r + m)."""
+    m = _MODULUS_RE.search(t.problem)
+    q = exact_value(t.gt)
+    if t.form != "integer" or not m or q is None or not re.search(r"remainder", t.problem, re.I) \
+            or not 0 <= q < int(m.group(1)):
+        return None
+    mod = int(m.group(1))
+    return rng.choice([f"\\equiv {int(q) + mod} \\pmod{{{mod}}}", f"x \\equiv {int(q) + mod} \\pmod{{{mod}}}"])
+
+
+@change
+def c_other_option(t, rng):
+    """Another option's value, or another letter in lower case, where the problem lists options."""
+    m = _LETTER_GT_RE.fullmatch(t.gt)
+    if t.form != "text" or not m:
+        return None
+    L = m.group(1) or m.group(2)
+    opts = question_options(t.problem)
+    others = [v for k, v in sorted(opts.items()) if k != L and _squash(v) != _squash(opts.get(L, ""))]
+    if others and rng.random() < 0.7:
+        return rng.choice(others)
+    return f"({rng.choice([x for x in 'abcde' if x != L.lower()])})"
+
+
+# ---- policy rewrites: the right value in a form the task or the policy rules out ---------
+_TASK_SENTENCE_RE = re.compile(r"(?:^|[.?!]\s+)(?:Compute|Evaluate|Simplify|Expand|Factor|What is|Find|Calculate|"
+                               r"Express|Write|Convert|Rewrite)\b[^.?!$]{0,40}\$([^$]{1,200})\$")
+
+
+def task_expressions(problem: str) -> set:
+    """The squashed math spans a problem asks to compute, evaluate, simplify, expand, factor,
+    express or convert (its first span after the verb): a response that boxes one echoes the task."""
+    return {_squash(m.group(1).strip().rstrip(".,?")) for m in _TASK_SENTENCE_RE.finditer(problem)}
+_ORDER_WORDS_RE = re.compile(r"increasing order|decreasing order|least to greatest|greatest to least|"
+                             r"smallest to largest|largest to smallest", re.I)
+
+
+@change
+def c_echo(t, rng):
+    """The expression the problem asks to compute/evaluate/simplify/expand/factor, boxed as
+    the answer (prompt echo: not paid by the policy whatever its value)."""
+    m = _TASK_SENTENCE_RE.search(t.problem)
+    if not m or t.form in ("text", "matrix"):
+        return None
+    expr = m.group(1).strip().rstrip(".,?")
+    if "=" in expr or "\\in" in expr or "\\text" in expr or re.search(r"[<>]|\\[lg]eq|\\le |\\ge ", expr):
+        return None
+    if _squash(expr) == _squash(t.gt) or not re.search(r"[\d\\+\-^]", expr) or len(expr) < 3:
+        return None
+    return expr
+
+
+@change
+def c_reverse_order(t, rng):
+    """A list the problem asks for in increasing/decreasing order, reversed."""
+    e = _elements(t)
+    if not e or t.form != "set" or not _ORDER_WORDS_RE.search(t.problem) or "\\text" in t.gt:
+        return None
+    o, items, c = e
+    if len({_norm_item(x) for x in items}) < 2:
+        return None
+    return _join(o, items[::-1], c)
+
+
+@change
+def c_unreduced(t, rng):
+    """A fraction the problem asks for as a common fraction or in lowest terms, not reduced (3/4 -> 6/8)."""
+    q = exact_value(t.gt)
+    if t.form != "fraction" or q is None or q.denominator == 1 or \
+            not re.search(r"common fraction|lowest terms|simplest form", t.problem, re.I):
+        return None
+    k = rng.choice([2, 3, 5])
+    return (f"-\\frac{{{-q.numerator * k}}}{{{q.denominator * k}}}" if q < 0 else
+            f"\\frac{{{q.numerator * k}}}{{{q.denominator * k}}}")
+
+
+@change
+def c_unrationalized(t, rng):
+    """A rationalised \\frac{a\\sqrt{b}}{c} written back with the radical in the denominator
+    (\\frac{ab}{c\\sqrt{b}}), where the problem asks to rationalise or for simplest radical form."""
+    m = re.fullmatch(r"\s*(-?)\\[dt]?frac\{(\d*)\\sqrt\{(\d+)\}\}\{(\d+)\}\s*", t.gt)
+    if not m or not re.search(r"rationali|simplest radical form", t.problem, re.I):
+        return None
+    a, b, c = int(m.group(2) or 1), int(m.group(3)), int(m.group(4))
+    return f"{m.group(1)}\\frac{{{a * b}}}{{{'' if c == 1 else c}\\sqrt{{{b}}}}}"
+
+
+@change
+def c_huge_equal(t, rng):
+    """An integer or fraction as a huge exact expression equal to it (n - n + g with n =
+    2^{2^{30}}, a huge power over itself, a telescoping product): refused by the bounded-time
+    policy whatever its value."""
+    q = exact_value(t.gt)
+    if t.form not in ("integer", "fraction") or q is None or rng.random() < 0.75:
+        return None  # a quarter of the eligible truths: math-verify spends its timeout on each
+    g = t.gt.strip()
+    k = rng.randrange(20, 40)
+    if q.denominator == 1 and q > 1 and q < 10 ** 6 and rng.random() < 0.34:
+        return f"\\prod_{{k=1}}^{{{int(q) - 1}}} \\frac{{k+1}}{{k}}"
+    return rng.choice([f"2^{{2^{{{k}}}}} - 2^{{2^{{{k}}}}} + {g}" if not g.startswith("-") else
+                       f"2^{{2^{{{k}}}}} - 2^{{2^{{{k}}}}} {g}",
+                       f"\\frac{{7^{{7^{{{k}}}}} \\cdot ({g})}}{{7^{{7^{{{k}}}}}}}"])
+
+
+#: Rewrites whose answer keeps the gold's value but that the reward's policy (docs/reward_policy.md)
+#: does not pay; labelled "not" by that policy, exempt from the value-change guard.
+POLICY_KINDS = ("echo", "reverse_order", "unreduced", "unrationalized", "huge_equal")
+
+
 # ---- label guard -----------------------------------------------------------------------
 class _Deadline(Exception):
     pass
@@ -1256,6 +1562,10 @@ def render(layout: str, sents: list[str], right: str, wrong: Optional[str], othe
     raise ValueError(layout)
 
 
+#: Meaning-keeping rewrites dropped because they write the problem's own task expression.
+ECHO_KEEPS_DROPPED = [0]
+
+
 def _candidates(t: Truth, table: "OrderedDict[str, Rewrite]", rng: random.Random, guard: bool,
                 need: int) -> list[tuple[str, str]]:
     """(kind, answer) for up to ``need`` rewrites of ``table`` that apply to t, in a seeded order."""
@@ -1271,7 +1581,11 @@ def _candidates(t: Truth, table: "OrderedDict[str, Rewrite]", rng: random.Random
             continue
         if kind != "identity" and ans.strip() == t.gt.strip() and table is KEEP:
             continue
-        if guard and not changes_value(t, ans, kind):
+        if table is KEEP and kind != "identity" and _squash(ans) in t.extras.setdefault(
+                "tasks", task_expressions(t.problem)):
+            ECHO_KEEPS_DROPPED[0] += 1
+            continue  # the right value written as the problem's own expression: an echo (policy)
+        if guard and kind not in POLICY_KINDS and not changes_value(t, ans, kind):
             continue
         out.append((kind, ans))
         if len(out) >= need:
@@ -1308,6 +1622,7 @@ def cases_for(t: Truth, per_truth: int, seed: int) -> list[dict]:
         resp = render(layout, sents, ans if layout in SINGLE else right, wrong, other, rng)
         shown = ans if layout in SINGLE else f"right {right!r}, wrong {wrong!r}"
         cases.append(dict(form=t.form, kind=kind, right_kind=right_kind, layout=layout, response=resp, ground_truth=t.gt,
+                          question=t.problem,
                           label=case_label, rationale=f"{kind} ({'keeps' if label == 'equivalent' else 'changes'} "
                           f"meaning) in layout {layout}: {shown}", source=t.source, answer=ans))
     return cases
@@ -1334,7 +1649,7 @@ def build_cases(truths: list[Truth], per_truth: int, seed: int, limit: Optional[
 def write_cases(cases: list[dict], path: Path) -> None:
     """verifier_bench's jsonl layout; the form is the category."""
     rows = [dict(id=c["id"], category=c["form"], response=c["response"], ground_truth=c["ground_truth"],
-                 label=c["label"], rationale=c["rationale"], source=c["source"]) for c in cases]
+                 label=c["label"], rationale=c["rationale"], source=c["source"], question=c["question"]) for c in cases]
     write_text_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
 
 
@@ -1357,7 +1672,8 @@ def score_cases(cases: list[dict], func: str, timeout: float, cpu: Optional[int]
         worker = verifier_bench.Worker(args)
         try:
             for c in cases:
-                status, payload, dt = worker.run(c["response"], c["ground_truth"], timeout)
+                status, payload, dt = worker.run(c["response"], c["ground_truth"], timeout,
+                                                 {"question": c["question"]} if c.get("question") else None)
                 val = verifier_bench.to_value(payload, "auto") if status == "ok" else None
                 try:
                     judged = val is not None and float(val) > 0.0
@@ -1367,6 +1683,72 @@ def score_cases(cases: list[dict], func: str, timeout: float, cpu: Optional[int]
         finally:
             worker.close()
     return out
+
+
+def load_rows(data_dir: Path = DATA_DIR) -> list[tuple[str, str]]:
+    """(problem, ground truth) of every row of the shipped train and test splits."""
+    import prepare_math
+
+    rows = []
+    for split in ("train", "test"):
+        for label, cols in prepare_math.load_split(split, data_dir, False):
+            gts = prepare_math.ground_truths(cols["solution"], label, desc=f"{split} answers")
+            rows += [(cols["problem"][i], gt) for i, gt in enumerate(gts) if gt]
+    return rows
+
+
+def question_audit(cases: list[dict], rows: list[tuple[str, str]], seed: int) -> dict:
+    """What the rules that read ``extra_info["question"]`` (prompt echo, required forms) cost,
+    measured in this process with new_math_reward: each answer scored with and without its
+    problem as the question.
+
+    * metamorphic cases: right answers refused only because of the question (FN cost), echoed
+      or ruled-out forms the question catches (FP saved), and policy cases still paid (FP left);
+    * the shipped data: every MATH train/test gold, boxed as written in the contract layout
+      (an answer equal to the gold must never be refused), and up to two meaning-keeping
+      rewrites per row (the same seeded draw as the bench).
+
+    A refusal with the question is counted once it repeats: the CAS soft deadline is wall
+    time, and a loaded machine can miss it once."""
+    import new_math_reward as R
+
+    def paid(resp, gt, q):
+        return R.compute_score(DATA_SOURCE, resp, gt, {"question": q} if q else None)["acc"] == 1.0
+
+    out = Counter()
+    refused_kinds = Counter()
+    t0 = time.perf_counter()
+    for c in cases:
+        with_q, without_q = paid(c["response"], c["ground_truth"], c["question"]), paid(c["response"], c["ground_truth"], None)
+        if without_q and not with_q:  # once more: a CAS soft deadline missed on a loaded machine is no rule
+            with_q = paid(c["response"], c["ground_truth"], c["question"])
+        if c["label"] == "equivalent":
+            out["meta_pos"] += 1
+            if without_q and not with_q:
+                out["meta_fn"] += 1
+                refused_kinds[c["kind"]] += 1
+        elif c["kind"] in POLICY_KINDS and c["layout"] in SINGLE:
+            out["meta_policy"] += 1
+            out["meta_fp_saved"] += without_q and not with_q
+            out["meta_fp_left"] += with_q
+    for k, (problem, gt) in enumerate(rows):
+        resp = f"<think>\nStep 1: Work it out.\n</think>\n<answer>\n\\boxed{{{gt}}}\n</answer>"
+        out["gold_rows"] += 1
+        if not paid(resp, gt, problem) and not paid(resp, gt, problem):
+            out["gold_refused"] += 1
+            out["gold_refused_no_q"] += not paid(resp, gt, None)
+        t = annotate(Truth(gt=gt, problem=problem, solution="", source=""))
+        rng = random.Random(f"{seed}:audit:{k}")
+        for kind, ans in _candidates(t, KEEP, rng, guard=False, need=3):
+            if kind == "identity":
+                continue
+            resp = f"<think>\nStep 1: Work it out.\n</think>\n<answer>\n\\boxed{{{ans}}}\n</answer>"
+            out["rewrites"] += 1
+            if paid(resp, gt, None) and not paid(resp, gt, problem) and not paid(resp, gt, problem):
+                out["rewrite_refused"] += 1
+                refused_kinds["shipped:" + kind] += 1
+    out["seconds"] = round(time.perf_counter() - t0)
+    return {"counts": dict(out), "kinds": dict(refused_kinds)}
 
 
 # =======================================================================================
@@ -1435,7 +1817,27 @@ def failure_patterns(cases, res, top: int = 20) -> list[str]:
     return lines
 
 
-def report(cases, results, args, n_truths: int, form_counts: Counter, gen_s: float) -> str:
+def audit_lines(audit: dict) -> list[str]:
+    c, kinds = audit["counts"], audit["kinds"]
+    kind_text = ", ".join(f"{k} {n}" for k, n in sorted(kinds.items(), key=lambda x: -x[1])) or "none"
+    return [
+        "Rules that read the question (prompt echo, required forms), new_math_reward scored in-process with and "
+        f"without `extra_info[\"question\"]` ({c.get('seconds', 0)} s):", "",
+        "| measured on | cases | refused only with the question | paid with the question |",
+        "|---|---|---|---|",
+        f"| metamorphic, meaning-keeping cases (FN cost) | {c.get('meta_pos', 0)} | {c.get('meta_fn', 0)} | – |",
+        f"| metamorphic, policy cases in one box ({', '.join(POLICY_KINDS)}; FP) | {c.get('meta_policy', 0)} | "
+        f"{c.get('meta_fp_saved', 0)} | {c.get('meta_fp_left', 0)} |",
+        f"| shipped MATH train+test golds, boxed as written | {c.get('gold_rows', 0)} | "
+        f"{c.get('gold_refused', 0) - c.get('gold_refused_no_q', 0)} | – |",
+        f"| shipped rows, up to 2 meaning-keeping rewrites each (FN cost) | {c.get('rewrites', 0)} | "
+        f"{c.get('rewrite_refused', 0)} | – |",
+        "", f"Refused only with the question, by rewrite kind: {kind_text}. Meaning-keeping rewrites that "
+        f"wrote the problem's own task expression were dropped as echoes before labelling ({ECHO_KEEPS_DROPPED[0]} "
+        "while building the bench and the audit)."]
+
+
+def report(cases, results, args, n_truths: int, form_counts: Counter, gen_s: float, audit: Optional[dict] = None) -> str:
     names = list(results)
     pos = sum(c["label"] == "equivalent" for c in cases)
     lines = [f"Metamorphic bench: {len(cases)} cases ({pos} equivalent / {len(cases) - pos} not) from "
@@ -1463,9 +1865,12 @@ def report(cases, results, args, n_truths: int, form_counts: Counter, gen_s: flo
     lines += ["", f"Most common misjudgements of {names[0]} (form, rewrite kind, layout; FP = paid a wrong answer, "
               "FN = refused a right one; a self-correction is counted under the rewrite of its final, right box):", ""]
     lines += failure_patterns(cases, results[names[0]])
+    if audit:
+        lines += [""] + audit_lines(audit)
     from importlib.metadata import version
     vers = ", ".join(f"{p} {version(p)}" for p in ("math-verify", "latex2sympy2_extended", "sympy"))
-    lines += ["", f"Machine: {platform.machine()}, Python {platform.python_version()}; {vers}."]
+    lines += ["", f"Machine: {cpu_description()} ({platform.machine()}), cores shared with other jobs (load average "
+              f"{os.getloadavg()[0]:.1f} at the end); Python {platform.python_version()}; {vers}."]
     return "\n".join(lines)
 
 
@@ -1499,6 +1904,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--mem-mb", type=int, default=4096, help="address-space limit of the worker in MiB (default 4096)")
     ap.add_argument("--only", default="", help="comma-separated scorers to run: new_math_reward, math-verify (default both)")
     ap.add_argument("--no-score", action="store_true", help="only build the cases (with --cases-out)")
+    ap.add_argument("--no-audit", action="store_true",
+                    help="skip the audit of the rules that read the question (in-process, about a minute)")
     ap.add_argument("--cases-out", type=Path, help="write the cases as jsonl in verifier_bench's layout")
     ap.add_argument("--markdown", type=Path, help="also write the report to this file (atomically)")
     return ap
@@ -1543,7 +1950,11 @@ def main(argv=None) -> int:
         t1 = time.perf_counter()
         results[name] = score_cases(cases, func, args.timeout, cpu, args.mem_mb)
         print(f"[metamorphic] {name}: {time.perf_counter() - t1:.0f} s", file=sys.stderr, flush=True)
-    out = report(cases, results, args, len(used), form_counts, gen_s)
+    audit = None
+    if not args.no_audit and (not only or "new_math_reward" in only) and args.limit is None:
+        print("[metamorphic] auditing the rules that read the question ...", file=sys.stderr, flush=True)
+        audit = question_audit(cases, load_rows(args.data_dir), args.seed)
+    out = report(cases, results, args, len(used), form_counts, gen_s, audit)
     print(out)
     if args.markdown:
         write_text_atomic(args.markdown, out + "\n")

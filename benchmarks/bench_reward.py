@@ -30,7 +30,8 @@ Part 2, one training step: the time to score 2,048 responses (the reference step
 x 8 samples) one after another in one process pinned to one core, as verl's naive reward
 manager does. Responses are MATH train solutions written in the recipe's answer contract
 (the solution as reasoning, its boxed answer in <answer>), 8 per problem with a mix of right
-and wrong final answers and of layouts; throughput = responses / wall time.
+and wrong final answers and of layouts, each call given the problem as extra_info["question"]
+(as verl passes prepare_math.py's extra_info); throughput = responses / wall time.
 
 The tables are printed as markdown; --markdown FILE also writes them for the README.
 """
@@ -49,7 +50,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from script_utils import write_text_atomic
+from script_utils import cpu_description, write_text_atomic
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -181,13 +182,14 @@ def overall_table(results: dict, first_row: str = "") -> str:
 # Part 2: one training step's worth of responses on one core
 # ---------------------------------------------------------------------------------------
 def step_workload(n_prompts: int, n_samples: int, seed: int = 0):
-    """(response, ground_truth) pairs: n_prompts MATH train problems x n_samples responses."""
+    """(response, ground_truth, extra_info) triples: n_prompts MATH train problems x n_samples
+    responses; extra_info carries the problem as ``question``, as prepare_math.py writes it."""
     import pandas as pd
 
     from new_math_reward import extract_last_boxed
 
     df = pd.read_parquet(SHARED / "data" / "math-lighteval" / "data" / "train-00000-of-00001.parquet",
-                         columns=["solution"])
+                         columns=["problem", "solution"])
     rng = random.Random(seed)
     rows = rng.sample(range(len(df)), n_prompts)
     golds = [extract_last_boxed(df.solution[i]) or "0" for i in rows]
@@ -207,7 +209,7 @@ def step_workload(n_prompts: int, n_samples: int, seed: int = 0):
                 resp = f"{reasoning}Therefore the answer is $\\boxed{{{answer}}}$."
             else:              # no box at all (a format failure)
                 resp = f"{reasoning}The answer is {answer}."
-            pairs.append((resp, gold))
+            pairs.append((resp, gold, {"question": df.problem[i]}))
     return pairs
 
 
@@ -217,12 +219,12 @@ def time_step(func_name: str, pairs, cpu: int) -> dict:
         os.sched_setaffinity(0, {cpu})
     preload(func_name)
     func = globals()[func_name]
-    func(DATA_SOURCE, pairs[0][0], pairs[0][1])  # imports and parser warm-up are not scored
+    func(DATA_SOURCE, *pairs[0])  # imports and parser warm-up are not scored
     lat = []
     t0 = time.perf_counter()
-    for resp, gold in pairs:
+    for resp, gold, extra in pairs:
         t = time.perf_counter()
-        func(DATA_SOURCE, resp, gold)
+        func(DATA_SOURCE, resp, gold, extra)
         lat.append(time.perf_counter() - t)
     wall = time.perf_counter() - t0
     lat.sort()
@@ -310,11 +312,13 @@ def main(argv=None) -> int:
     ] if blind else []) + [
         f"One training step: {args.responses} responses ({args.responses // args.samples} MATH train problems x "
         f"{args.samples}; contract, numbered-step, MATH-style and unboxed layouts; about half the answers "
-        "wrong), scored one after another in one process pinned to one CPU.",
+        "wrong; the problem passed as `extra_info[\"question\"]`), scored one after another in one process "
+        "pinned to one CPU.",
         "",
         step_table(step, args),
         "",
-        f"Machine: {platform.processor() or platform.machine()}, Python {platform.python_version()}; {vers}.",
+        f"Machine: {cpu_description()} ({platform.machine()}), cores shared with other jobs (load average "
+        f"{os.getloadavg()[0]:.1f} at the end); Python {platform.python_version()}; {vers}.",
     ])
     print(out)
     if args.markdown:

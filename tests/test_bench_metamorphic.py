@@ -109,6 +109,8 @@ def test_change_rewrites_change_the_value(gt):
     t = truth(gt)
     checked = 0
     for kind, fn in bm.CHANGE.items():
+        if kind in bm.POLICY_KINDS:  # the same value in a form the policy refuses: tested below
+            continue
         for seed in range(5):
             ans = fn(t, random.Random(seed))
             if ans is None or not bm.changes_value(t, ans, kind):
@@ -165,3 +167,70 @@ def test_help_and_bad_options():
     assert out.returncode == 0 and "--per-truth" in out.stdout and "Rewrite kinds" in out.stdout
     bad = subprocess.run([*cmd, "--per-truth", "0"], capture_output=True, text=True, cwd=REPO)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+
+
+# ---- the families of the reward's generalised steps and its written policy -------------
+def test_number_words():
+    assert [bm.number_words(n) for n in (0, 7, 21, 40, 105, 999, 5636)] == [
+        "zero", "seven", "twenty-one", "forty", "one hundred five", "nine hundred ninety-nine",
+        "five thousand six hundred thirty-six"]
+    t = truth("5", "How many digits does the number have?")
+    seen = {bm.k_number_words(t, random.Random(k)) for k in range(20)}
+    assert seen <= {"five", "five digits", "\\text{five}", "\\text{five digits}"} and len(seen) >= 3
+    assert bm.k_number_words(truth("-3"), random.Random(0)) is None
+    assert bm.c_words_perturb(truth("5"), random.Random(0)) in ("six", "seven", "fifteen", "four")
+
+
+@pytest.mark.parametrize("q", [Fraction(1, 3), Fraction(1, 17), Fraction(34, 33), Fraction(-7, 12), Fraction(1, 97)])
+def test_repeating_decimal_is_exact(q):
+    s = bm.repeating_decimal(q)
+    m = re.fullmatch(r"(-?)(\d+)\.(\d*)\\overline\{(\d+)\}", s)
+    sign, whole, pre, rep = m.groups()
+    value = int(whole) + Fraction(int(pre or "0"), 10 ** len(pre)) + Fraction(int(rep), (10 ** len(rep) - 1) * 10 ** len(pre))
+    assert (-value if sign else value) == q
+    assert bm.repeating_decimal(q, "paren").endswith(")")
+
+
+def test_relation_prefixes_and_wrappers():
+    rng = random.Random(0)
+    assert bm.k_relation_prefix(truth("(3,4]"), rng).endswith("\\in (3,4]")
+    rem = truth("8", "What is the remainder when $2^{100}$ is divided by 13?")
+    assert re.search(r"8 \\pmod\{13\}$", bm.k_relation_prefix(rem, rng))
+    assert bm.c_wrong_residue(rem, rng).endswith("21 \\pmod{13}")
+    assert bm.k_relation_prefix(truth("15", "What is the remainder when 115 is divided by 13?"), rng) is None  # 15 >= 13
+    assert "\\approx 3.14" in bm.k_relation_prefix(truth("3.14", "Round to the nearest hundredth."), rng)
+    inches = truth("10", "How long is the side, in inches?")
+    assert re.fullmatch(r"10(\\ |\\,|~)\\(mathrm|text|mbox)\{in\}", bm.k_unit_wrapper(inches, rng))
+    assert bm.k_base_subscript(truth("1011_2"), random.Random(3)) in ("1011_{2}", "1011_{(2)}", "(1011)_{2}", "1011")
+    assert bm.k_article(truth("\\text{circle}"), rng) in ("a circle", "the circle", "\\text{a circle}", "\\text{the circle}")
+    assert bm.k_article(truth("\\text{odd}"), rng) is None
+
+
+def test_options_and_letters():
+    q = "Which? $\\textbf{(A)}\\ 2 \\qquad\\textbf{(B)}\\ 3 \\qquad\\textbf{(C)}\\ 7 \\qquad\\textbf{(D)}\\ 4$"
+    assert bm.question_options(q) == {"A": "2", "B": "3", "C": "7", "D": "4"}
+    t = truth("\\text{(C)}", q)
+    assert bm.k_option_value(t, random.Random(0)) == "7"
+    assert bm.c_other_option(t, random.Random(0)) in ("2", "3", "4", "(a)", "(b)", "(d)", "(e)")
+    assert bm.k_choice_letter(t, random.Random(0)).upper().count("C") == 1
+
+
+def test_policy_rewrites_keep_the_value_in_a_refused_form():
+    rng = random.Random(0)
+    assert bm.exact_value(bm.c_unreduced(truth("\\frac{3}{4}", "Express it as a common fraction."), rng)) == Fraction(3, 4)
+    assert bm.c_unreduced(truth("\\frac{3}{4}"), rng) is None  # no form asked for
+    unrat = bm.c_unrationalized(truth("\\frac{2\\sqrt{6}}{3}", "Rationalize the denominator."), rng)
+    assert unrat == "\\frac{12}{3\\sqrt{6}}" and sympy.simplify(value(unrat) - value("\\frac{2\\sqrt{6}}{3}")) == 0
+    assert bm.c_reverse_order(truth("1, 2, 3", "List them in increasing order."), rng) == "3, 2, 1"
+    echo = truth("70", "Compute $\\dbinom{8}{4}$.")
+    assert bm.c_echo(echo, rng) == "\\dbinom{8}{4}"
+    task = truth("0.4625", "Express $\\frac{37}{80}$ as a terminating decimal.")
+    assert bm.k_exact_decimal(task, rng) == "\\frac{37}{80}"  # the right value, but the problem's own expression:
+    assert "\\frac{37}{80}" not in [a for _, a in bm._candidates(task, bm.KEEP, random.Random(0), False, 99)]
+    huge = {bm.c_huge_equal(truth("5"), random.Random(k)) for k in range(40)} - {None}
+    assert huge and all("2^{2^{" in h or "7^{7^{" in h or "\\prod" in h for h in huge)
+
+
+def test_cases_carry_the_question():
+    cases = bm.cases_for(truth("70", "Compute $\\dbinom{8}{4}$."), per_truth=6, seed=0)
+    assert cases and all(c["question"] == "Compute $\\dbinom{8}{4}$." for c in cases)

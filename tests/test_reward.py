@@ -918,3 +918,137 @@ def test_restated_task_read_from_the_question():
     assert R.compute_score(SRC, resp, "(x+3)(x+2)", info)["acc"] == 0.0
     assert R.compute_score(SRC, resp, "(x+3)(x+2)")["acc"] == 1.0  # no task known: equal values
     assert R.compute_score(SRC, "$\\boxed{(x+2)(x+3)}$", "(x+3)(x+2)", info)["acc"] == 1.0
+
+
+# ======================================================================================
+# The generalised steps: one answer that earns, one that does not, per family (our literals)
+# ======================================================================================
+FAMILIES = [
+    # (b7) number words, with or without a unit word; an article before a text answer
+    ("words", "five", "5", EQ),
+    ("words", "\\text{twenty-one digits}", "21", EQ),
+    ("words", "one hundred and five", "105", EQ),
+    ("words", "\\text{six}", "5", NE),
+    ("words", "\\text{one of them}", "1", NE),                    # not a count of a unit
+    ("words", "one-to-one", "1", NE),
+    ("words", "two three", "5", NE),                             # two numbers, not one cardinal
+    ("words", "\\text{There are five digits}", "5", EQ),          # a sentence stating the count
+    ("words", "\\text{There are not five digits}", "5", NE),
+    ("article", "\\text{a circle}", "\\text{circle}", EQ),
+    ("article", "\\text{an ellipse}", "\\text{circle}", NE),
+    ("article", "\\text{not a circle}", "\\text{circle}", NE),
+    # (c) relation prefixes whose right side is the answer
+    ("relation", "\\lambda \\in (3,4]", "(3,4]", EQ),
+    ("relation", "a_1 \\in [3,4)", "(3,4]", NE),
+    ("relation", "\\approx 2.65", "2.65", EQ),
+    ("relation", "x ≈ 2.65", "2.65", EQ),
+    ("relation", "x ≡ 8 (mod 13)", "8", EQ),
+    ("relation", "\\sqrt{7} \\approx 2.65", "\\sqrt7", EQ),        # the exact side, rounded right
+    ("relation", "\\sqrt{7} \\approx 2.71", "\\sqrt7", NE),        # a false approximation
+    ("relation", "x \\equiv 8 \\pmod{13}", "8", EQ),
+    ("relation", "8 \\ (\\text{mod } 13)", "8", EQ),
+    ("relation", "\\equiv 21 \\pmod{13}", "8", NE),               # a residue, not the remainder
+    ("relation", "8 \\pmod{13}", "8 \\pmod{12}", NE),             # another modulus
+    ("relation", "r = 3 \\text{ units}", "3", EQ),
+    ("relation", "r = 4 \\text{ units}", "3", NE),
+    # (b3) unit abbreviations in any wrapper
+    ("unit", "10\\ \\mathrm{in}", "10\\text{ inches}", EQ),
+    ("unit", "10\\,\\operatorname{cm}", "10", EQ),
+    ("unit", "10~\\mbox{ft}", "10\\text{ inches}", NE),
+    # (b6) base subscripts in any brace style
+    ("base", "1011_2", "1011_{2}", EQ),
+    ("base", "(1011)_{(2)}", "1011_2", EQ),
+    ("base", "1011_{\\text{two}}", "1011_2", EQ),
+    ("base", "1011_{3}", "1011_2", NE),
+    # (d) option letters in any case and bracket
+    ("choice", "\\text{(e)}", "\\text{(E)}", EQ),
+    ("choice", "[E]", "E", EQ),
+    ("choice", "\\text{Option e}", "(E)", EQ),
+    ("choice", "(d)", "\\text{(E)}", NE),
+    ("choice", "(a)(a+1)", "a^2+a", EQ),                         # a product, not the option (a)
+    # (e) repeating decimals, long periods and other notations
+    ("repeating", "0.\\overline{0588235294117647}", "\\frac{1}{17}", EQ),
+    ("repeating", "0.(142857)", "\\frac17", EQ),
+    ("repeating", "0.\\dot{1}4285\\dot{7}", "\\frac17", EQ),
+    ("repeating", "0.\\overline{0588235294117648}", "\\frac{1}{17}", NE),
+    ("repeating", "0.0588235294117647", "\\frac{1}{17}", NE),     # a truncation is no exact value
+]
+
+
+@pytest.mark.parametrize("family,pred,gold,expected", FAMILIES, ids=[f"{f}:{p[:30]}|{g[:20]}" for f, p, g, _ in FAMILIES])
+def test_generalised_family(family, pred, gold, expected):
+    assert acc(pred, gold) is expected
+
+
+def test_hedged_bases_and_moduli_are_distinct_answers():
+    """Boxes that differ only in a base subscript or a modulus are different answers (a hedge)."""
+    assert score("It is $\\boxed{422_8}$ or $\\boxed{422_{9}}$.", "422_8")["acc"] == 0.0
+    assert score("It is $\\boxed{8 \\pmod{13}}$ or $\\boxed{8 \\pmod{12}}$.", "8")["acc"] == 0.0
+
+
+# ======================================================================================
+# The written policy (POLICY_RULES, docs/reward_policy.md): every rule's examples
+# ======================================================================================
+@pytest.mark.parametrize("rule", R.POLICY_RULES, ids=[r["rule"] for r in R.POLICY_RULES])
+def test_policy_rule(rule, unhurried):
+    assert rule["examples"] and rule["source"] and rule["decision"] and rule["choice"]
+    for question, answer, gold, paid in rule["examples"]:
+        t0 = time.perf_counter()
+        got = R.compute_score(SRC, contract(answer), gold, {"question": question} if question else None)["acc"]
+        assert (got == 1.0) is paid, (rule["rule"], question[:60], answer, gold)
+        assert time.perf_counter() - t0 < BOUND_S
+
+
+def test_policy_table_lists_every_rule():
+    table = R.policy_markdown()
+    assert table.count("\n") == len(R.POLICY_RULES) + 1
+    assert all(f"| {r['rule']} |" in table for r in R.POLICY_RULES)
+    assert (REPO / "docs" / "reward_policy.md").read_text().count(table) == 1
+
+
+@pytest.mark.parametrize("question,demands", [
+    ("List the solutions in increasing order.", {"ordered"}),
+    ("Order them from greatest to least.", {"ordered"}),
+    ("Rationalize the denominator of $\\frac{1}{\\sqrt3}$.", {"rationalised"}),
+    ("Express your answer in simplest radical form.", {"radical form"}),
+    ("Express your answer as a common fraction.", {"lowest terms"}),
+    ("where $A > 0$ and $\\gcd(|A|,|B|,|C|,|D|) = 1.$", {"normalised"}),
+    ("Find all solutions.", set()),
+])
+def test_question_demands(question, demands):
+    assert R.question_demands(question) == demands
+
+
+def test_question_options():
+    q = ("Which is it?\n\n(A) Line\n(B) Circle\n(C) Parabola\n(D) Ellipse\n(E) Hyperbola\n\n"
+         "Enter the letter of the correct option.")
+    assert R.question_options(q) == {"A": "Line", "B": "Circle", "C": "Parabola", "D": "Ellipse", "E": "Hyperbola"}
+    assert R.question_options("Find (A) and (B).") == {}
+    info = {"question": q}
+    assert R.compute_score(SRC, "$\\boxed{\\text{circle}}$", "\\text{(B)}", info)["acc"] == 1.0
+    assert R.compute_score(SRC, "$\\boxed{\\text{circle}}$", "\\text{(B)}")["acc"] == 0.0  # options unknown
+    assert R.compute_score(SRC, "$\\boxed{\\text{ellipse}}$", "\\text{(B)}", info)["acc"] == 0.0
+
+
+@pytest.mark.parametrize("question,answer,gold", [
+    ("Compute $\\dbinom{8}{4}$.", "\\binom{8}{4}", "70"),
+    ("What is $56.78-43.6?$", "56.78-43.6", "13.18"),
+    ("Evaluate $\\left(\\frac{1}{2}\\right)^{2}$.", "(\\frac12)^2", "\\frac14"),
+    ("Express $1.\\overline{27}$ as a common fraction in lowest terms.", "1.\\overline{27}", "\\frac{14}{11}"),
+    ("Find $\\log_2 8$.", "\\log_2 8", "3"),
+])
+def test_prompt_echo_with_the_question_is_not_paid(question, answer, gold):
+    info = {"question": question}
+    assert R.compute_score(SRC, contract(answer), gold, info)["acc"] == 0.0
+    assert R.compute_score(SRC, contract(answer), gold)["acc"] == 1.0  # without the question: equal values
+    assert R.compute_score(SRC, contract(gold), gold, info)["acc"] == 1.0  # the gold as written always earns
+
+
+@pytest.mark.parametrize("question,answer,gold", [
+    ("Which is larger, $\\frac{3}{4}$ or $\\frac{2}{3}$?", "\\frac{3}{4}", "\\frac34"),
+    ("Compute $x$ if $x - 7 = 0$; is it $7$?", "7", "7"),
+    ("Find $k$ such that the line passes through $(2, 5)$.", "5", "5"),
+    ("Simplify $\\sqrt{50}$.", "5\\sqrt{2}", "5\\sqrt2"),
+])
+def test_answers_that_appear_in_the_question_stay_correct(question, answer, gold):
+    assert R.compute_score(SRC, contract(answer), gold, {"question": question})["acc"] == 1.0

@@ -4,7 +4,7 @@ Usage: python -m tools.sync_readme [--check]
 
 Each document (README.md, every docs/*.md and docker/README.md) may hold blocks ``<!-- BEGIN SOURCE -->`` ... ``<!-- END SOURCE -->``. SOURCE is a
 key of GENERATORS (a table made from the code that owns its facts: the launcher's knobs, the
-health rules, the stacks' version matrix in script_utils.STACK_MATRIX) or a file path relative to the repository root whose text is the body (e.g.
+health rules, the stacks' version matrix in script_utils.STACK_MATRIX, the reward's policy) or a file path relative to the repository root whose text is the body (e.g.
 ``benchmarks/results/reward_bench.md``, written by the benchmark scripts). Without ``--check``
 the bodies are replaced and each document is rewritten atomically; with ``--check`` nothing is
 written and the exit status is 1 when a block is out of date (the test suite runs this). A
@@ -80,9 +80,16 @@ def docker_images() -> str:
     return script_utils.docker_images_markdown()
 
 
+def reward_policy() -> str:
+    import new_math_reward
+
+    return new_math_reward.policy_markdown()
+
+
 GENERATORS = {"run_qwen2_5_1_5b.sh:knobs": knobs_table, "health_report.py:rules_markdown": health_rules,
               "script_utils.py:stack_matrix_markdown": stack_matrix,
-              "script_utils.py:docker_images_markdown": docker_images}
+              "script_utils.py:docker_images_markdown": docker_images,
+              "new_math_reward.py:policy_markdown": reward_policy}
 
 
 def synced(text: str, where: str = "README.md") -> str:
@@ -104,7 +111,7 @@ def synced(text: str, where: str = "README.md") -> str:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tools.sync_readme",
-        description="Copy generated tables (launcher knobs, health rules, benchmarks/results/*.md) into "
+        description="Copy generated tables (launcher knobs, health rules, the reward policy, benchmarks/results/*.md) into "
                     "README.md and docs/*.md between their <!-- BEGIN SOURCE --> / <!-- END SOURCE --> markers.",
         epilog="Exit status: 0 in sync (or rewritten), 1 out of date with --check, 2 a marker naming an unknown source.")
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 when a block is out of date")

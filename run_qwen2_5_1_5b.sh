@@ -80,7 +80,7 @@ PROJECT_NAME=${PROJECT_NAME:-verl_grpo_example_math}                    # traine
 EXPERIMENT_NAME=${EXPERIMENT_NAME:-qwen2_5_1_5b_math}                   # trainer.experiment_name
 OUTPUT_DIR=${OUTPUT_DIR:-$REPO_DIR/outputs/$EXPERIMENT_NAME}            # root of CKPT_DIR, LOG_FILE, TENSORBOARD_DIR, SWANLAB_LOG_DIR, hydra/ and health_report.py's health/
 CKPT_DIR=${CKPT_DIR:-$OUTPUT_DIR/checkpoints}                           # trainer.default_local_dir
-LOG_FILE=${LOG_FILE:-$OUTPUT_DIR/train.log}                             # console log (tee)
+LOG_FILE=${LOG_FILE:-$OUTPUT_DIR/train.log}                             # console log (tee); an earlier one is kept as train.N.log
 export TENSORBOARD_DIR=${TENSORBOARD_DIR:-$OUTPUT_DIR/tensorboard}      # read by verl's tensorboard logger
 export SWANLAB_LOG_DIR=${SWANLAB_LOG_DIR:-$OUTPUT_DIR/swanlog}          # read by verl's swanlab logger
 export SWANLAB_MODE=${SWANLAB_MODE:-local}                              # swanlab offline by default
@@ -103,7 +103,7 @@ TOTAL_STEPS=${TOTAL_STEPS:-null}              # trainer.total_training_steps; nu
 SAVE_FREQ=${SAVE_FREQ:-20}                    # trainer.save_freq, steps (and always the last step)
 TEST_FREQ=${TEST_FREQ:-5}                     # trainer.test_freq, steps (and always the last step)
 VAL_BEFORE_TRAIN=${VAL_BEFORE_TRAIN:-True}    # trainer.val_before_train
-RESUME_MODE=${RESUME_MODE:-auto}              # trainer.resume_mode: auto (continue from the latest checkpoint in CKPT_DIR) | disable | resume_path
+RESUME_MODE=${RESUME_MODE:-auto}              # trainer.resume_mode: auto (continue from the last complete checkpoint in CKPT_DIR, if launched with the same training knobs) | disable (start over; the earlier run is moved aside) | resume_path
 
 # ---- devices and engines
 N_DEVICES=${N_DEVICES:-4}                     # trainer.n_gpus_per_node: NPUs or GPUs per node

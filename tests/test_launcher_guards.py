@@ -207,7 +207,12 @@ GRPC_VERBOSITY AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_DEFAULT_REGION AWS_RE
 GOOGLE_APPLICATION_CREDENTIALS OPENAI_API_KEY OPENAI_BASE_URL GIT_SSL_CAINFO GIT_AUTHOR_NAME GIT_AUTHOR_EMAIL
 GIT_COMMITTER_NAME GIT_COMMITTER_EMAIL GIT_DIR GIT_WORK_TREE GIT_TERMINAL_PROMPT GIT_ASKPASS GNUPGHOME GPG_TTY
 NODE_EXTRA_CA_CERTS NODE_OPTIONS NODE_ENV RUST_BACKTRACE RUST_LOG CARGO_HOME RUSTUP_HOME GOPATH GOROOT GOPROXY
-JAVA_OPTS MAVEN_OPTS RECIPE_CPU_RUN_DIR RECIPE_SWANLAB_RUN_DIR CPU_ROLLOUT_DIGEST_FILE
+JAVA_OPTS MAVEN_OPTS RECIPE_CPU_RUN_DIR RECIPE_SWANLAB_RUN_DIR CPU_ROLLOUT_DIGEST_FILE RECIPE_DIR
+ATB_STREAM_SYNC_EVERY_RUNNER_ENABLE ATB_STREAM_SYNC_EVERY_KERNEL_ENABLE ATB_STREAM_SYNC_EVERY_OPERATION_ENABLE
+ATB_OPSRUNNER_SETUP_CACHE_ENABLE ATB_OPSRUNNER_KERNEL_CACHE_TYPE ATB_OPSRUNNER_KERNEL_CACHE_LOCAL_COUNT
+ATB_WORKSPACE_MEM_ALLOC_GLOBAL ATB_DEVICE_TILING_BUFFER_BLOCK_NUM ATB_SHARE_MEMORY_NAME_SUFFIX
+ATB_LAUNCH_KERNEL_WITH_TILING ATB_MATMUL_SHUFFLE_K_ENABLE ATB_RUNNER_POOL_SIZE ASDOPS_HOME_PATH ASDOPS_LOG_LEVEL
+ASDOPS_LOG_TO_STDOUT ASDOPS_LOG_TO_FILE ASDOPS_LOG_PATH LCCL_PARALLEL
 """.split()
 
 ENV_READ = re.compile(r"""(?:environ(?:\.get)?|getenv)\s*[(\[]\s*["']([A-Za-z_][A-Za-z0-9_]*)["']""")
@@ -530,3 +535,17 @@ def test_partial_tracked_checkpoint_stops_the_launcher(tmp_path):
 def test_dry_run_and_preflight_only_leave_the_folder_alone(tmp_path):
     launch = Launcher(tmp_path)
     assert launch(DRY_RUN="1").returncode == 0 and not launch.out.exists()
+
+
+def test_unwritable_checkpoint_folder_is_one_line(tmp_path, capsys):
+    (tmp_path / "file").write_text("")
+    ckpt = tmp_path / "file" / "checkpoints"
+    code = launch_guard.main(["start", f"CKPT_DIR={ckpt}", "RESUME_MODE=disable", f"LOG_FILE={tmp_path / 'train.log'}"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.splitlines()) == 1
+    assert err.startswith(f"run_qwen2_5_1_5b.sh: {ckpt}: Not a directory; expected a writable CKPT_DIR")
+
+
+def test_typos_of_an_unknown_script_is_a_usage_error(capsys):
+    assert launch_guard.main(["typos", "no_such.sh"]) == 2
+    assert "no_such.sh: no such script" in capsys.readouterr().err

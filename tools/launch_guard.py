@@ -439,7 +439,10 @@ def cmd_start(items: Sequence[str], overrides: Sequence[str]) -> int:
         return start(settings, overrides, lambda line: print(line, file=sys.stderr))
     except Refused as err:
         print(f"{LAUNCHER}: {err}", file=sys.stderr)
-        return EXIT_REFUSED
+    except OSError as err:  # moving aside, the log, the settings file
+        print(f"{LAUNCHER}: {err.filename}: {err.strerror}; expected a writable CKPT_DIR, TENSORBOARD_DIR and LOG_FILE "
+              "folder", file=sys.stderr)
+    return EXIT_REFUSED
 
 
 MANUAL = f"""\

@@ -549,3 +549,15 @@ def test_unwritable_checkpoint_folder_is_one_line(tmp_path, capsys):
 def test_typos_of_an_unknown_script_is_a_usage_error(capsys):
     assert launch_guard.main(["typos", "no_such.sh"]) == 2
     assert "no_such.sh: no such script" in capsys.readouterr().err
+
+
+def test_count_kept_with_the_launchers_python(tmp_path):
+    """TOTAL_STEPS=null: the count runs under the launcher's PYTHON; a PYTHON that cannot is one line."""
+    python = tmp_path / "python"
+    python.write_text("#!/usr/bin/env bash\necho 'a library banner'\necho 37\n")
+    python.chmod(0o755)
+    knobs = {"PYTHON": str(python), "MODEL_PATH": "/m", "TRAIN_FILE": "/t", "MAX_PROMPT_LENGTH": "512"}
+    assert launch_guard.count_kept_with_python(knobs) == 37
+    python.write_text("#!/usr/bin/env bash\necho 'ModuleNotFoundError: transformers' >&2\nexit 1\n")
+    with pytest.raises(Refused, match=r"TOTAL_STEPS=null: cannot count .*\(ModuleNotFoundError: transformers\); set TOTAL_STEPS"):
+        launch_guard.count_kept_with_python(knobs)

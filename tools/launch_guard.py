@@ -321,11 +321,12 @@ def count_kept_with_python(settings: Mapping[str, str]) -> int:
                            "--model-path", settings["MODEL_PATH"], "--train-file", settings["TRAIN_FILE"],
                            "--max-prompt-length", settings["MAX_PROMPT_LENGTH"]],
                           capture_output=True, text=True)
-    if proc.returncode != 0 or not proc.stdout.strip().isdigit():
+    last = (proc.stdout.strip().splitlines() or [""])[-1]  # the count; a library may print before it
+    if proc.returncode != 0 or not last.isdigit():
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise Refused(f"TOTAL_STEPS=null: cannot count the training prompts to tell whether the run is complete "
                       f"({tail}); set TOTAL_STEPS")
-    return int(proc.stdout)
+    return int(last)
 
 
 # ------------------------------------------------------------------------------------------

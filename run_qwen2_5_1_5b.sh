@@ -6,15 +6,24 @@
 #   --help: print this text and every knob with its default and meaning, then exit.
 #   --preflight-only: run preflight.py's checks (model, data, batch sizes, devices, versions,
 #   disk) and exit; they also run before every training start unless PREFLIGHT=0.
-#   Either flag must come first; the remaining arguments are Hydra overrides for main_ppo.
+#   Either flag must come first; the remaining arguments are Hydra overrides for main_ppo,
+#   checked by verl itself (Hydra refuses an unknown key when main_ppo starts).
 #   Every knob below is an environment variable, e.g.
 #     DEVICE=cuda N_DEVICES=8 bash run_qwen2_5_1_5b.sh trainer.total_epochs=1
+#   An environment variable that is not a knob but close to one (TRAIN_BATH_SIZE) is refused
+#   with one line before anything starts (tools/launch_guard.py typos: 1 edit, 2 for names of 14+).
 #   DEVICE=auto picks npu (torch_npu or /dev/davinci*), cuda (nvidia-smi) or cpu. A profile
 #   (profiles/<name>.sh) then sets the defaults that must differ on that machine; a variable
 #   you set yourself always wins. The cpu profile trains SmolLM2-135M-Instruct for a few steps
 #   (see docs/cpu_run.md).
 # Output: checkpoints under CKPT_DIR, TensorBoard events under TENSORBOARD_DIR, the console log
-#   tee'd to LOG_FILE. Exit status: main_ppo's.
+#   tee'd to LOG_FILE (an earlier one is kept as train.N.log), the launch's resolved knobs in
+#   CKPT_DIR/launch_settings.json. Exit status: main_ppo's; 2 a refused launch (one line).
+# Relaunched (RESUME_MODE=auto), it resumes from the last complete checkpoint in CKPT_DIR, and
+#   refuses a launch whose knobs or Hydra overrides change training (not TOTAL_STEPS,
+#   TOTAL_EPOCHS, logging, saving, validation, speed); a run at its planned global steps is
+#   reported complete (exit 0, nothing trained). RESUME_MODE=disable moves the earlier
+#   checkpoints and TensorBoard folder aside (NAME.<UTC time>). Rules: tools/launch_guard.py --help.
 set -euo pipefail
 
 REPO_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -25,6 +34,8 @@ if [[ ${1:-} == -h || ${1:-} == --help ]]; then
   grep -E '^(export )?[A-Z_][A-Z0-9_]*=\$\{' "${BASH_SOURCE[0]}" | sed 's/^export //'
   exit 0
 fi
+# refuse an environment variable that is not a knob but close to one, before anything starts
+KNOB_NAMES=$(python3 "$REPO_DIR/tools/launch_guard.py" typos run_qwen2_5_1_5b.sh --print-knobs) || exit 2
 
 # ---- device, stack and profile (resolved first: they supply defaults for the knobs below)
 DEVICE=${DEVICE:-auto}        # npu | cuda | cpu | auto (detect)
@@ -69,7 +80,7 @@ PROJECT_NAME=${PROJECT_NAME:-verl_grpo_example_math}                    # traine
 EXPERIMENT_NAME=${EXPERIMENT_NAME:-qwen2_5_1_5b_math}                   # trainer.experiment_name
 OUTPUT_DIR=${OUTPUT_DIR:-$REPO_DIR/outputs/$EXPERIMENT_NAME}            # root of CKPT_DIR, LOG_FILE, TENSORBOARD_DIR, SWANLAB_LOG_DIR, hydra/ and health_report.py's health/
 CKPT_DIR=${CKPT_DIR:-$OUTPUT_DIR/checkpoints}                           # trainer.default_local_dir
-LOG_FILE=${LOG_FILE:-$OUTPUT_DIR/train.log}                             # console log (tee)
+LOG_FILE=${LOG_FILE:-$OUTPUT_DIR/train.log}                             # console log (tee); an earlier one is kept as train.N.log
 export TENSORBOARD_DIR=${TENSORBOARD_DIR:-$OUTPUT_DIR/tensorboard}      # read by verl's tensorboard logger
 export SWANLAB_LOG_DIR=${SWANLAB_LOG_DIR:-$OUTPUT_DIR/swanlog}          # read by verl's swanlab logger
 export SWANLAB_MODE=${SWANLAB_MODE:-local}                              # swanlab offline by default
@@ -92,7 +103,7 @@ TOTAL_STEPS=${TOTAL_STEPS:-null}              # trainer.total_training_steps; nu
 SAVE_FREQ=${SAVE_FREQ:-20}                    # trainer.save_freq, steps (and always the last step)
 TEST_FREQ=${TEST_FREQ:-5}                     # trainer.test_freq, steps (and always the last step)
 VAL_BEFORE_TRAIN=${VAL_BEFORE_TRAIN:-True}    # trainer.val_before_train
-RESUME_MODE=${RESUME_MODE:-auto}              # trainer.resume_mode: auto (continue from the latest checkpoint in CKPT_DIR) | disable | resume_path
+RESUME_MODE=${RESUME_MODE:-auto}              # trainer.resume_mode: auto (continue from the last complete checkpoint in CKPT_DIR, if launched with the same training knobs) | disable (start over; the earlier run is moved aside) | resume_path
 
 # ---- devices and engines
 N_DEVICES=${N_DEVICES:-4}                     # trainer.n_gpus_per_node: NPUs or GPUs per node
@@ -230,6 +241,12 @@ if [[ $DRY_RUN == 1 ]]; then
   printf '%s\n' "${MAIN_PPO[@]}"
   exit 0
 fi
+
+# ---- relaunch: refuse changed settings or a partial tracked checkpoint, stop at a finished run,
+# move an earlier run aside for RESUME_MODE=disable, keep the earlier log (exit 3: complete)
+GUARD_ARGS=(); for knob in $KNOB_NAMES; do if [[ -v $knob ]]; then GUARD_ARGS+=("$knob=${!knob}"); fi; done
+guard=0; python3 "$REPO_DIR/tools/launch_guard.py" start "${GUARD_ARGS[@]}" -- "$@" || guard=$?
+if ((guard == 3)); then exit 0; elif ((guard != 0)); then exit "$guard"; fi
 
 mkdir -p "$OUTPUT_DIR" "$(dirname "$LOG_FILE")"
 echo "run_qwen2_5_1_5b.sh: stack=$STACK device=$DEVICE profile=$PROFILE model=$MODEL_PATH log=$LOG_FILE"

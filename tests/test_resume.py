@@ -1,8 +1,14 @@
-"""Resume (RESUME_MODE=auto -> verl's trainer.resume_mode=auto) on CPU: slow, CI runs it.
+"""Resume (RESUME_MODE=auto -> verl's trainer.resume_mode=auto) on CPU after a kill during a
+checkpoint save: slow, CI runs it.
 
 The session's ``cpu_run`` trained GRPO steps 1-2 and saved ``global_step_2``. A copy of its
-checkpoint folder is given to a second launcher run with TOTAL_STEPS=3: verl must load
-global_step_2 and train only step 3, with the data loader continuing where it stopped.
+checkpoint folder is given to a launcher run with TOTAL_STEPS=3, which trains step 3 and is
+killed (SIGKILL, its whole process group and every descendant) as soon as the model shard of
+``global_step_3`` appears, i.e. while verl writes that checkpoint. The same launch is then
+repeated: it must name the partial ``global_step_3``, load the last complete checkpoint,
+global_step_2, and train only step 3 again, with the data loader continuing where it stopped.
+verl 0.6.0 writes ``latest_checkpointed_iteration.txt`` only after a complete save and loads
+the folder it names, so the tracker must still say 2 after the kill.
 
 Evidence, most direct first:
 - the log says it loaded ``global_step_2`` and set the global step to 2;
@@ -21,11 +27,14 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
+import time
 
 import pytest
 
 from conftest import REPO
+from tools.launch_guard import checkpoint_problem
 
 pytestmark = pytest.mark.slow
 
@@ -35,9 +44,19 @@ MODEL = REPO / "models" / "SmolLM2-135M-Instruct"
 TRAIN = REPO / "data" / "verl" / "math_level1" / "train.parquet"
 
 
+KILL_TIMEOUT_S = 1200
+
+
+def launch_command(out):
+    return ["bash", str(REPO / "run_qwen2_5_1_5b.sh"), f"trainer.rollout_data_dir={out / 'rollouts'}"]
+
+
 @pytest.fixture(scope="module")
-def resumed(cpu_run, tmp_path_factory):
-    """The launcher resumed from a copy of cpu_run's checkpoints, for one more step."""
+def killed(cpu_run, tmp_path_factory):
+    """(OUTPUT_DIR, environment, console log, seconds to the kill) of a launch resumed from a copy
+    of cpu_run's checkpoints and killed while it writes global_step_3."""
+    import psutil
+
     assert cpu_run.returncode == 0, cpu_run.log[-3000:]
     assert (cpu_run.ckpt_dir / "global_step_2" / "data.pt").is_file()
     out = tmp_path_factory.mktemp("resume")
@@ -45,11 +64,65 @@ def resumed(cpu_run, tmp_path_factory):
     shutil.copytree(cpu_run.ckpt_dir, ckpt)
     env = {**os.environ, "DEVICE": "cpu", "OUTPUT_DIR": str(out), "CKPT_DIR": str(ckpt), "TOTAL_STEPS": "3",
            "VAL_BEFORE_TRAIN": "False", "RESUME_MODE": "auto", "SAVE_FREQ": "3", "TEST_FREQ": "-1"}
-    proc = subprocess.run(["bash", str(REPO / "run_qwen2_5_1_5b.sh"), f"trainer.rollout_data_dir={out / 'rollouts'}"],
-                          env=env, cwd=out, capture_output=True, text=True, timeout=1800)
+    console = tmp_path_factory.mktemp("killed_console") / "console.txt"
+    shard = ckpt / "global_step_3" / "actor" / "model_world_size_1_rank_0.pt"
+    start = time.monotonic()
+    with open(console, "w") as sink:
+        # own session and process group: the launcher, main_ppo, tee and Ray's processes
+        proc = subprocess.Popen(launch_command(out), env=env, cwd=out, stdout=sink, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            while not shard.exists() and proc.poll() is None and time.monotonic() - start < KILL_TIMEOUT_S:
+                time.sleep(0.01)
+        finally:
+            family = psutil.Process(proc.pid).children(recursive=True) if proc.poll() is None else []
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            for child in family:  # a descendant that left the group (none expected: Ray shares it)
+                try:
+                    child.kill()
+                except psutil.NoSuchProcess:
+                    pass
+            proc.wait(timeout=60)
+            psutil.wait_procs(family, timeout=60)
+    took = time.monotonic() - start
+    log = console.read_text(errors="replace")
+    assert shard.exists(), f"global_step_3's model shard never appeared (exit {proc.returncode}):\n{log[-3000:]}"
+    return out, env, log, took
+
+
+def test_the_kill_left_a_partial_checkpoint_and_the_tracker_at_2(killed):
+    out, _, _, took = killed
+    ckpt = out / "checkpoints"
+    # the fixture killed the run once global_step_3's model shard existed: verl was saving step 3
+    assert (ckpt / "latest_checkpointed_iteration.txt").read_text().strip() == "2"
+    problem = checkpoint_problem(ckpt / "global_step_3")
+    assert problem is not None
+    assert checkpoint_problem(ckpt / "global_step_2") is None
+    left = sorted(f"{p.relative_to(ckpt)} ({p.stat().st_size} B)" for p in (ckpt / "global_step_3").rglob("*") if p.is_file())
+    print(f"killed {took:.0f} s after the launch; global_step_3: {problem}; files: {', '.join(left) or 'none'}")
+
+
+@pytest.fixture(scope="module")
+def resumed(killed):
+    """The same launch again after the kill (RESUME_MODE=auto)."""
+    out, env, _, _ = killed
+    proc = subprocess.run(launch_command(out), env=env, cwd=out, capture_output=True, text=True, timeout=1800)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-4000:]
     return out, log
+
+
+def test_relaunch_names_the_partial_checkpoint_and_keeps_the_killed_runs_log(resumed):
+    out, log = resumed
+    ckpt = out / "checkpoints"
+    assert (f"run_qwen2_5_1_5b.sh: global_step_3 in {ckpt} is not the tracked checkpoint (stopped during the "
+            "save?); resuming from global_step_2, the last complete one") in log
+    assert "the earlier train.log kept as train.1.log" in log
+    assert f"Load from checkpoint folder: {ckpt / 'global_step_2'}" in (out / "train.1.log").read_text()  # the killed run's
+    assert f"Load from checkpoint folder: {ckpt / 'global_step_3'}" not in log
 
 
 def test_loads_global_step_2(resumed):
@@ -73,6 +146,7 @@ def test_saves_global_step_3(resumed):
     ckpt = out / "checkpoints"
     assert (ckpt / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
     assert (ckpt / "global_step_3" / "actor" / "model_world_size_1_rank_0.pt").is_file()
+    assert checkpoint_problem(ckpt / "global_step_3") is None  # the partial folder, rewritten complete
 
 
 def test_data_loader_continues(resumed):

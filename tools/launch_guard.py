@@ -1,0 +1,518 @@
+#!/usr/bin/env python3
+"""The launcher's guards against a user's mistakes, before anything starts.
+
+    python tools/launch_guard.py typos SCRIPT [--print-knobs]
+    python tools/launch_guard.py start NAME=VALUE ... [-- HYDRA_OVERRIDE ...]
+    python tools/launch_guard.py kept-prompts --model-path DIR --train-file FILE --max-prompt-length N
+
+``typos`` refuses an environment variable that is not a knob but is close to one (setup.sh and
+run_qwen2_5_1_5b.sh call it first); ``start`` decides what a launch of run_qwen2_5_1_5b.sh does
+with the output folder it finds (resume, refuse, report a finished run, move an earlier run
+aside, keep the earlier console logs). Only the standard library is imported, so the system's
+python3 runs both before any virtual environment exists; ``kept-prompts`` (transformers,
+pyarrow) runs under the launcher's PYTHON. See MANUAL below for the rules and their sources.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, Optional, Sequence
+
+REPO = Path(__file__).resolve().parent.parent
+if sys.path[0] != str(REPO):  # run as a file (tools/launch_guard.py) from any working directory
+    sys.path.insert(0, str(REPO))
+
+from script_utils import ArgumentParser, positive_int, write_json_atomic  # noqa: E402
+from tools import sync_readme  # noqa: E402  (its knobs(): the one parser of NAME=${NAME:-default} lines)
+
+LAUNCHER = "run_qwen2_5_1_5b.sh"
+SETTINGS_FILE = "launch_settings.json"
+TRACKER_FILE = "latest_checkpointed_iteration.txt"  # verl/utils/checkpoint/checkpoint_manager.py
+EXIT_REFUSED = 2
+EXIT_COMPLETE = 3  # the launcher exits 0 without training
+
+# ------------------------------------------------------------------------------------------
+# typos: environment variables close to a knob's name
+# ------------------------------------------------------------------------------------------
+#: Variables of other programs that are close to a knob's name; never reported.
+NOT_TYPOS = {
+    "NNODES": "node count of torchrun-style launch scripts (verl's examples), one edit from N_NODES",
+    "SWANLAB_LOGDIR": "SwanLab's older name of its log folder (swanlab/sdk/internal/settings/compat), "
+                      "one edit from SWANLAB_LOG_DIR",
+}
+#: A knob name of this many characters or more may be two edits away; shorter ones one edit.
+LONG_NAME = 14
+NAME_SHAPE = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+
+
+def edit_distance(a: str, b: str, limit: int) -> int:
+    """Damerau-Levenshtein distance (optimal string alignment: insertions, deletions,
+    substitutions and swaps of two neighbouring characters each count 1) of ``a`` and ``b``,
+    or ``limit + 1`` once it is known to exceed ``limit``."""
+    if abs(len(a) - len(b)) > limit:
+        return limit + 1
+    before, prev = None, list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        cur = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1]))
+            if before is not None and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                cur[j] = min(cur[j], before[j - 2] + 1)
+        if min(cur) > limit and min(prev) > limit:
+            return limit + 1
+        before, prev = prev, cur
+    return min(prev[-1], limit + 1)
+
+
+def allowed_edits(knob: str) -> int:
+    return 2 if len(knob) >= LONG_NAME else 1
+
+
+def knob_files(script: str) -> list[Path]:
+    """The files whose knobs ``script`` reads: the launcher sources a stack and a profile."""
+    files = [REPO / script]
+    if script == LAUNCHER:
+        files += sorted((REPO / "stacks").glob("*.sh")) + sorted((REPO / "profiles").glob("*.sh"))
+    return files
+
+
+def knob_names(files: Iterable[Path]) -> list[str]:
+    """Knob names of ``files`` in order of first appearance (tools/sync_readme.py's parser)."""
+    names: dict[str, None] = {}
+    for path in files:
+        for name, _, _ in sync_readme.knobs(path):
+            names.setdefault(name, None)
+    return list(names)
+
+
+def repo_knobs() -> set[str]:
+    """Every knob of every shell script of the recipe: a variable meant for another of its
+    scripts (VENV_DIR of setup.sh, STEP of merge_checkpoint.sh) is no typo."""
+    files = [*REPO.glob("*.sh"), *(REPO / "profiles").glob("*.sh"), *(REPO / "stacks").glob("*.sh"),
+             *(REPO / "tools").glob("*.sh")]
+    return set(knob_names(files))
+
+
+def typos(env: Iterable[str], script_knobs: Sequence[str], known: set[str]) -> list[tuple[str, str]]:
+    """(variable, knob) for each variable of ``env`` that is not a knob but close to one of
+    ``script_knobs`` (compared in upper case, so ``device`` is close to DEVICE)."""
+    found = []
+    for name in sorted(env):
+        if name in known or name in NOT_TYPOS or not NAME_SHAPE.fullmatch(name):
+            continue
+        upper = name.upper()
+        close = [(d, knob) for knob in script_knobs if (d := edit_distance(upper, knob, allowed_edits(knob))) <= allowed_edits(knob)]
+        if close:
+            found.append((name, min(close)[1]))
+    return found
+
+
+def cmd_typos(script: str, print_knobs: bool, env: Mapping[str, str] = os.environ) -> int:
+    if not (REPO / script).is_file() or not script.endswith(".sh"):
+        print(f"launch_guard.py typos: {script}: no such script in {REPO}; expected e.g. {LAUNCHER} or setup.sh",
+              file=sys.stderr)
+        return EXIT_REFUSED
+    names = knob_names(knob_files(script))
+    found = typos(env, names, repo_knobs() | set(names))
+    for name, knob in found:
+        print(f"{script}: {name} is not a knob; did you mean {knob}? "
+              "(if it is meant for another program, unset it for this command)", file=sys.stderr)
+    if found:
+        return EXIT_REFUSED
+    if print_knobs:
+        print("\n".join(names))
+    return 0
+
+
+# ------------------------------------------------------------------------------------------
+# checkpoints as verl 0.6.0 writes them
+# ------------------------------------------------------------------------------------------
+STEP_DIR = re.compile(r"global_step_(\d+)")
+
+
+def checkpoint_problem(step_dir: Path) -> Optional[str]:
+    """None when ``step_dir`` (CKPT_DIR/global_step_N) is a complete checkpoint, else what is missing.
+
+    verl 0.6.0's RayPPOTrainer._save_checkpoint writes, in this order: each rank's
+    actor/{model,optim,extra_state}_world_size_W_rank_R.pt (FSDPCheckpointManager.save_checkpoint,
+    torch.save straight to the final name), actor/huggingface/config.json and actor/fsdp_config.json
+    (world size W) on rank 0, then data.pt (the data loader's state), then the tracker file. A kill
+    before data.pt leaves a partial folder; max_actor_ckpt_to_keep deletes an older actor/ before
+    the new one is written.
+    """
+    actor = step_dir / "actor"
+    try:
+        world_size = int(json.loads((actor / "fsdp_config.json").read_text())["world_size"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return "no readable actor/fsdp_config.json"
+    for kind in ("model", "optim", "extra_state"):
+        for rank in range(world_size):
+            shard = actor / f"{kind}_world_size_{world_size}_rank_{rank}.pt"
+            if not shard.is_file() or shard.stat().st_size == 0:
+                return f"actor/{shard.name} missing or empty"
+    if not (actor / "huggingface" / "config.json").is_file():
+        return "no actor/huggingface/config.json"
+    data = step_dir / "data.pt"
+    if not data.is_file() or data.stat().st_size == 0:
+        return "no data.pt (written last, after the actor)"
+    return None
+
+
+@dataclass
+class Checkpoints:
+    """What CKPT_DIR holds: each global_step_N folder's problem (None = complete) and the tracker."""
+
+    root: Path
+    steps: dict[int, Optional[str]] = field(default_factory=dict)
+    tracker: Optional[int] = None
+    tracker_error: Optional[str] = None  # set when the tracker file exists but is not an integer
+
+    @classmethod
+    def read(cls, root: Path) -> "Checkpoints":
+        found = cls(root)
+        if root.is_dir():
+            for child in root.iterdir():
+                match = STEP_DIR.fullmatch(child.name)
+                if match and child.is_dir():
+                    found.steps[int(match.group(1))] = checkpoint_problem(child)
+        tracker = root / TRACKER_FILE
+        if tracker.is_file():
+            text = tracker.read_text(errors="replace").strip()
+            if text.isdigit():
+                found.tracker = int(text)
+            else:
+                found.tracker_error = f"holds {text!r}" if text else "is empty"
+        return found
+
+    def last_complete(self) -> Optional[int]:
+        complete = [step for step, problem in self.steps.items() if problem is None]
+        return max(complete) if complete else None
+
+    def dir(self, step: int) -> Path:
+        return self.root / f"global_step_{step}"
+
+
+class Refused(Exception):
+    """A launch the guard stops; the message is the one line shown."""
+
+
+def way_back(ckpts: Checkpoints) -> str:
+    last = ckpts.last_complete()
+    if last is None:
+        return "there is no complete checkpoint: start over with RESUME_MODE=disable (the folder is moved aside)"
+    return (f"resume from the last complete one with RESUME_MODE=resume_path "
+            f"trainer.resume_from_path={ckpts.dir(last)}, or start over with RESUME_MODE=disable")
+
+
+def resume_step(ckpts: Checkpoints) -> Optional[int]:
+    """The global step verl's resume_mode=auto will load (None: it trains from scratch), after
+    checking that it is complete. verl reads only the tracker (find_latest_ckpt_path): a missing
+    tracker or folder means 'Training from scratch', an empty tracker a ValueError, and a partial
+    folder is loaded as it is."""
+    tracker = ckpts.root / TRACKER_FILE
+    if ckpts.tracker_error:
+        raise Refused(f"{tracker} {ckpts.tracker_error} (the run was stopped while writing it); {way_back(ckpts)}")
+    if ckpts.tracker is None:
+        if ckpts.last_complete() is not None:
+            raise Refused(f"{ckpts.root} holds complete checkpoints but no {TRACKER_FILE}: verl would train from "
+                          f"scratch; {way_back(ckpts)}")
+        return None
+    step = ckpts.tracker
+    if step not in ckpts.steps:
+        raise Refused(f"{tracker} names global_step_{step}, which does not exist: verl would train from scratch; "
+                      f"{way_back(ckpts)}")
+    if ckpts.steps[step] is not None:
+        raise Refused(f"{tracker} names global_step_{step}, a partial checkpoint ({ckpts.steps[step]}) that verl "
+                      f"would load; {way_back(ckpts)}")
+    return step
+
+
+# ------------------------------------------------------------------------------------------
+# settings that change training
+# ------------------------------------------------------------------------------------------
+#: Knobs that do not change what is trained, so a relaunch may change them. Every other knob,
+#: including one added later, is compared.
+NOT_COMPARED = {
+    # how long: raised on purpose to extend a run
+    "TOTAL_STEPS": "length", "TOTAL_EPOCHS": "length",
+    # where and how the run logs and saves
+    "PROJECT_NAME": "logging", "EXPERIMENT_NAME": "logging", "OUTPUT_DIR": "paths", "CKPT_DIR": "paths",
+    "LOG_FILE": "logging", "TENSORBOARD_DIR": "logging", "SWANLAB_LOG_DIR": "logging", "SWANLAB_MODE": "logging",
+    "LOGGER": "logging", "SAVE_FREQ": "saving", "TEST_FREQ": "validation", "VAL_BEFORE_TRAIN": "validation",
+    "VAL_FILE": "validation",
+    # how this launch runs: the same computation at another speed or memory use
+    "PROFILE": "its values are compared", "PYTHON": "interpreter path (STACK is compared)", "DRY_RUN": "launch",
+    "PREFLIGHT": "launch", "RESUME_MODE": "launch", "ROLLOUT_TP": "rollout sharding",
+    "GPU_MEMORY_UTILIZATION": "memory", "ENFORCE_EAGER": "speed", "GRADIENT_CHECKPOINTING": "memory",
+    "CPU_THREADS": "speed", "OMP_WAIT_POLICY": "speed", "ASCEND_RT_VISIBLE_DEVICES": "which devices (N_DEVICES is compared)",
+    "CANN_HOME": "paths", "HCCL_CONNECT_TIMEOUT": "time-out", "HCCL_EXEC_TIMEOUT": "time-out",
+}
+#: Hydra keys (passed after the launcher's arguments) that, like NOT_COMPARED, do not change training.
+NOT_COMPARED_KEYS = {
+    "trainer.total_epochs", "trainer.total_training_steps", "trainer.logger", "trainer.project_name",
+    "trainer.experiment_name", "trainer.save_freq", "trainer.test_freq", "trainer.val_before_train",
+    "trainer.rollout_data_dir", "trainer.validation_data_dir", "trainer.log_val_generations",
+    "trainer.resume_mode", "trainer.resume_from_path", "trainer.default_local_dir", "trainer.max_actor_ckpt_to_keep",
+    "trainer.max_critic_ckpt_to_keep", "data.val_files", "hydra.run.dir",
+}
+
+
+def override_map(overrides: Sequence[str]) -> dict[str, str]:
+    """{key: value} of Hydra overrides (``+``/``++``/``~`` prefixes dropped; the last one wins)."""
+    found = {}
+    for item in overrides:
+        key, _, value = item.partition("=")
+        found[key.lstrip("+~")] = value
+    return found
+
+
+def differences(old: Mapping, new: Mapping) -> list[str]:
+    """'NAME old -> new' for every knob and Hydra override that changes training."""
+    out = []
+    old_knobs, new_knobs = old.get("knobs", {}), new.get("knobs", {})
+    for name in sorted(set(old_knobs) | set(new_knobs)):
+        if name not in NOT_COMPARED and old_knobs.get(name) != new_knobs.get(name):
+            out.append(f"{name} {old_knobs.get(name, '(unset)')} -> {new_knobs.get(name, '(unset)')}")
+    old_keys, new_keys = override_map(old.get("hydra_overrides", [])), override_map(new.get("hydra_overrides", []))
+    for key in sorted(set(old_keys) | set(new_keys)):
+        if key not in NOT_COMPARED_KEYS and old_keys.get(key) != new_keys.get(key):
+            out.append(f"{key} {old_keys.get(key, '(not given)')} -> {new_keys.get(key, '(not given)')}")
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# the run's length
+# ------------------------------------------------------------------------------------------
+def kept_prompts(model_path: Path, train_file: Path, max_prompt_length: int) -> int:
+    """Rows of ``train_file`` that verl keeps with data.filter_overlong_prompts=True: templated
+    prompt of at most ``max_prompt_length`` tokens (verl/utils/dataset/rl_dataset.py,
+    maybe_filter_out_long_prompts), counted with the tokenizer preflight.py loads."""
+    import pyarrow.parquet as pq
+
+    import preflight
+
+    tok = preflight.load_tokenizer(model_path)
+    prompts = pq.read_table(train_file, columns=["prompt"]).column("prompt").to_pylist()
+    return sum(len(tok.apply_chat_template(p, add_generation_prompt=True)) <= max_prompt_length for p in prompts)
+
+
+def planned_steps(settings: Mapping[str, str], overrides: Mapping[str, str],
+                  count_kept: Callable[[Mapping[str, str]], int]) -> int:
+    """verl's total_training_steps: trainer.total_training_steps if set, else the training data
+    loader's batches (drop_last=True) times the epochs (RayPPOTrainer._create_dataloader)."""
+    steps = overrides.get("trainer.total_training_steps", settings.get("TOTAL_STEPS", "null"))
+    if steps not in ("null", "None", ""):
+        return int(steps)
+    epochs = int(overrides.get("trainer.total_epochs", settings["TOTAL_EPOCHS"]))
+    batch = int(overrides.get("data.train_batch_size", settings["TRAIN_BATCH_SIZE"]))
+    return count_kept(settings) // batch * epochs
+
+
+def count_kept_with_python(settings: Mapping[str, str]) -> int:
+    """kept_prompts() run by the launcher's PYTHON (this module's python3 may lack transformers)."""
+    proc = subprocess.run([settings["PYTHON"], str(Path(__file__).resolve()), "kept-prompts",
+                           "--model-path", settings["MODEL_PATH"], "--train-file", settings["TRAIN_FILE"],
+                           "--max-prompt-length", settings["MAX_PROMPT_LENGTH"]],
+                          capture_output=True, text=True)
+    last = (proc.stdout.strip().splitlines() or [""])[-1]  # the count; a library may print before it
+    if proc.returncode != 0 or not last.isdigit():
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise Refused(f"TOTAL_STEPS=null: cannot count the training prompts to tell whether the run is complete "
+                      f"({tail}); set TOTAL_STEPS")
+    return int(last)
+
+
+# ------------------------------------------------------------------------------------------
+# keeping earlier files
+# ------------------------------------------------------------------------------------------
+def utc_stamp() -> str:
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+
+
+def has_files(folder: Path, ignore: Iterable[str] = ()) -> bool:
+    return folder.is_dir() and any(child.name not in set(ignore) for child in folder.iterdir())
+
+
+def next_log_name(log_file: Path) -> Path:
+    """train.log -> train.N.log with N one above the highest kept (train.1.log is the oldest)."""
+    pattern = re.compile(re.escape(log_file.stem) + r"\.(\d+)" + re.escape(log_file.suffix))
+    kept = [int(m.group(1)) for p in log_file.parent.iterdir() if (m := pattern.fullmatch(p.name))]
+    return log_file.with_name(f"{log_file.stem}.{max(kept, default=0) + 1}{log_file.suffix}")
+
+
+# ------------------------------------------------------------------------------------------
+# start
+# ------------------------------------------------------------------------------------------
+def start(settings: Mapping[str, str], overrides: Sequence[str], say: Callable[[str], None],
+          count_kept: Callable[[Mapping[str, str]], int] = count_kept_with_python) -> int:
+    """Decide what this launch does with CKPT_DIR: 0 go on (after moving an earlier run aside and
+    keeping the earlier log as needed), EXIT_COMPLETE nothing to train; raises Refused."""
+    ckpt_dir = Path(settings["CKPT_DIR"])
+    tensorboard = Path(settings["TENSORBOARD_DIR"]) if settings.get("TENSORBOARD_DIR") else None
+    mode = settings.get("RESUME_MODE", "auto")
+    given = override_map(overrides)
+    mode = given.get("trainer.resume_mode", mode)
+    new = {"knobs": dict(settings), "hydra_overrides": list(overrides)}
+    ckpts = Checkpoints.read(ckpt_dir)
+
+    start_over = mode == "disable"
+    if mode == "auto":
+        step = resume_step(ckpts)
+        if step is None:
+            start_over = True
+        else:
+            settings_file = ckpt_dir / SETTINGS_FILE
+            try:
+                old = json.loads(settings_file.read_text())
+            except FileNotFoundError:
+                old = None
+                say(f"{LAUNCHER}: {ckpt_dir} has no {SETTINGS_FILE}: this launch's settings cannot be compared "
+                    "with the earlier run's")
+            except ValueError:
+                raise Refused(f"{settings_file}: not valid JSON; expected the settings the launcher saved") from None
+            if old is not None:
+                changed = differences(old, new)
+                if changed:
+                    raise Refused(f"{settings_file}: this launch changes what the run in {ckpt_dir} trained "
+                                  f"({'; '.join(changed)}): use a new OUTPUT_DIR, or RESUME_MODE=disable to start over "
+                                  "(the earlier run is moved aside)")
+            total = planned_steps(settings, given, count_kept)
+            if step >= total:
+                more = "raise TOTAL_STEPS" if settings.get("TOTAL_STEPS", "null") != "null" else "raise TOTAL_EPOCHS"
+                say(f"{LAUNCHER}: {settings.get('OUTPUT_DIR', ckpt_dir)} is complete at global step {step} "
+                    f"(planned: {total}); {more} to continue")
+                return EXIT_COMPLETE
+            newer = sorted(s for s in ckpts.steps if s > step)
+            if newer:
+                say(f"{LAUNCHER}: {', '.join(f'global_step_{s}' for s in newer)} in {ckpt_dir} "
+                    f"{'is' if len(newer) == 1 else 'are'} not the tracked checkpoint (stopped during the save?); "
+                    f"resuming from global_step_{step}, the last complete one")
+    elif mode == "resume_path":
+        path = given.get("trainer.resume_from_path")
+        if path and STEP_DIR.fullmatch(Path(path).name) and checkpoint_problem(Path(path)) is not None:
+            raise Refused(f"trainer.resume_from_path={path}: a partial checkpoint ({checkpoint_problem(Path(path))}); "
+                          "expected a complete global_step_N folder")
+
+    stamp = utc_stamp()
+    moves = []
+    if start_over:
+        if has_files(ckpt_dir, ignore={SETTINGS_FILE}):
+            moves.append((ckpt_dir, ckpt_dir.with_name(f"{ckpt_dir.name}.{stamp}")))
+        if tensorboard is not None and has_files(tensorboard):
+            moves.append((tensorboard, tensorboard.with_name(f"{tensorboard.name}.{stamp}")))
+    if moves:
+        why = "RESUME_MODE=disable" if mode == "disable" else "nothing to resume from (training from scratch)"
+        say(f"{LAUNCHER}: {why}: the earlier run's files moved aside: "
+            + ", ".join(f"{src} -> {dst.name}" for src, dst in moves))
+    for src, dst in moves:
+        os.replace(src, dst)
+    log_file = Path(settings["LOG_FILE"]) if settings.get("LOG_FILE") else None
+    if log_file is not None and log_file.is_file() and log_file.stat().st_size > 0:
+        kept = next_log_name(log_file)
+        os.replace(log_file, kept)
+        say(f"{LAUNCHER}: the earlier {log_file.name} kept as {kept.name}")
+    ckpt_dir.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(ckpt_dir / SETTINGS_FILE, {**new, "written_utc": stamp})
+    return 0
+
+
+def cmd_start(items: Sequence[str], overrides: Sequence[str]) -> int:
+    settings = {}
+    for item in items:
+        name, eq, value = item.partition("=")
+        if not eq or not NAME_SHAPE.fullmatch(name):
+            print(f"launch_guard.py start: {item!r}: expected NAME=VALUE", file=sys.stderr)
+            return EXIT_REFUSED
+        settings[name] = value
+    missing = [k for k in ("CKPT_DIR", "RESUME_MODE") if k not in settings]
+    if missing:
+        print(f"launch_guard.py start: {', '.join(missing)} not given; expected every knob as NAME=VALUE",
+              file=sys.stderr)
+        return EXIT_REFUSED
+    try:
+        return start(settings, overrides, lambda line: print(line, file=sys.stderr))
+    except Refused as err:
+        print(f"{LAUNCHER}: {err}", file=sys.stderr)
+    except OSError as err:  # moving aside, the log, the settings file
+        print(f"{LAUNCHER}: {err.filename}: {err.strerror}; expected a writable CKPT_DIR, TENSORBOARD_DIR and LOG_FILE "
+              "folder", file=sys.stderr)
+    return EXIT_REFUSED
+
+
+MANUAL = f"""\
+typos SCRIPT [--print-knobs]
+  Refuses (one line each, exit 2) every environment variable that is not a knob but is close
+  to a knob of SCRIPT: "TRAIN_BATH_SIZE is not a knob; did you mean TRAIN_BATCH_SIZE?".
+  Knobs: the NAME=${{NAME:-default}} lines of SCRIPT (for {LAUNCHER} also of stacks/*.sh and
+  profiles/*.sh), parsed by tools/sync_readme.py, the parser that writes docs/knobs.md.
+  Close: Damerau-Levenshtein distance (insert, delete, substitute, swap two neighbours) 1, or 2
+  for a knob of {LONG_NAME} characters or more, compared in upper case. Never reported: a knob
+  of any script of the recipe, and {', '.join(sorted(NOT_TYPOS))} (other programs' names).
+  Hydra overrides (key=value arguments) are not checked here: verl's Hydra configuration
+  rejects an unknown key at start-up. --print-knobs: on success, print SCRIPT's knob names.
+
+start NAME=VALUE ... [-- HYDRA_OVERRIDE ...]
+  The launcher's resolved knobs and the Hydra overrides it passes on. With RESUME_MODE=auto and
+  a checkpoint in CKPT_DIR:
+  - the checkpoint verl will load is checked first. verl 0.6.0 loads the folder that
+    {TRACKER_FILE} names, which it writes after a complete save; a run killed during a save
+    leaves a partial global_step_N beside it, which is reported and not loaded. A missing,
+    empty or partial tracked checkpoint is refused (verl would train from scratch, crash, or
+    load it), naming the last complete one.
+  - CKPT_DIR/{SETTINGS_FILE} (written at every start) is compared with this launch: a knob or
+    Hydra override that changes training is refused, naming each and the two ways out (a new
+    OUTPUT_DIR, or RESUME_MODE=disable). Not compared: {', '.join(sorted(NOT_COMPARED))}; and the
+    Hydra keys {', '.join(sorted(NOT_COMPARED_KEYS))}.
+  - a run whose checkpoint is at or past its planned global steps (TOTAL_STEPS; null: the kept
+    training prompts // TRAIN_BATCH_SIZE x TOTAL_EPOCHS) is reported complete: exit 3, and the
+    launcher exits 0 without training (verl would train one more step).
+  When the run starts over (RESUME_MODE=disable, or nothing complete to resume), a CKPT_DIR or
+  TENSORBOARD_DIR with files is moved aside to NAME.<UTC time>. An existing LOG_FILE is kept as
+  train.N.log (N one above the highest kept). Then {SETTINGS_FILE} is written (atomically).
+  The launcher runs start only when it is about to train (not with DRY_RUN=1 or --preflight-only).
+
+kept-prompts --model-path DIR --train-file FILE --max-prompt-length N
+  Prints how many training rows verl keeps (templated prompt <= N tokens); start runs it with
+  the launcher's PYTHON when TOTAL_STEPS=null.
+
+Exit status: 0 go on; 2 refused or bad arguments (one line on stderr); 3 (start) the run is complete.
+"""
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    overrides: list[str] = []
+    if "--" in argv:
+        at = argv.index("--")
+        argv, overrides = argv[:at], argv[at + 1:]
+    parser = ArgumentParser(prog="python tools/launch_guard.py", epilog=MANUAL,
+                            description="Guards of run_qwen2_5_1_5b.sh and setup.sh: refuse a typo of a knob, "
+                                        "and decide what a relaunch does with an earlier run.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("typos", help="refuse environment variables close to a knob of SCRIPT")
+    p.add_argument("script", help=f"a shell script of the recipe, e.g. {LAUNCHER} or setup.sh")
+    p.add_argument("--print-knobs", action="store_true", help="print SCRIPT's knob names on success")
+    p = sub.add_parser("start", help="check the output folder before a launch (see below)")
+    p.add_argument("settings", nargs="*", metavar="NAME=VALUE", help="every knob of the launch, resolved")
+    p = sub.add_parser("kept-prompts", help="count the training rows verl keeps")
+    p.add_argument("--model-path", required=True, type=Path)
+    p.add_argument("--train-file", required=True, type=Path)
+    p.add_argument("--max-prompt-length", required=True, type=positive_int)
+    args = parser.parse_args(argv)
+    if args.command == "typos":
+        return cmd_typos(args.script, args.print_knobs)
+    if args.command == "start":
+        return cmd_start(args.settings, overrides)
+    print(kept_prompts(args.model_path, args.train_file, args.max_prompt_length))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -758,11 +758,11 @@ def launch(tmp_path: Path, *args: str, **env) -> subprocess.CompletedProcess:
 def test_launcher_runs_preflight_with_its_knobs_before_main_ppo(tmp_path):
     python, calls = fake_python(tmp_path)
     proc = launch(tmp_path, "trainer.total_epochs=1", PYTHON=str(python), MODEL_PATH="/m", TRAIN_BATCH_SIZE="16",
-                  CKPT_DIR="/c", STACK="reference")
+                  CKPT_DIR=str(tmp_path / "c"), STACK="reference")
     assert proc.returncode == 0, proc.stderr
     first, second = calls.read_text().splitlines()
     assert first.startswith(f"{REPO / 'preflight.py'} --device cpu --stack reference --profile cpu --model-path /m ")
-    assert "--train-batch-size 16 " in first and "--rollout-name hf --ckpt-dir /c" in first
+    assert "--train-batch-size 16 " in first and f"--rollout-name hf --ckpt-dir {tmp_path / 'c'}" in first
     assert f"--reward-file {REPO / 'new_math_reward.py'} --reward-name compute_score " in first
     # the Hydra overrides main_ppo gets from the profile and the command line come last
     assert " --overrides " in first and first.endswith(" trainer.total_epochs=1")

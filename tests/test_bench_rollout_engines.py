@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
 
 import pytest
 
@@ -107,6 +108,7 @@ def fake_engines(tmp_path, monkeypatch):
     python.write_text(f"#!/bin/sh\nexec {sys.executable} {script} \"$@\"\n")
     python.chmod(0o755)
     calls = tmp_path / "calls"
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the workers' logs
     monkeypatch.setenv("FAKE_CALLS", str(calls))
     monkeypatch.setattr("benchmarks.bench_cpu_rollout.build_batch", lambda tok, data, prompts, n: fake_batch(n))
 

@@ -34,8 +34,9 @@ EOS; log-probabilities are not requested from either.
 
 Each round starts one worker per engine (``--rounds``, engines alternating which goes first), in
 turn, never both at once: the worker loads the model (untimed, reported), runs the greedy check
-below (untimed; it also warms both engines up), seeds, then times one sampling run of the whole
-batch and prints one JSON line. Generated tokens count each response up to and including its EOS
+below and one sampling run of the whole batch as a warm-up (both untimed: vLLM compiles its
+sampler with torch.compile at its first sampled batches, once per process as in a training run),
+seeds, then times one sampling run of the whole batch and prints one JSON line. Generated tokens count each response up to and including its EOS
 (:func:`benchmarks.bench_cpu_rollout.generated`); tokens/s = generated tokens / wall s. The CPUs
 may be shared with other work (the header gives the load average at the start): compare rows of
 one run.
@@ -274,9 +275,11 @@ def worker_vllm(args: argparse.Namespace) -> dict:
 
     greedy = run(SamplingParams(temperature=0.0, max_tokens=args.greedy_tokens, stop_token_ids=[eos],
                                 detokenize=False))
-    llm.reset_prefix_cache()
     sampling = SamplingParams(temperature=1.0, top_p=1.0, top_k=0, max_tokens=args.new_tokens,
                               stop_token_ids=[eos], detokenize=False)
+    llm.reset_prefix_cache()
+    run(sampling)  # warm-up
+    llm.reset_prefix_cache()
     start = time.perf_counter()
     rows = run(sampling)
     wall = time.perf_counter() - start
@@ -308,6 +311,8 @@ def worker_project(args: argparse.Namespace) -> dict:
                                 pad_token_id=pad, do_sample=do_sample, temperature=1.0, top_p=1.0, top_k=0)[0]
 
     greedy = through_eos(run(args.greedy_tokens, False).tolist(), eos)
+    torch.manual_seed(args.seed + 1)
+    run(args.new_tokens, True)  # warm-up
     torch.manual_seed(args.seed)
     start = time.perf_counter()
     responses = run(args.new_tokens, True)
@@ -420,8 +425,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{args.dtype} in both engines, {args.threads} threads (vLLM's bound to CPUs {binding}, KV cache "
               f"{args.kv_cache_gib} GiB, eager, prefix caching emptied before each timed run); "
               f"{cpu_description()}; load average {load:.2f} at the start, the cores shared with other jobs; "
-              f"{args.rounds} rounds, engines alternating, one worker process per engine and round, "
-              f"best / median. Versions: {versions}.")
+              f"{args.rounds} round(s), engines alternating, one worker process per engine and round, a warm-up "
+              f"run before each timed one, best / median. Versions: {versions}.")
     lines = [table(results, header), "", greedy_line(results, args.greedy_tokens)]
     limit = results["project"][-1].get("limit")
     if limit:

@@ -45,7 +45,9 @@ Sanity check: both engines compute the same model, so their greedy (temperature 
 should agree. The line under the table gives, over the first ``--greedy-tokens`` tokens of every
 row, how many rows are identical and the mean length of the common prefix; in bf16 two engines'
 different kernels round differently, so a near-tie between the two likeliest tokens can go either
-way and a row may part after a while (fp32 agrees longer).
+way and a row may part after a while. So when ``--dtype`` is bf16, one more worker per engine
+(untimed, after the rounds; ``--no-fp32-check`` skips them) loads the model in fp32 and runs the
+greedy check only, and a second line gives the agreement in fp32.
 
 The estimated limit is bench_cpu_rollout's arithmetic (:func:`estimated_limit`) on rates the
 project's worker measures after its last timed run (its matmuls at the decode step's and the
@@ -183,16 +185,17 @@ def table(results: dict[str, list[dict]], header: str) -> str:
     return "\n".join(lines)
 
 
-def greedy_line(results: dict[str, list[dict]], k: int) -> str:
-    """The sanity line: greedy agreement of the engines over the first ``k`` tokens, and whether
-    each engine's greedy output was the same in every round."""
+def greedy_line(results: dict[str, list[dict]], k: int, dtype: str) -> str:
+    """The sanity line: greedy agreement of the engines in ``dtype`` over the first ``k`` tokens,
+    and, with more than one round, whether each engine's greedy output was the same in every round."""
     a, b = (results[e][0]["greedy"] for e in ENGINES)
     same, prefix = greedy_agreement(a, b, k)
-    stable = [e for e in ENGINES if all(r["greedy"] == results[e][0]["greedy"] for r in results[e])]
-    unstable = [e for e in ENGINES if e not in stable]
-    return (f"Greedy check (temperature 0, first {k} tokens of each of the {len(a)} rows): "
-            f"{same} of {len(a)} rows identical in both engines, mean common prefix {prefix:.1f} tokens; "
-            f"each engine's greedy output the same in every round: "
+    line = (f"Greedy check in {dtype} (temperature 0, first {k} tokens of each of the {len(a)} rows): "
+            f"{same} of {len(a)} rows identical in both engines, mean common prefix {prefix:.1f} tokens")
+    if all(len(results[e]) == 1 for e in ENGINES):
+        return line + "."
+    unstable = [e for e in ENGINES if any(r["greedy"] != results[e][0]["greedy"] for r in results[e])]
+    return (f"{line}; each engine's greedy output the same in every round: "
             f"{'yes' if not unstable else 'no (' + ', '.join(unstable) + ')'}.")
 
 
@@ -211,12 +214,13 @@ def limit_line(limit: dict, dtype: str, prompts: int, n: int, real_prompt: float
 
 
 def worker_command(python: Path, engine: str, args: argparse.Namespace, batch_file: Path,
-                   measure_limit: bool) -> list[str]:
+                   measure_limit: bool = False, greedy_only_dtype: str | None = None) -> list[str]:
+    dtype = greedy_only_dtype or args.dtype
     command = [str(python), "-m", "benchmarks.bench_rollout_engines", "--worker", engine,
                "--batch-file", str(batch_file), "--model", str(args.model), "--new-tokens", str(args.new_tokens),
-               "--threads", str(args.threads), "--dtype", args.dtype, "--seed", str(args.seed),
+               "--threads", str(args.threads), "--dtype", dtype, "--seed", str(args.seed),
                "--greedy-tokens", str(args.greedy_tokens), "--kv-cache-gib", str(args.kv_cache_gib)]
-    return command + (["--measure-limit"] if measure_limit else [])
+    return command + (["--measure-limit"] if measure_limit else []) + (["--greedy-only"] if greedy_only_dtype else [])
 
 
 def run_worker(command: list[str], log: Path, timeout: float) -> dict:
@@ -275,6 +279,11 @@ def worker_vllm(args: argparse.Namespace) -> dict:
 
     greedy = run(SamplingParams(temperature=0.0, max_tokens=args.greedy_tokens, stop_token_ids=[eos],
                                 detokenize=False))
+    label = f"vLLM {vllm.__version__} LLM.generate (.venv-current)"
+    versions = f"vllm {vllm.__version__}, torch {torch.__version__}"
+    if args.greedy_only:
+        return {"engine": "vllm", "label": label, "versions": versions, "load_s": load_s,
+                "greedy": through_eos(greedy, eos)}
     sampling = SamplingParams(temperature=1.0, top_p=1.0, top_k=0, max_tokens=args.new_tokens,
                               stop_token_ids=[eos], detokenize=False)
     llm.reset_prefix_cache()
@@ -285,8 +294,7 @@ def worker_vllm(args: argparse.Namespace) -> dict:
     wall = time.perf_counter() - start
     width = max(len(r) for r in rows)
     responses = torch.tensor([r + [pad] * (width - len(r)) for r in rows])
-    return {"engine": "vllm", "label": f"vLLM {vllm.__version__} LLM.generate (.venv-current)",
-            "versions": f"vllm {vllm.__version__}, torch {torch.__version__}", "load_s": load_s,
+    return {"engine": "vllm", "label": label, "versions": versions, "load_s": load_s,
             "greedy": through_eos(greedy, eos), "wall_s": wall, "tokens": generated(responses, eos, pad)}
 
 
@@ -311,15 +319,17 @@ def worker_project(args: argparse.Namespace) -> dict:
                                 pad_token_id=pad, do_sample=do_sample, temperature=1.0, top_p=1.0, top_k=0)[0]
 
     greedy = through_eos(run(args.greedy_tokens, False).tolist(), eos)
+    label = "project rollout sample_responses (.venv)"
+    versions = f"torch {torch.__version__}, transformers {transformers.__version__}"
+    if args.greedy_only:
+        return {"engine": "project", "label": label, "versions": versions, "load_s": load_s, "greedy": greedy}
     torch.manual_seed(args.seed + 1)
     run(args.new_tokens, True)  # warm-up
     torch.manual_seed(args.seed)
     start = time.perf_counter()
     responses = run(args.new_tokens, True)
     wall = time.perf_counter() - start
-    result = {"engine": "project", "label": "project rollout sample_responses (.venv)",
-              "versions": f"torch {torch.__version__}, transformers {transformers.__version__}", "load_s": load_s,
-              "greedy": greedy, "wall_s": wall, "tokens": generated(responses, eos, pad)}
+    result = {"engine": "project", "label": label, "versions": versions, "load_s": load_s, "greedy": greedy, "wall_s": wall, "tokens": generated(responses, eos, pad)}
     if args.measure_limit:
         cfg = model.config
         prompts = len(set(map(tuple, input_ids.tolist())))
@@ -352,6 +362,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--kv-cache-gib", type=positive_int, default=1,
                         help="vLLM's KV cache, GiB (VLLM_CPU_KVCACHE_SPACE; the default batch needs ~0.5)")
     parser.add_argument("--greedy-tokens", type=positive_int, default=32, help="tokens of the greedy check (K)")
+    parser.add_argument("--no-fp32-check", action="store_true",
+                        help="skip the greedy check in fp32 that follows a bf16 benchmark")
     parser.add_argument("--seed", type=int, default=0, help="sampling seed of each timed run")
     parser.add_argument("--rounds", type=positive_int, default=2, help="timed runs of each engine, alternating")
     parser.add_argument("--vllm-python", type=Path, default=REPO / ENGINE_PYTHON["vllm"],
@@ -364,6 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--worker", choices=ENGINES, help=argparse.SUPPRESS)
     parser.add_argument("--batch-file", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--measure-limit", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--greedy-only", action="store_true", help=argparse.SUPPRESS)
     return parser
 
 
@@ -413,6 +426,10 @@ def main(argv: list[str] | None = None) -> int:
                 results[engine].append(result)
                 print(f"bench_rollout_engines: round {i + 1}, {engine}: {result['wall_s']:.1f} s, "
                       f"{result['tokens']} tokens (load {result['load_s']:.0f} s)", file=sys.stderr, flush=True)
+        checks = {}
+        if args.dtype != "fp32" and not args.no_fp32_check:
+            checks = {e: [run_worker(worker_command(pythons[e], e, args, batch_file, greedy_only_dtype="fp32"),
+                                     work / f"{e}_fp32_check.log", args.worker_timeout)] for e in ENGINES}
     except WorkerError as exc:
         print(f"bench_rollout_engines: {exc}", file=sys.stderr)
         return 1
@@ -427,7 +444,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{cpu_description()}; load average {load:.2f} at the start, the cores shared with other jobs; "
               f"{args.rounds} round(s), engines alternating, one worker process per engine and round, a warm-up "
               f"run before each timed one, best / median. Versions: {versions}.")
-    lines = [table(results, header), "", greedy_line(results, args.greedy_tokens)]
+    lines = [table(results, header), "", greedy_line(results, args.greedy_tokens, args.dtype)]
+    if checks:
+        lines.append(greedy_line(checks, args.greedy_tokens, "fp32") + " (one untimed worker per engine)")
     limit = results["project"][-1].get("limit")
     if limit:
         lines.append(limit_line(limit, args.dtype, args.prompts, args.n, real_prompt, args.new_tokens))

@@ -69,8 +69,11 @@ def test_the_table_gives_best_and_median_over_rounds():
 def test_the_greedy_line_reports_agreement_and_round_to_round_stability():
     results = {"vllm": [run("vllm", 1, 1, [[1, 2], [3, 3]]), run("vllm", 1, 1, [[1, 2], [3, 4]])],
                "project": [run("project", 1, 1, [[1, 2], [3, 5]])] * 2}
-    line = bench.greedy_line(results, k=2)
-    assert "1 of 2 rows identical" in line and "mean common prefix 1.5" in line and "no (vllm)" in line
+    line = bench.greedy_line(results, k=2, dtype="bf16")
+    assert "in bf16" in line and "1 of 2 rows identical" in line and "mean common prefix 1.5" in line
+    assert "no (vllm)" in line
+    single = bench.greedy_line({e: runs[:1] for e, runs in results.items()}, k=2, dtype="fp32")
+    assert "in fp32" in single and "every round" not in single
 
 
 def test_a_result_is_the_last_json_line_with_an_engine_and_log_noise_is_skipped():
@@ -87,14 +90,15 @@ engine = args[args.index("--worker") + 1]
 print("library noise on stdout")
 if os.environ.get("FAIL_ENGINE") == engine:
     sys.exit(3)
-greedy = [[7, 8, 2]] * 4
+greedy = [[7, 8, 2]] * 4 if engine == "vllm" or "--greedy-only" in args else [[7, 9, 2]] * 4
 print(json.dumps({"engine": engine, "label": engine, "versions": "fake", "load_s": 1.0, "wall_s": 2.0,
                   "tokens": 100 if engine == "vllm" else 50, "greedy": greedy,
                   **({"limit": {"params": 1000, "layers": 2, "kv_heads": 1, "head_dim": 4, "decode_gflops": 1.0,
                                 "prefill_gflops": 1.0, "prefill_rows": 8, "copy_gbps": 1.0}}
                      if "--measure-limit" in args else {})}))
+dtype = args[args.index("--dtype") + 1]
 with open(os.environ["FAKE_CALLS"], "a") as calls:
-    calls.write(engine + (" limit" if "--measure-limit" in args else "") + "\\n")
+    calls.write(" ".join([engine, dtype] + [a[2:] for a in args if a in ("--measure-limit", "--greedy-only")]) + "\\n")
 """
 
 
@@ -137,10 +141,12 @@ def test_rounds_alternate_the_engines_and_the_last_project_run_measures_the_limi
     argv, calls = fake_engines
     out = tmp_path / "results" / "engines.md"
     assert bench.main([*argv, "--rounds", "3", "--markdown", str(out)]) == 0
-    assert calls.read_text().split("\n")[:-1] == ["vllm", "project", "project", "vllm", "vllm", "project limit"]
+    assert calls.read_text().split("\n")[:-1] == ["vllm fp32", "project fp32", "project fp32", "vllm fp32",
+                                                  "vllm fp32", "project fp32 measure-limit"]
     text = out.read_text()
     assert "| vllm | 3 | 2.0 / 2.0 | 100 | 50.0 / 50.0 |" in text and "| project | 3 |" in text
-    assert "4 of 4 rows identical" in text and "Estimated limit in fp32" in text
+    assert "Greedy check in fp32" in text and "0 of 4 rows identical" in text and "common prefix 1.0" in text
+    assert "Estimated limit in fp32" in text
     assert "mean real prompt 2 tokens (padded to 3)" in text
     assert text in capsys.readouterr().out
 
@@ -161,3 +167,17 @@ def test_a_missing_venv_exits_2_naming_it(fake_engines, tmp_path, capsys):
     assert bench.main([*argv, "--vllm-python", str(missing)]) == 2
     err = capsys.readouterr().err.strip()
     assert err == f"bench_rollout_engines: {missing}: missing (run 'bash setup.sh --device cpu --stack current' first)"
+
+
+def test_a_bf16_benchmark_adds_an_untimed_greedy_check_in_fp32(fake_engines, tmp_path, capsys):
+    argv, calls = fake_engines
+    argv = [a if a != "fp32" else "bf16" for a in argv]
+    assert bench.main([*argv, "--rounds", "1"]) == 0
+    assert calls.read_text().split("\n")[:-1] == ["vllm bf16", "project bf16 measure-limit",
+                                                  "vllm fp32 greedy-only", "project fp32 greedy-only"]
+    out = capsys.readouterr().out
+    assert "Greedy check in bf16 (temperature 0, first 32 tokens of each of the 4 rows): 0 of 4" in out
+    assert "Greedy check in fp32 (temperature 0, first 32 tokens of each of the 4 rows): 4 of 4" in out
+    calls.write_text("")
+    assert bench.main([*argv, "--rounds", "1", "--no-fp32-check"]) == 0
+    assert "greedy-only" not in calls.read_text()

@@ -446,7 +446,7 @@ def main(argv: list[str] | None = None) -> int:
               f"run before each timed one, best / median. Versions: {versions}.")
     lines = [table(results, header), "", greedy_line(results, args.greedy_tokens, args.dtype)]
     if checks:
-        lines.append(greedy_line(checks, args.greedy_tokens, "fp32") + " (one untimed worker per engine)")
+        lines.append(greedy_line(checks, args.greedy_tokens, "fp32")[:-1] + " (one untimed worker per engine).")
     limit = results["project"][-1].get("limit")
     if limit:
         lines.append(limit_line(limit, args.dtype, args.prompts, args.n, real_prompt, args.new_tokens))

@@ -182,6 +182,9 @@ def compare(ref: str, rounds: int, extra: list[str]) -> tuple[int, str]:
     return status, side_by_side(runs, header)
 
 
+STACKS = ("reference", "current")
+
+
 class Row(NamedTuple):
     """One row of :func:`side_by_side`: its name, the TensorBoard tag read from the ref run and
     from the new run (None: that run has no counterpart), the value format, whether to give the
@@ -292,14 +295,30 @@ def side_by_side(runs: dict[str, list[tuple[dict, float | None, int | None]]], h
     return "\n".join(lines)
 
 
-STACKS = ("reference", "current")
+def stack_var(stack: str, name: str, repo: Path = REPO) -> str:
+    """The value stacks/<stack>.sh gives the shell variable ``name`` ('' when it sets none)."""
+    return subprocess.run(["bash", "-c", f"source {shlex.quote(str(repo / 'stacks' / f'{stack}.sh'))} && "
+                           f"printf %s \"${{{name}:-}}\""], capture_output=True, text=True, check=True).stdout
 
 
 def stack_python(stack: str, repo: Path = REPO) -> Path:
     """The Python of ``stack``'s venv: ``$STACK_VENV/bin/python`` as stacks/<stack>.sh sets it."""
-    venv = subprocess.run(["bash", "-c", f"source {shlex.quote(str(repo / 'stacks' / f'{stack}.sh'))} && "
-                           "printf %s \"$STACK_VENV\""], capture_output=True, text=True, check=True).stdout
-    return repo / venv / "bin" / "python"
+    return repo / stack_var(stack, "STACK_VENV", repo) / "bin" / "python"
+
+
+#: what a stack file sets for the CPU run that makes the two runs differ, named in the header
+STACK_CPU_SETTINGS = {"STACK_CPU_ROLLOUT": "rollout.name", "STACK_CPU_MICRO_BATCH": "responses per actor/ref forward"}
+
+
+def stack_settings(repo: Path = REPO) -> str:
+    """'rollout.name hf / vllm, ...' (reference / current) for each of :data:`STACK_CPU_SETTINGS`
+    the stack files set."""
+    found = []
+    for var, meaning in STACK_CPU_SETTINGS.items():
+        values = [stack_var(stack, var, repo) for stack in STACKS]
+        if any(values):
+            found.append(f"{meaning} {' / '.join(v or 'the default' for v in values)}")
+    return ", ".join(found)
 
 
 def stack_versions(python: Path) -> str:
@@ -359,7 +378,8 @@ def compare_stacks(rounds: int, extra: list[str]) -> tuple[int, str]:
     header = (f"The two stacks side by side at commit `{head}`, {rounds} run(s) each in turns, reference first, "
               f"`DEVICE=cpu bash run_qwen2_5_1_5b.sh` (profile cpu, {knobs}"
               f"{', overrides ' + ' '.join(extra) if extra else ''}): reference = {versions['reference']} "
-              f"(the project's CPU rollout), current = {versions['current']} (verl's vLLM rollout); seconds per "
+              f"(the project's CPU rollout), current = {versions['current']} (verl's vLLM rollout); what the stack "
+              f"files set apart (reference / current): {stack_settings() or 'nothing'}; seconds per "
               f"GRPO step (mean over the run's steps and rounds); {cpu_description()}, load average {load:.2f} "
               f"at the start, the cores shared with other jobs.")
     return status, stack_table(runs, header)

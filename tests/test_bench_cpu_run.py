@@ -88,6 +88,7 @@ def test_compare_stacks_runs_each_stack_in_turns_with_the_same_settings(monkeypa
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the runs' output folders
     monkeypatch.setattr(bench_cpu_run, "stack_versions", lambda python: f"verl of {python.parent.parent.name}")
     monkeypatch.setattr(bench_cpu_run, "stack_python", lambda stack: Path(sys.executable))
+    monkeypatch.setattr(bench_cpu_run, "stack_settings", lambda: "rollout.name hf / vllm")
     monkeypatch.setenv("TOTAL_STEPS", "2")
     out = tmp_path / "stacks.md"
     rc = bench_cpu_run.main(["--compare-stacks", "--rounds", "2", "--markdown", str(out), "trainer.x=1"])
@@ -96,6 +97,7 @@ def test_compare_stacks_runs_each_stack_in_turns_with_the_same_settings(monkeypa
     assert len({c[1] for c in calls}) == 1 and all(c[2] == ["trainer.x=1"] for c in calls)
     text = out.read_text()
     assert "TOTAL_STEPS=2" in text and "overrides trainer.x=1" in text
+    assert "set apart (reference / current): rollout.name hf / vllm;" in text
     assert "| generation alone | 30.0 | 10.0 | 3.0x |" in text
     assert text in capsys.readouterr().out
 
@@ -114,3 +116,9 @@ def test_each_stacks_venv_is_the_one_its_stack_file_names():
 
     assert stack_python("reference") == REPO / ".venv/bin/python"
     assert stack_python("current") == REPO / ".venv-current/bin/python"
+
+
+def test_the_header_names_what_the_stack_files_set_apart():
+    from benchmarks.bench_cpu_run import stack_settings
+
+    assert "rollout.name hf / vllm" in stack_settings()

@@ -158,7 +158,7 @@ def test_run_exits_zero_and_used_the_format_reward(learn_run):
             for line in path.read_text().splitlines()]
     assert len(rows) == STEPS * 32
     for row in rows:
-        assert row["score"] == pytest.approx(compute_format_score("", row["output"], row["gts"])["score"]), row
+        assert row["score"] == pytest.approx(compute_format_score("DigitalLearningGmbH/MATH-lighteval", row["output"], row["gts"])["score"]), row
 
 
 def test_rollout_generates_with_the_previous_steps_actor_weights(learn_run):

@@ -843,12 +843,13 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None):
     def on_alarm(signum, frame):
         raise TimeoutError("reward timed out")
 
-    signal.signal(signal.SIGALRM, on_alarm)
+    previous = signal.signal(signal.SIGALRM, on_alarm)
     signal.alarm(5)
     try:
         return 1.0 if "\\\\boxed{" + ground_truth + "}" in solution_str else 0.0
     finally:
         signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)  # the host's handler comes back
 
 
 def compute_score_caught(data_source, solution_str, ground_truth, extra_info=None):

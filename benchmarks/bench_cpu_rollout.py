@@ -157,6 +157,22 @@ def copy_bandwidth_gbps(mib: int = 256, repeats: int = 4) -> float:
     return 2 * src.numel() * 4 * repeats / (time.perf_counter() - start) / 1e9
 
 
+def estimated_limit(*, params: int, layers: int, kv_heads: int, head_dim: int, bytes_per_value: int,
+                    prompts: int, n: int, real_prompt: float, new_tokens: int, decode_gflops: float,
+                    prefill_gflops: float, copy_gbps: float) -> tuple[float, float, float]:
+    """The rollout's limit: (tokens/s if every row runs all ``new_tokens`` decode steps,
+    seconds per decode step, prefill seconds). A decode step reads the weights and the KV cache
+    once (each group's prompt once, each row's response, on average half of it) at the copy
+    bandwidth, or does 2 FLOPs per parameter per row at ``decode_gflops``, whichever is slower;
+    the prefill does 2 FLOPs per parameter per prompt token of each group at ``prefill_gflops``."""
+    batch = prompts * n
+    kv_per_token = 2 * layers * kv_heads * head_dim * bytes_per_value
+    bytes_per_step = bytes_per_value * params + kv_per_token * (prompts * real_prompt + batch * new_tokens / 2)
+    step_s = max(bytes_per_step / (copy_gbps * 1e9), 2 * params * batch / (decode_gflops * 1e9))
+    prefill_s = 2 * params * real_prompt * prompts / (prefill_gflops * 1e9)
+    return batch * new_tokens / (prefill_s + new_tokens * step_s), step_s, prefill_s
+
+
 def best_median(values, higher_is_better: bool = False) -> str:
     best = max(values) if higher_is_better else min(values)
     return f"{best:.1f} / {statistics.median(values):.1f}"
@@ -263,12 +279,10 @@ def main(argv: list[str] | None = None) -> int:
         decode_gflops = matmul_gflops(lean_matmul_units(model) or matmul_units(model), batch, dtypes[name])
         prefill_rows = args.prompts * input_ids.size(1)
         prefill_gflops = matmul_gflops(matmul_units(model, layers=[0]), prefill_rows, dtypes[name], repeats=2)
-        # keys and values read by a decode step: each group's prompt once, each row's response
-        kv_per_token = 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * head_dim * size
-        bytes_per_step = size * params + kv_per_token * (args.prompts * real_prompt + batch * args.new_tokens / 2)
-        step_s = max(bytes_per_step / (mem_gbps * 1e9), 2 * params * batch / (decode_gflops * 1e9))
-        prefill_s = 2 * params * real_prompt * args.prompts / (prefill_gflops * 1e9)
-        limit = batch * args.new_tokens / (prefill_s + args.new_tokens * step_s)
+        limit, step_s, prefill_s = estimated_limit(
+            params=params, layers=cfg.num_hidden_layers, kv_heads=cfg.num_key_value_heads, head_dim=head_dim,
+            bytes_per_value=size, prompts=args.prompts, n=args.n, real_prompt=real_prompt, new_tokens=args.new_tokens,
+            decode_gflops=decode_gflops, prefill_gflops=prefill_gflops, copy_gbps=mem_gbps)
         lines.append(f"Estimated limit in {name}: about {limit:.0f} tokens/s if every row runs all "
                      f"{args.new_tokens} steps ({1000 * step_s:.0f} ms per decode step, prefill {prefill_s:.1f} s), "
                      f"from {decode_gflops:.0f} GFLOP/s measured for the rollout model's matmuls at the decode "

@@ -76,7 +76,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.bench_cpu_rollout import best_median
+from benchmarks.bench_cpu_rollout import best_median, estimated_limit
 from script_utils import NATIVE_BF16_FLAGS, cpu_description, positive_int, write_text_atomic
 
 REPO = Path(__file__).resolve().parent.parent
@@ -137,22 +137,6 @@ def greedy_agreement(a_rows: list[list[int]], b_rows: list[list[int]], k: int) -
     same = sum(a[:k] == b[:k] for a, b in zip(a_rows, b_rows))
     prefix = [common_prefix(a[:k], b[:k]) for a, b in zip(a_rows, b_rows)]
     return same, sum(prefix) / len(prefix)
-
-
-def estimated_limit(*, params: int, layers: int, kv_heads: int, head_dim: int, bytes_per_value: int,
-                    prompts: int, n: int, real_prompt: float, new_tokens: int, decode_gflops: float,
-                    prefill_gflops: float, copy_gbps: float) -> tuple[float, float, float]:
-    """bench_cpu_rollout's limit: (tokens/s if every row runs all ``new_tokens`` decode steps,
-    seconds per decode step, prefill seconds). A decode step reads the weights and the KV cache
-    once (each group's prompt once, each row's response, on average half of it) at the copy
-    bandwidth, or does 2 FLOPs per parameter per row at ``decode_gflops``, whichever is slower;
-    the prefill does 2 FLOPs per parameter per prompt token of each group at ``prefill_gflops``."""
-    batch = prompts * n
-    kv_per_token = 2 * layers * kv_heads * head_dim * bytes_per_value
-    bytes_per_step = bytes_per_value * params + kv_per_token * (prompts * real_prompt + batch * new_tokens / 2)
-    step_s = max(bytes_per_step / (copy_gbps * 1e9), 2 * params * batch / (decode_gflops * 1e9))
-    prefill_s = 2 * params * real_prompt * prompts / (prefill_gflops * 1e9)
-    return batch * new_tokens / (prefill_s + new_tokens * step_s), step_s, prefill_s
 
 
 def parse_result(stdout: str, where: str) -> dict:

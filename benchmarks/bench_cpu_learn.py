@@ -36,10 +36,14 @@ from benchmarks.bench_cpu_run import run_launcher
 from health_report import scalars_by_step
 from script_utils import cpu_description, write_text_atomic
 
-#: per-step columns and their number formats (log-prob differences are ~1e-5 nats: scientific)
+#: per-step columns and their number formats (log-prob differences are ~1e-5 nats: scientific).
+#: The rollout/actor agreement is logged by verl 0.6.0's CPU rollout as log-prob differences and
+#: by verl 0.9.1 (trainer/ppo/metric_utils.py) as the Pearson correlation and the largest
+#: difference of the token probabilities; a column a run does not log is left out.
 TAGS = {"critic/score/mean": ".3f", "critic/score/max": ".3f", "actor/kl_loss": ".3f", "actor/grad_norm": ".3f",
         "actor/entropy": ".2f", "response_length/mean": ".1f", "training/rollout_log_prob_absdiff_mean": ".1e",
-        "training/rollout_log_prob_absdiff_max": ".1e", "timing_s/step": ".0f"}
+        "training/rollout_log_prob_absdiff_max": ".1e", "training/rollout_actor_probs_pearson_corr": ".4f",
+        "training/rollout_probs_diff_max": ".3f", "timing_s/step": ".0f"}
 
 
 def val_tag(scalars: dict, key: str) -> str | None:
@@ -58,9 +62,10 @@ def report(scalars: dict, wall_s: float | None, peak: int | None, header: str = 
     last = sum(score[s] for s in steps[-3:]) / 3
     ok = last >= 2 * first and last >= first + 0.15
     lines = [header, ""] if header else []
-    lines += ["| global step | " + " | ".join(TAGS) + " |", "|---" * (len(TAGS) + 1) + "|"]
+    tags = {t: fmt for t, fmt in TAGS.items() if scalars.get(t)}
+    lines += ["| global step | " + " | ".join(tags) + " |", "|---" * (len(tags) + 1) + "|"]
     for s in steps:
-        cells = [format(scalars[t][s], fmt) if s in scalars.get(t, {}) else "-" for t, fmt in TAGS.items()]
+        cells = [format(scalars[t][s], fmt) if s in scalars[t] else "-" for t, fmt in tags.items()]
         lines.append(f"| {s} | " + " | ".join(cells) + " |")
     lines += ["", "| run | value |", "|---|---|",
               f"| training reward, mean of the first 3 steps | {first:.3f} |",

@@ -463,8 +463,8 @@ def _top_terms(s: str) -> int:
 # What the task demands: forms the question requires (POLICY_RULES, docs/reward_policy.md)
 # --------------------------------------------------------------------------------------
 #: Question phrases that require a form, by demand. "ordered" and "normalised" change the
-#: comparison (answers_match); the others refuse an answer of the right value in a form the
-#: question rules out (_form_violation), unless the gold itself has that form.
+#: comparison (answers_match); the others name forms: an answer of the right value is refused
+#: when it has a feature the demand forbids (_DEMAND_FORBIDS) and the gold has not.
 _DEMAND_RES = (
     ("ordered", re.compile(
         r"\bin\s+(?:increasing|decreasing|ascending|descending|numerical)\s+order|"
@@ -472,9 +472,33 @@ _DEMAND_RES = (
         r"\b(?:greatest|largest|highest)\s+to\s+(?:least|smallest|lowest)\b|\bin\s+order\s+from\b", re.I)),
     ("rationalised", re.compile(r"\brationali[sz]", re.I)),
     ("radical form", re.compile(r"\bsimplest\s+radical\s+form", re.I)),
-    ("lowest terms", re.compile(r"\bcommon\s+fraction|\blowest\s+terms|\bsimplest\s+form|\breduced\s+fraction", re.I)),
+    ("common fraction", re.compile(r"\b(?:common|improper|proper)\s+fractions?\b|\b(?:as|to|into)\s+(?:an?\s+)?fractions?\b"
+                                   r"(?!\s+(?:of|in\s+terms))", re.I)),
+    ("lowest terms", re.compile(r"\blowest\s+terms|\bsimplest\s+form|\breduced\s+fraction", re.I)),
+    ("mixed number", re.compile(r"\bmixed\s+numbers?\b", re.I)),
+    ("decimal", re.compile(r"\b(?:as|to|in)\s+(?:an?\s+)?(?:terminating\s+)?decimals?\b"
+                           r"(?!\s+(?:point|places?|digits?|expansion|representation|equivalent|notation))|"
+                           r"\bdecimal\s+form\b|\(\s*as\s+a\s+decimal\s*\)", re.I)),
+    ("exponential", re.compile(r"\b(?:exponential|scientific)\s+notation|\bas\s+a\s+power\s+of\b", re.I)),
     ("normalised", re.compile(r"\\gcd\s*\(\s*\|\s*A\s*\|", re.I)),
 )
+#: Words in a demand's clause that undo it: "(not mixed numbers or decimals)".
+_DEMAND_NEGATION_RE = re.compile(r"\b(?:not|no|nor|never|instead\s+of|rather\s+than|without)\b", re.I)
+#: Form words: a clause that offers two of them joined by "or" demands neither ("as a decimal or a fraction").
+_FORM_WORD_RE = re.compile(r"\b(?:fraction|decimal|mixed\s+number|integer|percent|radical|notation)", re.I)
+_CLAUSE_END_RE = re.compile(r"[.?!;:()\n]")
+
+
+def _demand_stated(q: str, m) -> bool:
+    """A demand phrase found in a question is a demand unless its clause negates it or offers
+    another form as an alternative."""
+    start = max((e.end() for e in _CLAUSE_END_RE.finditer(q, max(m.start() - 80, 0), m.start())),
+                default=max(m.start() - 80, 0))
+    after = _CLAUSE_END_RE.search(q, m.end())
+    clause = q[start:after.start() if after else len(q)]
+    if _DEMAND_NEGATION_RE.search(q[start:m.start()]):
+        return False
+    return not (re.search(r"\bor\b", clause) and len({w.lower() for w in _FORM_WORD_RE.findall(clause)}) > 1)
 
 
 @lru_cache(maxsize=4096)
@@ -484,13 +508,16 @@ def question_demands(question: Optional[str]) -> frozenset:
     if not question:
         return frozenset()
     q = question[:6000]
-    return frozenset(name for name, rx in _DEMAND_RES if rx.search(q))
+    return frozenset(name for name, rx in _DEMAND_RES if any(_demand_stated(q, m) for m in rx.finditer(q)))
 
 
 _FRAC_OPEN_RE = re.compile(r"\\frac\s*\{")
 _SLASH_SQRT_RE = re.compile(r"/\s*(?:\([^()]*\\sqrt|[\d.]*\\sqrt)")
 _SQRT_INT_RE = re.compile(r"\\sqrt\{(\d{1,8})\}")
 _INT_FRAC_RE = re.compile(r"\\frac\{-?(\d{1,12})\}\{(\d{1,12})\}|(?<![\d.}])(\d{1,12})/(\d{1,12})(?![\d.])")
+_DECIMAL_FORM_RE = re.compile(r"\d\.(?=\d|\\(?:overline|bar|dot))|(?<![\d.])\.\d")
+_MIXED_FORM_RE = re.compile(r"(?<![\w.}^_{])\d+\\frac\{(\d+)\}\{(\d+)\}")
+_FRACTION_FORM_RE = re.compile(r"\\frac|\d\s*/\s*\d")
 
 
 def _radical_denominator(s: str) -> bool:
@@ -527,23 +554,60 @@ def _unreduced_fraction(s: str) -> bool:
     return False
 
 
-#: Form checks by demand: the answer is refused when it has the form and the gold has not.
-_FORM_CHECKS = {
-    "rationalised": _radical_denominator,
-    "radical form": lambda s: _radical_denominator(s) or _square_factor(s),
-    "lowest terms": _unreduced_fraction,
+def _mixed_number(s: str) -> bool:
+    """A mixed number: an integer before a proper integer fraction, ``6\\frac{1}{5}``."""
+    return any(int(m.group(1)) < int(m.group(2)) for m in _MIXED_FORM_RE.finditer(s))
+
+
+def _improper_fraction(s: str) -> bool:
+    """An integer fraction of absolute value above 1 that is not the tail of a mixed number."""
+    for m in _INT_FRAC_RE.finditer(s):
+        if m.group(1) and s[:m.start()][-1:].isdigit():
+            continue  # 6\\frac{1}{5}: part of a mixed number
+        a, b = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+        if int(a) > int(b) > 1:
+            return True
+    return False
+
+
+#: Form features of a normalised answer, by name (each a yes/no on the canonical string and
+#: its recorded percent sign).
+_FORM_FEATURES = {
+    "radical in a denominator": lambda n: _radical_denominator(n.s),
+    "square factor under a root": lambda n: _square_factor(n.s),
+    "unreduced fraction": lambda n: _unreduced_fraction(n.s),
+    "decimal": lambda n: bool(_DECIMAL_FORM_RE.search(n.s)),
+    "mixed number": lambda n: _mixed_number(n.s),
+    "improper fraction": lambda n: _improper_fraction(n.s),
+    "fraction": lambda n: bool(_FRACTION_FORM_RE.search(n.s)),
+    "percent": lambda n: n.pct,
+    "no exponent": lambda n: "^" not in n.s and bool(n.s),
+}
+#: What each stated form forbids. Source: MATH (the form the question asks for is the answer;
+#: its graders refuse 0.28 for "a common fraction" 7/25 and 31/5 for "a mixed number" 6 1/5).
+_DEMAND_FORBIDS = {
+    "rationalised": ("radical in a denominator",),
+    "radical form": ("radical in a denominator", "square factor under a root"),
+    "common fraction": ("unreduced fraction", "decimal", "mixed number", "percent"),
+    "lowest terms": ("unreduced fraction",),
+    "mixed number": ("improper fraction", "decimal", "percent"),
+    "decimal": ("fraction", "percent"),
+    "exponential": ("no exponent",),
 }
 
 
 def _form_violation(pred: str, gold: str, demands: frozenset) -> Optional[str]:
-    """The demand an answer of the right value breaks (its form), else None."""
-    if not demands & set(_FORM_CHECKS):
+    """The form an answer of the right value has and a demand of the question forbids (the
+    gold has not), as "demand: feature"; else None."""
+    names = sorted(demands & set(_DEMAND_FORBIDS))
+    if not names:
         return None
-    pn, gn = _normalise(pred).s, _normalise(gold).s
-    for name in sorted(demands & set(_FORM_CHECKS)):
-        check = _FORM_CHECKS[name]
-        if check(pn) and not check(gn):
-            return name
+    pn, gn = _normalise(pred), _normalise(gold)
+    for name in names:
+        for feature in _DEMAND_FORBIDS[name]:
+            check = _FORM_FEATURES[feature]
+            if check(pn) and not check(gn):
+                return name + ": " + feature
     return None
 
 
@@ -628,16 +692,26 @@ POLICY_RULES = (
          source="MATH; OpenCompass pays any equal value",
          examples=[("Express your answer in simplest radical form.", "\\sqrt{8}", "2\\sqrt{2}", False),
                    ("Express your answer in simplest radical form.", "2\\sqrt{2}", "2\\sqrt2", True)]),
-    dict(rule="common fraction, lowest terms", when="the question says \"common fraction\", \"lowest terms\", "
-                                                     "\"simplest form\"",
-         decision="A fraction not in lowest terms is not paid; the exact decimal or mixed number of the same value "
-                  "is paid.",
-         choice="Refuse 6/8 (reducing is work the question asks for); pay 0.75 and 1\\frac12 (the same exact value "
-                "with no work skipped: nothing to farm, so the FN is not worth taking).",
-         source="MATH's grader refuses both; OpenCompass pays both",
+    dict(rule="stated number form", when="the question names a form: \"common fraction\", \"improper fraction\", "
+                                          "\"lowest terms\", \"mixed number\", \"as a decimal\", \"exponential "
+                                          "notation\" (not when negated or offered as one of two forms)",
+         decision="An answer of the right value in a form the named one rules out is not paid (unless the gold has "
+                  "that form): for a fraction a decimal, a percent, a mixed number or an unreduced fraction; for a "
+                  "mixed number an improper fraction or a decimal; for a decimal a fraction; for exponential "
+                  "notation a number written out. One table (_DEMAND_FORBIDS) holds these.",
+         choice="Refuse (FN against a lenient grader): the form is part of the task, as MATH grades it.",
+         source="MATH (the requested form is the answer; its grader compares strings); OpenCompass pays any equal value",
          examples=[("Express your answer as a common fraction.", "\\frac{6}{8}", "\\frac34", False),
-                   ("Express your answer as a common fraction.", "0.75", "\\frac34", True),
-                   ("Express your answer as a common fraction.", "1\\frac{1}{2}", "\\frac32", True)]),
+                   ("Express your answer as a common fraction.", "0.75", "\\frac34", False),
+                   ("Express your answer as a common fraction.", "\\frac{3}{4}", "\\frac34", True),
+                   ("Express your answer as an improper fraction.", "1\\frac{1}{2}", "\\frac32", False),
+                   ("Express your answer as a mixed number.", "\\frac{31}{5}", "6\\frac15", False),
+                   ("Express your answer as a mixed number.", "6 \\tfrac{1}{5}", "6\\frac15", True),
+                   ("Express your answer as a decimal.", "\\frac{1}{2}", "0.5", False),
+                   ("Give the endpoints as common fractions (not mixed numbers or decimals).", "\\frac{4}{3}",
+                    "\\frac43", True),
+                   ("", "0.75", "\\frac34", True),
+                   ("Your answer should use exponential notation.", "1024", "2^{10}", False)]),
     dict(rule="normalised equation", when="the question fixes a normalisation (\"A > 0 and gcd(|A|,|B|,|C|,|D|) = 1\")",
          decision="Only the normalised equation is paid (sides may be swapped); without it any nonzero multiple of "
                   "the equation is paid.",
@@ -851,13 +925,20 @@ _THOUSANDS_SEP_RE = re.compile(r"(?<=\d),\s*\\!\s*(?=\d)")  # MATH's "11,\! 111"
 _TIME_RE = re.compile(r"^(\d{1,2}(?::\d{2}){1,2})\s*(?:([ap])\s*\.?\s*m\.?)?$", re.I)
 _REALS_RE = re.compile(r"^(?:\\mathbb\{R\}|\\mathbb R|\\R|\\text\{all real numbers\}|all real numbers|\\reals)$")
 #: A membership prefix: "x \\in", "\\lambda \\in", "a_1 \\in" before a set or interval.
-_IN_PREFIX_RE = re.compile(r"^(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?\w+\}?)?'*\s*\\in(?![A-Za-z])\s*")
+#: A name: a letter or command, a subscript, primes, arguments: ``x``, ``a_1``, ``f'``, ``F(x)``,
+#: ``\\lambda``. One pattern for every step that tells a name from a value (membership and
+#: relation prefixes, the variable of an inequality, the left side of an assignment).
+_NAME = r"(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?\w+\}?)?'*(?:\([A-Za-z](?:,[A-Za-z])*\))?"
+_IN_PREFIX_RE = re.compile(r"^" + _NAME + r"\s*\\in(?![A-Za-z])\s*")
 #: A congruence: "x \\equiv 8 \\pmod{13}", "8 \\pmod{13}", "8 (mod 13)", "8 \\bmod 13".
 _EQUIV_RE = re.compile(r"^.*?\\equiv(?![A-Za-z])\s*", re.S)
 _MOD_RE = re.compile(r"\s*(?:\\pmod\s*\{?\s*(\d+)\s*\}?|\(\s*(?:\\bmod|\\mod|mod)(?![A-Za-z])\s*\{?\s*(\d+)\s*\}?\s*\)|"
                      r"\\bmod\s*\{?\s*(\d+)\s*\}?|\\mod\s*\{?\s*(\d+)\s*\}?)$")
 #: A base subscript in any brace style: 1011_2, 1011_{2}, (1011)_{(2)}, 1011_{\\text{two}} (wrappers gone).
-_BASE_SUB_RE = re.compile(r"^\(?([0-9A-Za-z]+)\)?_\{?\(?(\d{1,2}|[a-z]{3,9})\)?\}?$")
+_BASE_SUB_RE = re.compile(r"^\(?([0-9A-Za-z]+(?:\.[0-9A-Za-z]+)?)\)?_\{?\(?(\d{1,2}|[a-z]{3,9})\)?\}?$")
+#: A base named in words after the numeral: "141 in base 13", "1112112 (base 3)", "7602 base-8".
+_BASE_WORDS_RE = re.compile(r"^(?P<v>[0-9A-Za-z]+(?:\.[0-9A-Za-z]+)?)\s*(?P<o>\()?\s*(?:in\s+)?base[\s-]*"
+                            r"(?P<b>\d{1,2}|[a-z]{3,9})\s*(?(o)\))$", re.I)
 _BASE_WORDS = {"two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "seven": "7", "eight": "8",
                "nine": "9", "ten": "10", "eleven": "11", "twelve": "12", "sixteen": "16"}
 _THOUSANDS_RE = re.compile(r"^[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
@@ -1021,7 +1102,7 @@ def _normalise(raw: str) -> _Norm:
     last_side = m.group("v").rsplit("=", 1)[-1] if m else ""  # "r = 3 \\text{ units}": the unit is 3's
     if m and re.search(r"\d", last_side) and not re.search(r"[<>]|\\[lg]eq", m.group("v")):
         u = " ".join(re.findall(r"\{([^{}]*)\}", m.group("u"))).strip()
-        if _UNIT_WORDS_RE.match(u) and len(u.split()) <= 3 and u.lower() not in ("or", "and"):
+        if _UNIT_WORDS_RE.match(u) and len(u.split()) <= 3 and u.lower() not in ("or", "and") and "base" not in u:
             s, unit = m.group("v"), _unit_key(u, m.group("p"))
     label = _LABEL_RE.match(s) if s[:1] == "\\" or ":" in s else None
     if label:
@@ -1057,6 +1138,9 @@ def _normalise(raw: str) -> _Norm:
     if _REALS_RE.match(s):
         s = "(-\\infty,\\infty)"
     s = _IN_PREFIX_RE.sub("", s)
+    if "base" in s:
+        m = _BASE_WORDS_RE.match(s)
+        s = "%s_{%s}" % (m.group("v"), m.group("b").lower()) if m else s
     mod = None
     if "mod" in s:
         m = _MOD_RE.search(s)
@@ -1079,10 +1163,25 @@ def _normalise(raw: str) -> _Norm:
     return _Norm(s, pct, unit, is_text and not label, base, choice, mod)
 
 
+#: Denominators in words: "one half", "two thirds", "three quarters", "a fifth", "seven tenths".
+_FRACTION_WORDS = {"half": 2, "halve": 2, "third": 3, "quarter": 4, "fourth": 4, "fifth": 5, "sixth": 6,
+                   "seventh": 7, "eighth": 8, "ninth": 9, "tenth": 10, "eleventh": 11, "twelfth": 12,
+                   "hundredth": 100, "thousandth": 1000}
+_FRACTION_WORD_RE = re.compile(r"^(?P<n>.+?|an?)[\s-]+(?P<d>" + "|".join(_FRACTION_WORDS) + r")s?$", re.I)
+
+
 def _number_words(s: str) -> Optional[str]:
     """Step (b7): a cardinal written in words, alone or before a unit word, as digits:
     ``five`` -> ``5``, ``twenty-one digits`` -> ``21 digits``, ``one hundred and five`` ->
-    ``105``. None when s does not start with a whole cardinal (``a circle``, ``one-to-one``)."""
+    ``105``; a fraction in words as a fraction: ``one half`` -> ``\\frac{1}{2}``, ``three
+    quarters`` -> ``\\frac{3}{4}``. None when s does not start with a whole cardinal (``a
+    circle``, ``one-to-one``)."""
+    m = _FRACTION_WORD_RE.match(s)
+    if m:
+        n = "1" if m.group("n").lower() in ("a", "an") else _number_words(m.group("n"))
+        if n is None or not n.isdigit():
+            return None
+        return "\\frac{%s}{%d}" % (n, _FRACTION_WORDS[m.group("d").lower()])
     m = _NUMBER_WORD_RE.match(s)
     if not m:
         return None
@@ -1187,8 +1286,12 @@ def _text_equal(p: _Norm, g: _Norm) -> bool:
         gw = gw[1:]
     if pw == gw:
         return True
+    if gw == ["neither"] and len(pw) in (4, 5) and pw[0] == "neither" and pw[2] == "nor":
+        return True  # "neither even nor odd" (a trailing noun allowed: "... nor odd function")
     if not gw or len(pw) > 12 or _NOT_THE_ANSWER_RE.search(p.s):
         return False
+    if len(pw) == len(gw) + 1 and pw[:len(gw)] == gw and pw[-1] not in _COPULAS:
+        return True  # the answer word with its noun: "an even function" for "even"
     hits = [i for i in range(len(pw) - len(gw) + 1) if pw[i:i + len(gw)] == gw]
     if len(hits) != 1 or len(pw) - hits[0] - len(gw) > 2:
         return False
@@ -1421,8 +1524,8 @@ _CLOSE = ")]}"
 _WORD_SEP_RE = re.compile(r"(?<![A-Za-z\\])(?:and|or)(?![A-Za-z])")
 _MATRIX_RE = re.compile(r"^\\begin\{([pbBvV]?matrix|array)\}(?:\{[lcr|]*\})?(.*)\\end\{\1\}$", re.S)
 _INEQ_RE = re.compile(r"\\leq|\\geq|<|>")
-_ASSIGN_LHS_RE = re.compile(r"^(?:[A-Za-z](?:_\{?\w+\}?)?'*|\\[A-Za-z]+|[A-Za-z]{1,3}|[A-Za-z]\([A-Za-z]\))$")
-_VAR_RE = re.compile(r"^[A-Za-z](?:_\{?\w+\}?)?$|^\\[A-Za-z]+$")
+_ASSIGN_LHS_RE = re.compile(r"^(?:" + _NAME + r"|[A-Za-z]{1,3})$")
+_VAR_RE = re.compile(r"^" + _NAME + r"$")
 
 
 def _depth_ok(s: str) -> bool:

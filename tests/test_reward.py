@@ -937,9 +937,22 @@ FAMILIES = [
     ("article", "\\text{a circle}", "\\text{circle}", EQ),
     ("article", "\\text{an ellipse}", "\\text{circle}", NE),
     ("article", "\\text{not a circle}", "\\text{circle}", NE),
+    ("words", "\\text{one half}", "\\frac{1}{2}", EQ),       # fractions in words
+    ("words", "three quarters", "\\frac34", EQ),
+    ("words", "\\text{one third}", "\\frac23", NE),
+    ("words", "\\text{one third of them}", "\\frac13", NE),
+    ("article", "\\text{an even function}", "\\text{even}", EQ),  # the answer word with its noun
+    ("article", "\\text{an odd function}", "\\text{even}", NE),
+    ("article", "\\text{not an even function}", "\\text{even}", NE),
+    ("article", "\\text{neither even nor odd}", "\\text{neither}", EQ),
+    ("article", "\\text{even or odd}", "\\text{even}", NE),
     # (c) relation prefixes whose right side is the answer
     ("relation", "\\lambda \\in (3,4]", "(3,4]", EQ),
     ("relation", "a_1 \\in [3,4)", "(3,4]", NE),
+    ("relation", "F(x) \\in [6, \\infty)", "[6,\\infty)", EQ),   # a name with its argument
+    ("relation", "F(x) \\in (6, \\infty)", "[6,\\infty)", NE),
+    ("relation", "\\frac{1}{2} \\le p(x) \\le \\frac{3}{2}", "\\left[ \\frac{1}{2}, \\frac{3}{2} \\right]", EQ),
+    ("relation", "\\frac{1}{2} < p(x) \\le \\frac{3}{2}", "\\left[ \\frac{1}{2}, \\frac{3}{2} \\right]", NE),
     ("relation", "\\approx 2.65", "2.65", EQ),
     ("relation", "x ≈ 2.65", "2.65", EQ),
     ("relation", "x ≡ 8 (mod 13)", "8", EQ),
@@ -960,6 +973,11 @@ FAMILIES = [
     ("base", "(1011)_{(2)}", "1011_2", EQ),
     ("base", "1011_{\\text{two}}", "1011_2", EQ),
     ("base", "1011_{3}", "1011_2", NE),
+    ("base", "141 \\text{ in base } 13", "141_{13}", EQ),         # the base in words
+    ("base", "1112112\\ (\\text{base }3)", "1112112_3", EQ),
+    ("base", "7602 \\text{ (base 9)}", "7602_8", NE),
+    ("base", "0.0011_{(2)}", "0.0011_{2}", EQ),                   # a radix point
+    ("base", "0.0011_{(3)}", "0.0011_{2}", NE),
     # (d) option letters in any case and bracket
     ("choice", "\\text{(e)}", "\\text{(E)}", EQ),
     ("choice", "[E]", "E", EQ),
@@ -1011,7 +1029,14 @@ def test_policy_table_lists_every_rule():
     ("Order them from greatest to least.", {"ordered"}),
     ("Rationalize the denominator of $\\frac{1}{\\sqrt3}$.", {"rationalised"}),
     ("Express your answer in simplest radical form.", {"radical form"}),
-    ("Express your answer as a common fraction.", {"lowest terms"}),
+    ("Express your answer as a common fraction.", {"common fraction"}),
+    ("Express the ratio in lowest terms.", {"lowest terms"}),
+    ("Express your answer as a decimal or a common fraction.", set()),
+    ("Give the endpoints as common fractions (not mixed numbers or decimals).", {"common fraction"}),
+    ("Express your answer as a mixed number.", {"mixed number"}),
+    ("What is the 9th digit to the right of the decimal point?", set()),
+    ("Express your answer as a decimal to the nearest tenth.", {"decimal"}),
+    ("Your answer should use exponential notation.", {"exponential"}),
     ("where $A > 0$ and $\\gcd(|A|,|B|,|C|,|D|) = 1.$", {"normalised"}),
     ("Find all solutions.", set()),
 ])

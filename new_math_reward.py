@@ -611,36 +611,55 @@ def _form_violation(pred: str, gold: str, demands: frozenset) -> Optional[str]:
     return None
 
 
-#: An option label in a problem: "(A)", "\\textbf{(A) }", "\\text{(B)}", "\\mathrm{(C)}".
-_OPTION_LABEL_RE = re.compile(r"(?:\\(?:textbf|text|mathrm|textrm)\s*\{\s*)?\(\s*([A-E])\s*\)\s*\}?")
+#: Option labels in a problem, three layouts: "(A)" (also in \\textbf{}, \\text{}, \\mathrm{}),
+#: a letter opening a line ("A. 67.332", "B) $f(0)=0$", "$\\bullet$ C. $34$ dollars") and a
+#: letter given a meaning ('Enter "C" for circle, "P" for parabola').
+_OPTION_LABEL_RES = (
+    re.compile(r"(?:\\(?:textbf|text|mathrm|textrm)\s*\{\s*)?\(\s*([A-J])\s*\)\s*\}?"),
+    re.compile(r"(?m)^[ \t]*(?:\$?\\bullet\$?|[-*\u2022])?[ \t]*(?:\\textbf\{)?([A-J])[.):]\}?(?=[ \t$])"),
+)
+_OPTION_MEANING_RE = re.compile(r"[\"'`]{1,2}([A-Z])[\"'`]{1,2}\s+(?:for|if|means)\s+(?:an?\s+|the\s+)?"
+                                r"([A-Za-z][A-Za-z -]*[A-Za-z])")
 _OPTION_JUNK_RE = re.compile(r"\\q?quad(?![A-Za-z])|\\\\|\$|\\[ ,;!]|\\hspace\s*\{[^{}]*\}|~")
+
+
+def _option_run(q: str, rx) -> list:
+    """The last run of labels A, B, C, ... in order (at least three) that rx finds in q."""
+    run: list = []
+    for m in rx.finditer(q):
+        if len(run) < 10 and m.group(1) == "ABCDEFGHIJ"[len(run)]:
+            run.append(m)
+        elif m.group(1) == "A":
+            run = [m]
+    return run if len(run) >= 3 else []
 
 
 @lru_cache(maxsize=4096)
 def question_options(question: Optional[str]) -> dict:
-    """The options a multiple-choice problem lists, letter -> value text (at least three
-    labels (A), (B), (C)... in order; MATH's AMC style ``\\textbf{(A) }\\ 2 \\qquad ...`` or
-    one option a line). Empty when the problem lists none. Cached: do not modify the result."""
-    if not question or "(" not in question:
+    """The options a problem lists, letter -> value text: a run of at least three labels
+    A, B, C, ... in order in one of _OPTION_LABEL_RES's layouts (the value runs to the next
+    label; the last one to the end of its line or math span), or at least two letters given a
+    meaning (_OPTION_MEANING_RE). Empty when the problem lists none. Cached: do not modify
+    the result."""
+    if not question:
         return {}
     q = question[:6000]
-    run: list = []
-    for m in _OPTION_LABEL_RE.finditer(q):
-        if len(run) < 5 and m.group(1) == "ABCDE"[len(run)]:
-            run.append(m)
-        elif m.group(1) == "A":
-            run = [m]
-    if len(run) < 3:
-        return {}
     out = {}
-    for i, m in enumerate(run):
-        chunk = q[m.end():run[i + 1].start() if i + 1 < len(run) else len(q)]
-        if i + 1 == len(run):
-            chunk = re.split(r"\$|\n|\\\]", chunk.lstrip("$ "), maxsplit=1)[0]
-        value = _OPTION_JUNK_RE.sub(" ", chunk).strip().rstrip(".,;")
-        if value and len(value) <= 200:
-            out[m.group(1)] = value
-    return out if len(out) >= 3 else {}
+    for rx in _OPTION_LABEL_RES:
+        run = _option_run(q, rx)
+        for i, m in enumerate(run):
+            chunk = q[m.end():run[i + 1].start() if i + 1 < len(run) else len(q)]
+            if i + 1 == len(run):
+                chunk = chunk.lstrip(" \t")  # the last value: its line, or its math span
+                chunk = chunk.split("\n", 1)[0] if chunk[:1] == "$" else re.split(r"\$|\n|\\\]", chunk, maxsplit=1)[0]
+            value = _OPTION_JUNK_RE.sub(" ", chunk).strip().rstrip(".,;")
+            if value and len(value) <= 200:
+                out[m.group(1)] = value
+        if len(out) >= 3:
+            return out
+        out = {}
+    meanings = {m.group(1): m.group(2).strip() for m in _OPTION_MEANING_RE.finditer(q)}
+    return meanings if len(meanings) >= 2 else {}
 
 
 #: The written policy: what the reward demands of an answer beyond its value, one rule a row.
@@ -758,15 +777,19 @@ POLICY_RULES = (
                    ("", "\\text{one of them}", "1", False),
                    ("", "1011_2", "1011_{2}", True), ("", "1011_{3}", "1011_2", False)]),
     dict(rule="multiple choice", when="the gold is an option letter, or the question lists options",
-         decision="The letter in any case or bracket ((e), \\text{(E)}, E); with the options in the question, "
-                  "the chosen option's value for its letter and the letter for its value.",
+         decision="The letter in any case or bracket ((e), \\text{(E)}, E); with the options in the question "
+                  "(labels \"(A)\", \"A.\" or \"A)\" opening a line, or letters given a meaning: 'Enter \"C\" for "
+                  "circle'), the chosen option's value for its letter, the letter for its value, and a block of "
+                  "option letters in any separation (\"A, C, F\" for \"ACF\", in the order given).",
          choice="Pay exactly one option: a value shared by two options, or another option's value, is refused.",
          source="MATH (AMC-style answers are letters); OpenCompass compares letters as text",
          examples=[("", "\\text{(e)}", "\\text{(E)}", True), ("", "(D)", "\\text{(E)}", False),
                    ("Which? $\\textbf{(A)}\\ 2 \\qquad\\textbf{(B)}\\ 3 \\qquad\\textbf{(C)}\\ 7 \\qquad"
                     "\\textbf{(D)}\\ 4 \\qquad\\textbf{(E)}\\ 5$", "7", "\\text{(C)}", True),
                    ("Which? $\\textbf{(A)}\\ 2 \\qquad\\textbf{(B)}\\ 3 \\qquad\\textbf{(C)}\\ 7 \\qquad"
-                    "\\textbf{(D)}\\ 4 \\qquad\\textbf{(E)}\\ 5$", "4", "\\text{(C)}", False)]),
+                    "\\textbf{(D)}\\ 4 \\qquad\\textbf{(E)}\\ 5$", "4", "\\text{(C)}", False),
+                   ("Which round to 40?\nA. $43$\nB. $23$\nC. $38$\nAnswer as a block of letters.", "A, C",
+                    "\\text{AC}", True)]),
     dict(rule="one final answer", when="always",
          decision="Several different boxed answers offered as alternatives, cycled candidates, a truncated or "
                   "placeholder box and a hallucinated follow-up problem are not paid.",
@@ -787,22 +810,38 @@ def policy_markdown() -> str:
     return "\n".join(lines)
 
 
+_OPTION_LETTER_RE = re.compile(r"^[(\[]?([A-Za-z])[)\]]?$")
+_LETTER_SEP_RE = re.compile(r"\s*(?:,|;|\band\b|&)\s*|\s+")
+
+
+def _option_letter(n: "_Norm", options: dict) -> Optional[str]:
+    """The option an answer names by its letter alone ("D", "(d)", "\\text{(D)}"), else None."""
+    if n.choice and not n.s:
+        return n.choice if n.choice in options else None
+    m = _OPTION_LETTER_RE.match(n.s)
+    return m.group(1).upper() if m and m.group(1).upper() in options else None
+
+
 def _option_equal(pred: str, gold: str, options: dict, deadline: float) -> bool:
-    """Multiple choice with the options known: the option's value for its letter (gold a
-    letter: exactly the gold's option has the answer's value) or the letter for its value
-    (gold a value: the answered letter's option equals the gold)."""
+    """Multiple choice with the options known (question_options): the option's value for its
+    letter (gold a letter: exactly the gold's option has the answer's value), the letter for
+    its value (gold a value: the answered letter's option equals the gold), and a block of
+    option letters in any separation ("A, C, F" for "ACF", order kept)."""
     pn, gn = _normalise(pred), _normalise(gold)
-    if _item_kind(gn) == "choice":
-        if _item_kind(pn) == "choice" or pn.choice:
+    gl, pl = _option_letter(gn, options), _option_letter(pn, options)
+    if gl:
+        if pl or pn.choice:
             return False  # a letter against a letter: decided by answers_match
         letters = [k for k, v in sorted(options.items()) if answers_match(pred, v, deadline)]
-        return letters == [_LETTER_RE.match(gn.s).group(1)]
-    mp = _LETTER_PRED_RE.match(pn.s)
-    letter = pn.choice if pn.choice and not pn.s else (mp and (mp.group(1) or mp.group(2)))
-    if not letter or _item_kind(pn) != "choice" and not (mp and pn.s == mp.group(0)):
-        return False
-    value = options.get(letter.upper())
-    return value is not None and answers_match(value, gold, deadline)
+        return letters == [gl]
+    if pl:
+        value = options.get(pl)
+        return value is not None and answers_match(value, gold, deadline)
+    block = gn.s.upper()
+    if len(block) >= 2 and block.isalpha() and len(set(block)) == len(block) and set(block) <= set(options):
+        letters = _LETTER_SEP_RE.sub("", pn.s)
+        return letters.isalpha() and letters.upper() == block
+    return False
 
 
 # ======================================================================================
@@ -1421,6 +1460,14 @@ def _match(p: _Norm, g: _Norm, ctx) -> bool:
     if _item_kind(g) == "text":  # a word answer has no structure: "Friday" vs a sentence
         return _values_equal(p, g, ctx)
     ps, gs = _structure(p.s), _structure(g.s)
+    pc, gc = _order_chain(p.s), _order_chain(g.s)
+    if pc or gc:  # "f(2) < f(1) < f(4)" states an order: the list of its terms as written
+        if pc and gc:
+            return _items_equal(pc[1] if pc[0] == "<" else pc[1][::-1],
+                                gc[1] if gc[0] == "<" else gc[1][::-1], True, ctx)
+        pl = pc[1] if pc else (ps.items if ps.kind == "list" else None)
+        gl = gc[1] if gc else (gs.items if gs.kind == "list" else None)
+        return pl is not None and gl is not None and _items_equal(pl, gl, True, ctx)
     if gs.kind == "scalar" and ps.kind == "scalar":
         return _values_equal(p, g, ctx)
     if ps.kind == "scalar" and _STRUCT_LABEL_RE.match(p.s):  # "(x, y) = (2, -3)": step (c)
@@ -1454,6 +1501,21 @@ def _match(p: _Norm, g: _Norm, ctx) -> bool:
     if ps.kind == "list" and len({_norm_key(x) for x in ps.items}) == 1:
         return _match(_normalise(ps.items[0]), g, ctx)
     return False
+
+
+def _order_chain(s: str) -> Optional[Tuple[str, List[str]]]:
+    """A strict chain of three or more terms in one direction, none of them a bare name
+    (``f(2) < f(1) < f(4)``, ``b > a > c``... an ordering; ``1 < x < 3`` is an interval):
+    (direction, terms as written), else None."""
+    if "<" not in s and ">" not in s:
+        return None
+    parts = [x.strip() for x in re.split(r"([<>])", s)]
+    if len(parts) < 5 or "=" in s or "\\leq" in s or "\\geq" in s:
+        return None
+    terms, ops = parts[0::2], set(parts[1::2])
+    if len(ops) != 1 or not all(terms) or _inequality_interval(s) is not None:
+        return None
+    return ops.pop(), terms
 
 
 def _approx_equal(p: _Norm, g: _Norm, ctx) -> bool:

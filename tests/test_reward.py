@@ -1055,6 +1055,50 @@ def test_question_options():
     assert R.compute_score(SRC, "$\\boxed{\\text{ellipse}}$", "\\text{(B)}", info)["acc"] == 0.0
 
 
+@pytest.mark.parametrize("question,letters", [
+    ("Which is closest to 67.4?\n\nA.\t67.332\nB.\t67.473\nC.\t67.526\n\nExpress your answer as A, B, or C.",
+     {"A": "67.332", "B": "67.473", "C": "67.526"}),
+    ("Which is true?\n\nA) $f(0) < 0$\n\nB) $f(0) = 0$\n\nC) $f(0) = 5$", {"A": "f(0) < 0", "B": "f(0) = 0",
+                                                                          "C": "f(0) = 5"}),
+    ("Cost?\n\n$\\bullet$ A. $50$ dollars\n\n$\\bullet$ B. $38$ dollars\n\n$\\bullet$ C. $34$ dollars\n\nAnswer A, B or C.",
+     {"A": "50  dollars", "B": "38  dollars", "C": "34  dollars"}),
+    ('Enter "C" for circle, "P" for parabola, "E" for ellipse, and "N" for none of the above.',
+     {"C": "circle", "P": "parabola", "E": "ellipse", "N": "none of the above"}),
+    ('label("A", (0,0)); label("B", (1,0)); Find $AB$.', {}),
+])
+def test_question_options_layouts(question, letters):
+    assert R.question_options(question) == letters
+
+
+@pytest.mark.parametrize("question,answer,gold,expected", [
+    ("Closest?\n\nA. 10\nB. 8\nC. 5\nD. 3\n\nExpress your answer as A, B, C, or D.", "10", "\\text{A}", True),
+    ("Closest?\n\nA. 10\nB. 8\nC. 5\nD. 3\n\nExpress your answer as A, B, C, or D.", "8", "\\text{A}", False),
+    ("Which type of conic? Enter \"C\" for circle, \"P\" for parabola, \"E\" for ellipse.", "\\text{circle}",
+     "\\text{(C)}", True),
+    ("Which type of conic? Enter \"C\" for circle, \"P\" for parabola, \"E\" for ellipse.", "\\text{ellipse}",
+     "\\text{(C)}", False),
+    ("Which round to 40?\nA. $43$\nB. $23$\nC. $38$\nD. $51$\nAnswer as a block of letters.", "\\text{A, C}",
+     "\\text{AC}", True),
+    ("Which round to 40?\nA. $43$\nB. $23$\nC. $38$\nD. $51$\nAnswer as a block of letters.", "\\text{C, A}",
+     "\\text{AC}", False),
+    ("Which round to 40?\nA. $43$\nB. $23$\nC. $38$\nD. $51$\nAnswer as a block of letters.", "\\text{A, C, D}",
+     "\\text{AC}", False),
+])
+def test_options_in_any_layout(question, answer, gold, expected):
+    assert (R.compute_score(SRC, contract(answer), gold, {"question": question})["acc"] == 1.0) is expected
+
+
+@pytest.mark.parametrize("pred,gold,expected", [
+    ("f(2), f(1), f(4)", "f(2) < f(1) < f(4)", EQ),   # an order stated as a chain or as a list
+    ("f(1), f(2), f(4)", "f(2) < f(1) < f(4)", NE),
+    ("f(4) > f(1) > f(2)", "f(2) < f(1) < f(4)", EQ),
+    ("a < c < b", "a < b < c", NE),
+    ("-1 < x < 3", "(-1,3)", EQ),                      # one name: an interval, not an order
+])
+def test_order_chains(pred, gold, expected):
+    assert acc(pred, gold) is expected
+
+
 @pytest.mark.parametrize("question,answer,gold", [
     ("Compute $\\dbinom{8}{4}$.", "\\binom{8}{4}", "70"),
     ("What is $56.78-43.6?$", "56.78-43.6", "13.18"),

@@ -289,7 +289,25 @@ def _final_statement(region: str, cut_continuation: bool) -> Tuple[Optional[List
     if first > 0 and _cycles_candidates(region, outer, first, [_box_content(region, b).strip() for b in group]):
         group, hedged = outer[-(MAX_FINAL_BOXES + 1):], True  # report every candidate
     # whole-answer brace groups go before the length cut ({{...{4}...}} is the answer 4)
-    return [strip_grouping_braces(_box_content(region, b))[:MAX_ANSWER_CHARS + 1] for b in group], hedged
+    answers = [strip_grouping_braces(_box_content(region, b))[:MAX_ANSWER_CHARS + 1] for b in group]
+    alternative = _trailing_alternative(region, group[-1][1])
+    if alternative is not None:
+        return answers + [alternative], True
+    return answers, hedged
+
+
+#: An unboxed alternative offered right after the final box, in the same sentence:
+#: "$\\boxed{3}$ (or maybe 4)", "$\\boxed{3}$, or possibly $4$".
+_TRAILING_HEDGE_RE = re.compile(
+    r"^[\s$).,;:*]{0,8}(?:\(\s*)?(?:or|maybe|perhaps|possibly|alternatively|otherwise)\b(?:\s+(?:maybe|perhaps|possibly|"
+    r"else|also|even|just))?[\s,$]*(?P<alt>[-+]?(?:\d|\\(?:frac|sqrt|pi|dfrac))[^\n.;!?)]{0,60}?)[\s$]*(?:[.;!?)]|\n|$)",
+    re.I)
+
+
+def _trailing_alternative(region: str, end: int) -> Optional[str]:
+    """Hedge after the last box: the value an "or maybe ..." clause right after it offers."""
+    m = _TRAILING_HEDGE_RE.match(region[end:end + 120])
+    return m.group("alt").strip().strip("$").strip() if m else None
 
 
 def extract_final_answer(text: str) -> Tuple[Optional[List[str]], bool]:
@@ -911,8 +929,9 @@ _SUBS = (
     ("\\dbinom", "\\binom"), ("\\tbinom", "\\binom"), ("\\le ", "\\leq "), ("\\ge ", "\\geq "),
     ("\\leqslant", "\\leq"), ("\\geqslant", "\\geq"), ("\\lt", "<"), ("\\gt", ">"), ("\\cdotp", "\\cdot"),
     ("\\dots", "\\ldots"), ("\\cdots", "\\ldots"), ("...", "\\ldots"), ("\\neq", "\\ne"), ("\\infin", "\\infty"),
+    ("\\langle", "("), ("\\rangle", ")"), ("\\varnothing", "\\emptyset"),
 )
-_BRACELESS_FRAC_RE = re.compile(r"\\frac\s*(\d)\s*(\d)")
+_BRACELESS_FRAC_RE = re.compile(r"\\frac\s*(\d|\\[A-Za-z]+)\s*(\d|\\[A-Za-z]+)")  # \frac12, \frac\pi3
 _BRACELESS_FRAC2_RE = re.compile(r"\\frac\s*\{([^{}]*)\}\s*(\d)")
 _BRACELESS_FRAC3_RE = re.compile(r"\\frac\s*(\d)\s*\{")  # \frac 1{72}
 _BRACELESS_SQRT_RE = re.compile(r"\\sqrt\s*(\d|[A-Za-z](?![A-Za-z]))")
@@ -1141,7 +1160,7 @@ def _normalise(raw: str) -> _Norm:
     last_side = m.group("v").rsplit("=", 1)[-1] if m else ""  # "r = 3 \\text{ units}": the unit is 3's
     if m and re.search(r"\d", last_side) and not re.search(r"[<>]|\\[lg]eq", m.group("v")):
         u = " ".join(re.findall(r"\{([^{}]*)\}", m.group("u"))).strip()
-        if _UNIT_WORDS_RE.match(u) and len(u.split()) <= 3 and u.lower() not in ("or", "and") and "base" not in u:
+        if _UNIT_WORDS_RE.match(u) and len(u.split()) <= 3 and u.lower() not in ("or", "and", "i", "e") and "base" not in u:
             s, unit = m.group("v"), _unit_key(u, m.group("p"))
     label = _LABEL_RE.match(s) if s[:1] == "\\" or ":" in s else None
     if label:
@@ -1176,6 +1195,8 @@ def _normalise(raw: str) -> _Norm:
     s = s2
     if _REALS_RE.match(s):
         s = "(-\\infty,\\infty)"
+    elif s.replace(" ", "") == "\\{\\}":
+        s = "\\emptyset"  # the empty set written as braces
     s = _IN_PREFIX_RE.sub("", s)
     if "base" in s:
         m = _BASE_WORDS_RE.match(s)
@@ -1497,9 +1518,10 @@ def _match(p: _Norm, g: _Norm, ctx) -> bool:
         if ps.kind == "tuple" and not gs.ordered and ps.brackets == "()" and len(ps.items) > 2:
             return _items_equal(ps.items, gs.items, True, ctx)
         return False
-    # gold scalar, prediction a list/tuple: several answers for one (hedging) unless equal
-    if ps.kind == "list" and len({_norm_key(x) for x in ps.items}) == 1:
-        return _match(_normalise(ps.items[0]), g, ctx)
+    # gold scalar, prediction a list: several answers for one (hedging) unless all state it
+    # ("\\boxed{\\frac12} = \\boxed{0.5}": one value in two notations)
+    if ps.kind == "list" and not ps.ordered and len(ps.items) <= MAX_FINAL_BOXES:
+        return all(_match(_normalise(x), g, ctx) for x in ps.items)
     return False
 
 

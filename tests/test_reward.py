@@ -1089,6 +1089,31 @@ def test_options_in_any_layout(question, answer, gold, expected):
 
 
 @pytest.mark.parametrize("pred,gold,expected", [
+    ("3+4\\mathrm{i}", "3+4i", EQ),                     # the imaginary unit is no unit
+    ("\\langle 1, 2 \\rangle", "\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}", EQ),
+    ("\\langle 2, 1 \\rangle", "\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}", NE),
+    ("\\pi/3", "\\frac\\pi3", EQ),
+    ("\\varnothing", "\\emptyset", EQ),
+    ("\\{\\}", "\\emptyset", EQ),
+    ("\\{0\\}", "\\emptyset", NE),
+])
+def test_notation_only(pred, gold, expected):
+    assert acc(pred, gold) is expected
+
+
+@pytest.mark.parametrize("resp,gold,expected", [
+    ("So $x = \\boxed{3}$ (or maybe 4).", "3", NE),        # an unboxed alternative after the box
+    ("So $x = \\boxed{3}$, or possibly $4$.", "3", NE),
+    ("So $x = \\boxed{3}$, or $3$ units.", "3", EQ),       # the same value again
+    ("So $x = \\boxed{3}$ or equivalently $\\frac{6}{2}$.", "3", EQ),
+    ("It is $\\boxed{\\frac{1}{2}} = \\boxed{0.5}$.", "\\frac12", EQ),  # one value, two notations
+    ("It is $\\boxed{\\frac{1}{2}} = \\boxed{0.6}$.", "\\frac12", NE),
+])
+def test_final_statement_alternatives(resp, gold, expected):
+    assert (score(resp, gold)["acc"] == 1.0) is expected
+
+
+@pytest.mark.parametrize("pred,gold,expected", [
     ("f(2), f(1), f(4)", "f(2) < f(1) < f(4)", EQ),   # an order stated as a chain or as a list
     ("f(1), f(2), f(4)", "f(2) < f(1) < f(4)", NE),
     ("f(4) > f(1) > f(2)", "f(2) < f(1) < f(4)", EQ),

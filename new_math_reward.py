@@ -39,8 +39,9 @@ The file's sections follow the order data flows through ``compute_score``:
    question's options, a letter for its option's value and back. Decimals are exact values:
    ``0.24999`` is not ``1/4``, ``3.14`` is not ``pi`` (MATH: "exact values, not approximations").
 5. **Bounded time.** Cheap syntactic and tree guards refuse hostile inputs before sympy
-   evaluates anything, CAS work has a soft deadline, and in the main thread a SIGALRM guard
-   cuts any overrun (unless the host owns SIGALRM). Model text never reaches
+   evaluates anything, CAS work has a soft deadline in CPU time of the calling thread (so
+   that load on the machine does not change a judgement), and in the main thread a wall-clock
+   SIGALRM guard cuts any overrun (unless the host owns SIGALRM). Model text never reaches
    ``eval``/``exec``/``sympify(str)``.
 6. **Format and reasoning credit**, only on correct answers (the reference recipe's rules).
 
@@ -156,12 +157,21 @@ MAX_POWER_DEPTH = 2           # a^{b^{c}} is parsed; deeper symbolic towers are 
 MAX_FACTORIAL_ARG = 10_000     # n! and binomial(n, k) evaluated only for integers up to this
 MAX_POWER_BITS = 200_000       # integer powers up to this size are evaluated exactly
 MAX_LOG10_MAGNITUDE = 20_000   # CAS input whose value may exceed 10**this is rejected
-CAS_BUDGET_S = 0.5             # soft deadline for CAS work in one call
-HARD_TIMEOUT_S = 0.8           # SIGALRM guard (main thread only) for the whole comparison
+CAS_BUDGET_S = 0.5             # soft deadline for CAS work in one call, CPU seconds of the calling thread
+HARD_TIMEOUT_S = 1.5           # SIGALRM guard (main thread only) for the whole comparison, wall-clock seconds
 NUMERIC_DIGITS = 50            # precision of the sample-point evaluation
 NUMERIC_SLACK_DIGITS = 20      # values must agree to all evaluated digits but these (exactness)
 MAX_EVAL_EXTRA_DIGITS = 2_000  # extra digits for large magnitudes (2^{200}+1 vs 2^{200})
 PRED_MAX_CHARS = 300           # longest ``pred`` string returned
+
+#: The clock of the soft deadline: CPU time of the calling thread, not wall-clock. A judgement
+#: is then a function of the work it takes, not of the machine's load: on a busy machine (a
+#: CI runner, the rollout sharing the cores, other reward threads holding the GIL) a case
+#: near the budget would otherwise flip from paid to refused, a noisy reward for the same
+#: response. The SIGALRM guard stays wall-clock (it must also cut C-level work that never
+#: checks the soft deadline), at 3 x CAS_BUDGET_S, so that it only decides when the thread
+#: gets less than a third of a core.
+_cpu_clock = time.thread_time
 
 #: Counters for failures and guards; read them with reward_stats().
 STATS = {"calls": 0, "internal_errors": 0, "guard_rejections": 0, "cas_deadline": 0,
@@ -1423,7 +1433,7 @@ def _plain_equal(ps: str, gs: str, ppct: bool, gpct: bool, ctx) -> bool:
         return True
     if _has_variables(ps) != _has_variables(gs):
         return False  # a number never equals an expression in variables: skip the parser
-    if time.monotonic() > ctx["deadline"]:
+    if _cpu_clock() > ctx["deadline"]:
         STATS["cas_deadline"] += 1
         raise _Rejected("deadline")
     ok = _cas_equal(ps, gs, ctx["deadline"])
@@ -1591,7 +1601,7 @@ def answers_match(pred: str, gold: str, deadline: Optional[float] = None, demand
     if len(pred) > MAX_ANSWER_CHARS or len(gold) > MAX_ANSWER_CHARS:
         return pred.strip() == gold.strip()  # too long to normalise or compare: verbatim only
     if deadline is None:
-        deadline = time.monotonic() + CAS_BUDGET_S
+        deadline = _cpu_clock() + CAS_BUDGET_S
     pn, gn = _normalise(pred), _normalise(gold)
     if pn.same(gn):
         return True
@@ -2275,7 +2285,7 @@ def _numeric_equal(a, b, deadline: float) -> Optional[bool]:
     digits = NUMERIC_DIGITS * (2 + int(extra) // NUMERIC_DIGITS)  # tiers: mpmath caches per precision
     decided = 0
     for pt in _points(a.free_symbols):
-        if time.monotonic() > deadline:
+        if _cpu_clock() > deadline:
             STATS["cas_deadline"] += 1
             raise _Rejected("deadline")
         va, vb = _num(a, pt, digits), _num(b, pt, digits)
@@ -2301,7 +2311,7 @@ def _cas_equal(p: str, g: str, deadline: float) -> bool:
     r = _numeric_equal(a, b, deadline)
     if r is not None:
         return r
-    if time.monotonic() > deadline:
+    if _cpu_clock() > deadline:
         return False
     try:  # relations, sets, matrices the evaluation could not decide: math-verify decides
         return bool(_mv_verify(b, a, timeout_seconds=None, strict=True))
@@ -2326,7 +2336,7 @@ def _equations_equal(p: str, g: str, deadline: float, same_scale: bool = False) 
     ratio = None
     n = 0
     for pt in _points(e1.free_symbols):
-        if time.monotonic() > deadline:
+        if _cpu_clock() > deadline:
             raise _Rejected("deadline")
         v1, v2 = _num(e1, pt, NUMERIC_DIGITS), _num(e2, pt, NUMERIC_DIGITS)
         if v1 is None or v2 is None:
@@ -2524,7 +2534,7 @@ def _judge(text: str, gold: str, question: Optional[str] = None) -> Tuple[bool, 
     if (unpayable and len(distinct) > 1) or len(distinct) > MAX_FINAL_BOXES:
         return False, pred
     answer = pred if len(distinct) > 1 else distinct[0]
-    deadline = time.monotonic() + CAS_BUDGET_S
+    deadline = _cpu_clock() + CAS_BUDGET_S
     demands = question_demands(question)
     try:
         if len(distinct) > 1 and _item_kind(_normalise(gold[:MAX_ANSWER_CHARS])) in ("text", "choice"):

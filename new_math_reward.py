@@ -498,9 +498,9 @@ _DEMAND_RES = (
         r"\bin\s+(?:increasing|decreasing|ascending|descending|numerical)\s+order|"
         r"\b(?:least|smallest|lowest)\s+to\s+(?:greatest|largest|highest)\b|"
         r"\b(?:greatest|largest|highest)\s+to\s+(?:least|smallest|lowest)\b|\bin\s+order\s+from\b", re.I)),
-    ("rationalised", re.compile(r"\brationali[sz]", re.I)),
+    ("rationalised", re.compile(r"\brationali[sz]|\b(?:integer|rational)\s+denominator", re.I)),
     ("radical form", re.compile(r"\bsimplest\s+radical\s+form", re.I)),
-    ("common fraction", re.compile(r"\b(?:common|improper|proper)\s+fractions?\b|\b(?:as|to|into)\s+(?:an?\s+)?fractions?\b"
+    ("common fraction", re.compile(r"\b(?:common|improper|proper)\s+fractions?\b|\bfractions?\s+in\s+(?:simplest|lowest)|\b(?:as|to|into)\s+(?:an?\s+)?fractions?\b"
                                    r"(?!\s+(?:of|in\s+terms))", re.I)),
     ("lowest terms", re.compile(r"\blowest\s+terms|\bsimplest\s+form|\breduced\s+fraction", re.I)),
     ("mixed number", re.compile(r"\bmixed\s+numbers?\b", re.I)),
@@ -509,6 +509,10 @@ _DEMAND_RES = (
                            r"\bdecimal\s+form\b|\(\s*as\s+a\s+decimal\s*\)", re.I)),
     ("exponential", re.compile(r"\b(?:exponential|scientific)\s+notation|\bas\s+a\s+power\s+of\b", re.I)),
     ("normalised", re.compile(r"\\gcd\s*\(\s*\|\s*A\s*\|", re.I)),
+    ("list", re.compile(r"\bseparated\s+by\s+commas|\bcomma[-\s]separated|\benter\s+all\b", re.I)),
+    ("percent", re.compile(r"\b(?:as|in)\s+(?:a\s+)?percent(?:age)?\b|\bwhat\s+percent", re.I)),
+    ("simplified", re.compile(r"\bsimplif(?:y|ied)\b", re.I)),
+    ("interval", re.compile(r"\binterval\s+notation", re.I)),
 )
 #: Words in a demand's clause that undo it: "(not mixed numbers or decimals)".
 _DEMAND_NEGATION_RE = re.compile(r"\b(?:not|no|nor|never|instead\s+of|rather\s+than|without)\b", re.I)
@@ -610,12 +614,15 @@ _FORM_FEATURES = {
     "fraction": lambda n: bool(_FRACTION_FORM_RE.search(n.s)),
     "percent": lambda n: n.pct,
     "no exponent": lambda n: "^" not in n.s and bool(n.s),
+    "inequality": lambda n: bool(_INEQ_RE.search(n.s)),
 }
 #: What each stated form forbids. Source: MATH (the form the question asks for is the answer;
 #: its graders refuse 0.28 for "a common fraction" 7/25 and 31/5 for "a mixed number" 6 1/5).
 _DEMAND_FORBIDS = {
     "rationalised": ("radical in a denominator",),
-    "radical form": ("radical in a denominator", "square factor under a root"),
+    "radical form": ("radical in a denominator", "square factor under a root", "decimal"),
+    "simplified": ("unreduced fraction", "square factor under a root", "radical in a denominator"),
+    "interval": ("inequality",),
     "common fraction": ("unreduced fraction", "decimal", "mixed number", "percent"),
     "lowest terms": ("unreduced fraction",),
     "mixed number": ("improper fraction", "decimal", "percent"),
@@ -716,12 +723,15 @@ POLICY_RULES = (
                    ("", "\\frac{1}{3} \\approx 0.33", "\\frac13", True),
                    ("", "\\frac{1}{3} \\approx 0.35", "\\frac13", False)]),
     dict(rule="ordering words", when="the question says \"in increasing order\", \"from least to greatest\" and the like",
-         decision="A list is compared in the order given; without such words a list of solutions is unordered.",
+         decision="A list is compared in the order given; without such words a list of solutions is unordered. "
+                  "A strict chain (f(2) < f(1) < f(4)) states the list of its terms in the order written. When the "
+                  "question asks for a comma-separated list, 70,110 is two numbers, not a thousands separator.",
          choice="Refuse another order (FN when a grader would be lenient): the order is part of the task.",
          source="MATH (the question states the answer's form); OpenCompass compares lists as sets and pays any order",
          examples=[("List the roots in increasing order.", "3, 1, -2", "-2, 1, 3", False),
                    ("List the roots in increasing order.", "-2, 1, 3", "-2,1,3", True),
-                   ("Find all roots.", "3, 1, -2", "-2, 1, 3", True)]),
+                   ("Find all roots.", "3, 1, -2", "-2, 1, 3", True),
+                   ("Enter all the solutions, separated by commas.", "110, 70", "70,110", True)]),
     dict(rule="rationalised denominator", when="the question says \"rationalize\"",
          decision="An answer with a radical in a denominator is not paid (unless the gold has one); without the "
                   "word both forms are paid.",
@@ -739,13 +749,16 @@ POLICY_RULES = (
          source="MATH; OpenCompass pays any equal value",
          examples=[("Express your answer in simplest radical form.", "\\sqrt{8}", "2\\sqrt{2}", False),
                    ("Express your answer in simplest radical form.", "2\\sqrt{2}", "2\\sqrt2", True)]),
-    dict(rule="stated number form", when="the question names a form: \"common fraction\", \"improper fraction\", "
-                                          "\"lowest terms\", \"mixed number\", \"as a decimal\", \"exponential "
-                                          "notation\" (not when negated or offered as one of two forms)",
+    dict(rule="stated form", when="the question names a form: \"(common / improper) fraction\", \"fraction in "
+                                   "simplest form\", \"lowest terms\", \"mixed number\", \"as a decimal\", \"as a "
+                                   "percent\", \"exponential notation\", \"simplify\", \"integer denominator\", "
+                                   "\"interval notation\" (not when negated or offered as one of two forms)",
          decision="An answer of the right value in a form the named one rules out is not paid (unless the gold has "
-                  "that form): for a fraction a decimal, a percent, a mixed number or an unreduced fraction; for a "
-                  "mixed number an improper fraction or a decimal; for a decimal a fraction; for exponential "
-                  "notation a number written out. One table (_DEMAND_FORBIDS) holds these.",
+                  "that form): for a fraction a decimal (also repeating), a percent, a mixed number or an unreduced "
+                  "fraction; for a mixed number an improper fraction or a decimal; for a decimal a fraction; for a "
+                  "percent the value as a fraction of one (0.25 for 25%); for exponential notation a number written "
+                  "out; for \"simplify\" an unreduced fraction, a square factor under a root or a radical in a "
+                  "denominator; for interval notation an inequality. One table (_DEMAND_FORBIDS) holds these.",
          choice="Refuse (FN against a lenient grader): the form is part of the task, as MATH grades it.",
          source="MATH (the requested form is the answer; its grader compares strings); OpenCompass pays any equal value",
          examples=[("Express your answer as a common fraction.", "\\frac{6}{8}", "\\frac34", False),
@@ -755,9 +768,13 @@ POLICY_RULES = (
                    ("Express your answer as a mixed number.", "\\frac{31}{5}", "6\\frac15", False),
                    ("Express your answer as a mixed number.", "6 \\tfrac{1}{5}", "6\\frac15", True),
                    ("Express your answer as a decimal.", "\\frac{1}{2}", "0.5", False),
+                   ("Express your answer as a percent.", "0.25", "25\\%", False),
+                   ("Express your answer as a percent.", "25", "25\\%", True),
+                   ("Simplify $\\sqrt{6}\\cdot\\sqrt{12}$.", "\\sqrt{72}", "6\\sqrt2", False),
+                   ("Express your answer in interval notation.", "-2 < x < 3", "(-2,3)", False),
                    ("Give the endpoints as common fractions (not mixed numbers or decimals).", "\\frac{4}{3}",
                     "\\frac43", True),
-                   ("", "0.75", "\\frac34", True),
+                   ("", "0.75", "\\frac34", True), ("", "\\frac{6}{8}", "\\frac34", True),
                    ("Your answer should use exponential notation.", "1024", "2^{10}", False)]),
     dict(rule="normalised equation", when="the question fixes a normalisation (\"A > 0 and gcd(|A|,|B|,|C|,|D|) = 1\")",
          decision="Only the normalised equation is paid (sides may be swapped); without it any nonzero multiple of "
@@ -939,7 +956,7 @@ _SUBS = (
     ("\\dbinom", "\\binom"), ("\\tbinom", "\\binom"), ("\\le ", "\\leq "), ("\\ge ", "\\geq "),
     ("\\leqslant", "\\leq"), ("\\geqslant", "\\geq"), ("\\lt", "<"), ("\\gt", ">"), ("\\cdotp", "\\cdot"),
     ("\\dots", "\\ldots"), ("\\cdots", "\\ldots"), ("...", "\\ldots"), ("\\neq", "\\ne"), ("\\infin", "\\infty"),
-    ("\\langle", "("), ("\\rangle", ")"), ("\\varnothing", "\\emptyset"),
+    ("{:}", ":"), ("\\langle", "("), ("\\rangle", ")"), ("\\varnothing", "\\emptyset"),
 )
 _BRACELESS_FRAC_RE = re.compile(r"\\frac\s*(\d|\\[A-Za-z]+)\s*(\d|\\[A-Za-z]+)")  # \frac12, \frac\pi3
 _BRACELESS_FRAC2_RE = re.compile(r"\\frac\s*\{([^{}]*)\}\s*(\d)")
@@ -990,6 +1007,7 @@ _CHOICE_LABEL_RE = re.compile(r"^(?:[(\[]([A-E])[)\]]\s*|[(\[]([a-e])[)\]]\s+)(?
 #: "Option E", "choice (b)": the word before an option letter.
 _OPTION_WORD_RE = re.compile(r"^(?:option|choice|answer)\s*:?\s*(?=[(\[]?[A-Ea-e][)\]]?$)", re.I)
 _THOUSANDS_SEP_RE = re.compile(r"(?<=\d),\s*\\!\s*(?=\d)")  # MATH's "11,\! 111" is one number
+_ORDINAL_RE = re.compile(r"(\d)\s*(?:\^\s*\{?\s*)?(?:st|nd|rd|th)\b\}?")
 _TIME_RE = re.compile(r"^(\d{1,2}(?::\d{2}){1,2})\s*(?:([ap])\s*\.?\s*m\.?)?$", re.I)
 _REALS_RE = re.compile(r"^(?:\\mathbb\{R\}|\\mathbb R|\\R|\\text\{all real numbers\}|all real numbers|\\reals)$")
 #: A membership prefix: "x \\in", "\\lambda \\in", "a_1 \\in" before a set or interval.
@@ -1000,8 +1018,8 @@ _NAME = r"(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?\w+\}?)?'*(?:\([A-Za-z](?:,[A-Za-z])*\)
 _IN_PREFIX_RE = re.compile(r"^" + _NAME + r"\s*\\in(?![A-Za-z])\s*")
 #: A congruence: "x \\equiv 8 \\pmod{13}", "8 \\pmod{13}", "8 (mod 13)", "8 \\bmod 13".
 _EQUIV_RE = re.compile(r"^.*?\\equiv(?![A-Za-z])\s*", re.S)
-_MOD_RE = re.compile(r"\s*(?:\\pmod\s*\{?\s*(\d+)\s*\}?|\(\s*(?:\\bmod|\\mod|mod)(?![A-Za-z])\s*\{?\s*(\d+)\s*\}?\s*\)|"
-                     r"\\bmod\s*\{?\s*(\d+)\s*\}?|\\mod\s*\{?\s*(\d+)\s*\}?)$")
+_MOD_RE = re.compile(r"\s*(?:\\pmod\s*\{?\s*(\d+|[A-Za-z])\s*\}?|\(\s*(?:\\bmod|\\mod|mod)(?![A-Za-z])\s*\{?\s*(\d+|[A-Za-z])\s*\}?\s*\)|"
+                     r"\\bmod\s*\{?\s*(\d+|[A-Za-z])\s*\}?|\\mod\s*\{?\s*(\d+|[A-Za-z])\s*\}?)$")
 #: A base subscript in any brace style: 1011_2, 1011_{2}, (1011)_{(2)}, 1011_{\\text{two}} (wrappers gone).
 _BASE_SUB_RE = re.compile(r"^\(?([0-9A-Za-z]+(?:\.[0-9A-Za-z]+)?)\)?_\{?\(?(\d{1,2}|[a-z]{3,9})\)?\}?$")
 #: A base named in words after the numeral: "141 in base 13", "1112112 (base 3)", "7602 base-8".
@@ -1176,6 +1194,8 @@ def _normalise(raw: str) -> _Norm:
     if label:
         s = label.group("rest")
     s, is_text = _unwrap(s)
+    if "th" in s or "st" in s or "nd" in s or "rd" in s:
+        s = _ORDINAL_RE.sub(r"\1", s)  # "June 20th", "20^{\\text{th}}" -> "June 20"
     s = _WS_RE.sub(" ", s).strip()
     if s[:1].isalpha():
         s = _OPTION_WORD_RE.sub("", s)
@@ -1230,6 +1250,8 @@ def _normalise(raw: str) -> _Norm:
         s = s.upper() if int(base) > 10 else s  # digits above 9 in any case: a4_{16} is A4_{16}
     if s.startswith("{") and s.endswith("}"):  # braces exposed by the steps above
         s = strip_grouping_braces(s)
+    if s[:1] == "(" and s[-1:] == ")" and len(s) > 3 and _bracket_pair_ok(s) and len(_split_top(s[1:-1])) == 1:
+        s = s[1:-1]  # parentheses around one whole item group it only: "(4x-7)" is 4x-7
     return _Norm(s, pct, unit, is_text and not label, base, choice, mod)
 
 
@@ -1423,7 +1445,10 @@ def _plain_equal(ps: str, gs: str, ppct: bool, gpct: bool, ctx) -> bool:
             return pv == gv and pv.e is not None
         if ppct == gpct:
             return pv == gv
-        # a percent sign on one side only: "10\%" == "10" (MATH) and == "0.1"
+        # a percent sign on one side only: "10\%" == "10" (MATH) and == "0.1", but not when
+        # the question asks for a percent (0.1 is then the wrong number)
+        if "percent" in ctx["demands"]:
+            return pv == gv
         if gpct:
             return pv == gv or pv * 100 == gv
         return pv == gv or pv == gv * 100
@@ -1437,7 +1462,7 @@ def _plain_equal(ps: str, gs: str, ppct: bool, gpct: bool, ctx) -> bool:
         STATS["cas_deadline"] += 1
         raise _Rejected("deadline")
     ok = _cas_equal(ps, gs, ctx["deadline"])
-    if not ok and ppct != gpct:
+    if not ok and ppct != gpct and "percent" not in ctx["demands"]:
         ok = _cas_equal(ps + "/100" if ppct else ps, gs + "/100" if gpct else gs, ctx["deadline"])
     return ok
 
@@ -2518,6 +2543,9 @@ def reasoning_credit(text: str) -> float:
 # ======================================================================================
 # 7. Entry point: extraction -> policy -> equivalence -> credit
 # ======================================================================================
+_LIST_COMMA_RE = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+
+
 def _judge(text: str, gold: str, question: Optional[str] = None) -> Tuple[bool, str]:
     """Whether the response's final answer is right (sections 2-4), and that answer."""
     answers, unpayable = extract_final_answer(text)
@@ -2536,6 +2564,8 @@ def _judge(text: str, gold: str, question: Optional[str] = None) -> Tuple[bool, 
     answer = pred if len(distinct) > 1 else distinct[0]
     deadline = _cpu_clock() + CAS_BUDGET_S
     demands = question_demands(question)
+    if "list" in demands:  # "Enter all the solutions, separated by commas": 70,110 is two numbers
+        gold, answer = _LIST_COMMA_RE.sub(", ", gold), _LIST_COMMA_RE.sub(", ", answer)
     try:
         if len(distinct) > 1 and _item_kind(_normalise(gold[:MAX_ANSWER_CHARS])) in ("text", "choice"):
             # several boxes for one word or letter: each must state it (a sentence around a

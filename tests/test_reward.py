@@ -1052,6 +1052,9 @@ def test_policy_table_lists_every_rule():
     ("What is the 9th digit to the right of the decimal point?", set()),
     ("Express your answer as a decimal to the nearest tenth.", {"decimal"}),
     ("Your answer should use exponential notation.", {"exponential"}),
+    ("Express your answer as a percent.", {"percent"}),
+    ("Express your answer in interval notation.", {"interval"}),
+    ("Enter all the solutions, separated by commas.", {"list"}),
     ("where $A > 0$ and $\\gcd(|A|,|B|,|C|,|D|) = 1.$", {"normalised"}),
     ("Find all solutions.", set()),
 ])
@@ -1126,6 +1129,35 @@ def test_notation_only(pred, gold, expected):
 ])
 def test_final_statement_alternatives(resp, gold, expected):
     assert (score(resp, gold)["acc"] == 1.0) is expected
+
+
+@pytest.mark.parametrize("question,answer,gold,expected", [
+    ("What percent of the class? Express your answer as a percent.", "0.25", "25\\%", False),
+    ("What percent of the class? Express your answer as a percent.", "25", "25\\%", True),
+    ("What fraction of the class?", "0.25", "25\\%", True),                  # no form named
+    ("Simplify the fraction $\\frac{18}{24}$.", "\\frac{6}{8}", "\\frac34", False),
+    ("What is the probability that both are red?", "\\frac{48}{64}", "\\frac34", True),
+    ("Simplify $\\sqrt{6}\\cdot\\sqrt{12}$.", "\\sqrt{72}", "6\\sqrt2", False),
+    ("Simplify $\\sqrt{6}\\cdot\\sqrt{12}$.", "6\\sqrt{2}", "6\\sqrt2", True),
+    ("Your answer should have an integer denominator.", "\\frac{1}{\\sqrt2}", "\\frac{\\sqrt2}{2}", False),
+    ("Express your answer in simplest radical form.", "\\sqrt{12.5}", "\\frac{5\\sqrt2}{2}", False),
+    ("Express your answer in interval notation.", "-2 < x < 3", "(-2,3)", False),
+    ("Express your answer in interval notation.", "x \\in (-2, 3)", "(-2,3)", True),
+    ("Find the range of $f$.", "-2 < f(x) < 3", "(-2,3)", True),
+    ("Express your answer as a fraction in simplest form.", "0.\\overline{3}", "\\frac13", False),
+    ("Enter all the solutions, separated by commas.", "110, 70", "70,110", True),
+    ("Enter all the solutions, separated by commas.", "x = 70^\\circ \\text{ or } x = 110^\\circ", "70,110", True),
+    ("Enter all the solutions, separated by commas.", "70", "70,110", False),
+    ("How many ways?", "70110", "70,110", True),                                # a thousands separator
+    ("Factor $8x^2 - 14x + 3$ as $(2x-3)$ times what?", "4x-1", "(4x - 1)", True),
+    ("What time is it?", "4{:}30\\ \\text{p.m.}", "\\text{4:30 p.m.}", True),
+    ("What time is it?", "4{:}30\\ \\text{a.m.}", "\\text{4:30 p.m.}", False),
+    ("On what day?", "\\text{June 20th}", "\\text{June 20}", True),
+    ("On what day?", "\\text{June 21st}", "\\text{June 20}", False),
+    ("What is the remainder?", "\\equiv 2 \\pmod{n}", "2", True),
+])
+def test_named_forms_and_notations(question, answer, gold, expected):
+    assert (R.compute_score(SRC, contract(answer), gold, {"question": question})["acc"] == 1.0) is expected
 
 
 @pytest.mark.parametrize("pred,gold,expected", [

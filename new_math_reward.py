@@ -310,14 +310,14 @@ def _final_statement(region: str, cut_continuation: bool) -> Tuple[Optional[List
 #: "$\\boxed{3}$ (or maybe 4)", "$\\boxed{3}$, or possibly $4$".
 _TRAILING_HEDGE_RE = re.compile(
     r"^[\s$).,;:*]{0,8}(?:\(\s*)?(?:or|maybe|perhaps|possibly|alternatively|otherwise)\b(?:\s+(?:maybe|perhaps|possibly|"
-    r"else|also|even|just))?[\s,$]*(?P<alt>[-+]?(?:\d|\\(?:frac|sqrt|pi|dfrac))[^\n.;!?)]{0,60}?)[\s$]*(?:[.;!?)]|\n|$)",
-    re.I)
+    r"else|also|even|just))?[\s,]*(?:\$(?P<span>[^$]{1,300})\$|(?P<alt>[-+]?(?:\d|\\(?:frac|sqrt|pi|dfrac))"
+    r"[^\n.;!?)$]{0,60}?)[\s]*(?:[.;!?)]|\n|$))", re.I)
 
 
 def _trailing_alternative(region: str, end: int) -> Optional[str]:
     """Hedge after the last box: the value an "or maybe ..." clause right after it offers."""
-    m = _TRAILING_HEDGE_RE.match(region[end:end + 120])
-    return m.group("alt").strip().strip("$").strip() if m else None
+    m = _TRAILING_HEDGE_RE.match(region[end:end + 400])
+    return (m.group("span") or m.group("alt")).strip() if m else None
 
 
 def extract_final_answer(text: str) -> Tuple[Optional[List[str]], bool]:
@@ -500,8 +500,7 @@ _DEMAND_RES = (
         r"\b(?:greatest|largest|highest)\s+to\s+(?:least|smallest|lowest)\b|\bin\s+order\s+from\b", re.I)),
     ("rationalised", re.compile(r"\brationali[sz]|\b(?:integer|rational)\s+denominator", re.I)),
     ("radical form", re.compile(r"\bsimplest\s+radical\s+form", re.I)),
-    ("common fraction", re.compile(r"\b(?:common|improper|proper)\s+fractions?\b|\bfractions?\s+in\s+(?:simplest|lowest)|\b(?:as|to|into)\s+(?:an?\s+)?fractions?\b"
-                                   r"(?!\s+(?:of|in\s+terms))", re.I)),
+    ("common fraction", re.compile(r"\b(?:common|improper|proper)\s+fractions?\b|\bfractions?\s+in\s+(?:simplest|lowest)|\b(?:as|to|into)\s+(?:an?\s+)?fractions?\b", re.I)),
     ("lowest terms", re.compile(r"\blowest\s+terms|\bsimplest\s+form|\breduced\s+fraction", re.I)),
     ("mixed number", re.compile(r"\bmixed\s+numbers?\b", re.I)),
     ("decimal", re.compile(r"\b(?:as|to|in)\s+(?:an?\s+)?(?:terminating\s+)?decimals?\b"
@@ -2581,6 +2580,8 @@ def _judge(text: str, gold: str, question: Optional[str] = None) -> Tuple[bool, 
     if ok and len(answer) <= MAX_ANSWER_CHARS and (_restates_task(answer, gold, text, question)
                                                    or _form_violation(answer, gold, demands)):
         ok = False
+    if ok and len(distinct) > 1 and any(_restates_task(a, gold, text, question) for a in distinct):
+        ok = False  # one of several boxes restates the task (each box must be an answer)
     return ok, pred
 
 

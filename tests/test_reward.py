@@ -1126,6 +1126,8 @@ def test_notation_only(pred, gold, expected):
     ("So $x = \\boxed{3}$ or equivalently $\\frac{6}{2}$.", "3", EQ),
     ("It is $\\boxed{\\frac{1}{2}} = \\boxed{0.5}$.", "\\frac12", EQ),  # one value, two notations
     ("It is $\\boxed{\\frac{1}{2}} = \\boxed{0.6}$.", "\\frac12", NE),
+    ("We need to compute $55^2 - 45^2$. It is $\\boxed{55^2 - 45^2}$ and $\\boxed{1000}$.", "1000", NE),  # an echo box
+    ("So $\\boxed{3}$ (or maybe $\\frac{7}{2}$).", "3", NE),
 ])
 def test_final_statement_alternatives(resp, gold, expected):
     assert (score(resp, gold)["acc"] == 1.0) is expected

@@ -500,7 +500,9 @@ _DEMAND_RES = (
         r"\b(?:greatest|largest|highest)\s+to\s+(?:least|smallest|lowest)\b|\bin\s+order\s+from\b", re.I)),
     ("rationalised", re.compile(r"\brationali[sz]|\b(?:integer|rational)\s+denominator", re.I)),
     ("radical form", re.compile(r"\bsimplest\s+radical\s+form", re.I)),
-    ("common fraction", re.compile(r"\b(?:common|improper|proper)\s+fractions?\b|\bfractions?\s+in\s+(?:simplest|lowest)|\b(?:as|to|into)\s+(?:an?\s+)?fractions?\b", re.I)),
+    ("common fraction", re.compile(r"\b(?:common|improper)\s+fractions?\b|\bfractions?\s+in\s+(?:simplest|lowest)|"
+                                   r"\b(?:express|expressed|give|convert|enter|leave|answer)\b[^.?!$]{0,40}?"
+                                   r"\b(?:as|to|into)\s+(?:an?\s+)?(?:simple\s+|proper\s+)?fractions?\b", re.I)),
     ("lowest terms", re.compile(r"\blowest\s+terms|\bsimplest\s+form|\breduced\s+fraction", re.I)),
     ("mixed number", re.compile(r"\bmixed\s+numbers?\b", re.I)),
     ("decimal", re.compile(r"\b(?:as|to|in)\s+(?:an?\s+)?(?:terminating\s+)?decimals?\b"
@@ -546,7 +548,8 @@ _FRAC_OPEN_RE = re.compile(r"\\frac\s*\{")
 _SLASH_SQRT_RE = re.compile(r"/\s*(?:\([^()]*\\sqrt|[\d.]*\\sqrt)")
 _SQRT_INT_RE = re.compile(r"\\sqrt\{(\d{1,8})\}")
 _INT_FRAC_RE = re.compile(r"\\frac\{-?(\d{1,12})\}\{(\d{1,12})\}|(?<![\d.}])(\d{1,12})/(\d{1,12})(?![\d.])")
-_DECIMAL_FORM_RE = re.compile(r"\d\.(?=\d|\\(?:overline|bar|dot))|(?<![\d.])\.\d")
+#: A decimal with a fractional part (57.0 is the integer 57 written with a zero, not a decimal form).
+_DECIMAL_FORM_RE = re.compile(r"\d?\.(?=\d*[1-9]|\d*\\(?:overline|bar|dot))")
 _MIXED_FORM_RE = re.compile(r"(?<![\w.}^_{])\d+\\frac\{(\d+)\}\{(\d+)\}")
 _FRACTION_FORM_RE = re.compile(r"\\frac|\d\s*/\s*\d")
 

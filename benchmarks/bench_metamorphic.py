@@ -25,15 +25,18 @@ Pipeline, in the order data flows through this file:
    latex2sympy2_extended at a random point says the value did not change; the POLICY_KINDS
    rewrites keep the value on purpose (the problem's own task expression, a list reversed
    against "in increasing order", an unreduced common fraction, an unrationalised denominator,
-   a huge exact expression) and are labelled "not" by the reward's written policy
-   (docs/reward_policy.md). A meaning-keeping rewrite that writes the problem's own task
-   expression is dropped (by that policy it is an echo, not an answer).
+   a huge exact expression, the value in a form the problem rules out) and are labelled "not"
+   by the reward's written policy (docs/reward_policy.md). A meaning-keeping rewrite that
+   writes the problem's own task expression is dropped (by that policy it is an echo, not an
+   answer), and so is one in a form the problem rules out (``named_forms``: the bench's own
+   reading of "as a common fraction", "as a mixed number", "as a decimal", "interval notation").
 4. Cases. Per ground truth, ``--per-truth`` rewrites are drawn (half keeping, half changing
    meaning) and each is put in a response layout: the recipe's contract
    (``<think>`` numbered steps ``</think>`` ``<answer>`` box ``</answer>``), plain MATH style
    ("The final answer is $\\boxed{..}$"), chatty markdown (``**Final Answer** \\[ \\boxed{..} \\]``),
-   or a hedge: two boxes joined by "or" and a list of several boxed candidates (both labelled
-   not equivalent even when one candidate is right), a self-correction ending on the right box
+   or a hedge: two boxes joined by "or", an unboxed "(or maybe ...)" after the box, and a list
+   of several boxed candidates (all labelled not equivalent even when one candidate is right),
+   a self-correction ending on the right box
    (equivalent) and one ending on a wrong box (not). The reasoning is the start of the real
    MATH solution with its boxes removed. Labels come from the construction only. Everything is
    drawn from ``random.Random(f"{seed}:{gt}")``, so a ground truth's cases do not depend on
@@ -1451,9 +1454,10 @@ def c_unrationalized(t, rng):
 #: rewrite into a form the problem rules out is not generated, and c_wrong_form writes one on
 #: purpose (labelled "not" by the stated-form policy).
 _NAMED_FORMS = (
-    ("fraction", re.compile(r"(?:common|improper)\s+fraction|as\s+a\s+fraction|fraction\s+in\s+simplest", re.I)),
+    ("fraction", re.compile(r"(?:common|improper)\s+fraction|as\s+a\s+(?:simple\s+)?fraction|"
+                            r"(?:simple\s+)?fraction\s+in\s+(?:simplest|lowest)", re.I)),
     ("mixed", re.compile(r"as\s+a\s+mixed\s+number|to\s+a\s+mixed\s+number", re.I)),
-    ("decimal", re.compile(r"(?:as|to)\s+a\s+(?:terminating\s+)?decimal(?!\s+point)", re.I)),
+    ("decimal", re.compile(r"(?:as|to|in)\s+a\s+(?:terminating\s+)?decimal(?!\s+point)|in\s+decimal\s+form", re.I)),
     ("percent", re.compile(r"(?:as|in)\s+(?:a\s+)?percent\b", re.I)),
     ("interval", re.compile(r"interval\s+notation", re.I)),
 )
@@ -1467,7 +1471,8 @@ def named_forms(problem: str) -> set:
     out = set()
     for name, rx in _NAMED_FORMS:
         for m in rx.finditer(problem):
-            if not re.search(r"\bnot\b|\bor\b", problem[max(m.start() - 25, 0):m.start()]):
+            clause = re.split(r"[.?!(]\s*", problem[:m.start()])[-1]  # the demand's clause, up to it
+            if not re.search(r"\bnot\b|\bor\b", clause):
                 out.add(name)
     return out
 
@@ -1504,7 +1509,8 @@ def c_wrong_form(t, rng):
         return f"\\frac{{{q.numerator}}}{{{q.denominator}}}"
     if "decimal" in forms and t.form == "decimal" and q is not None and q.denominator > 1:
         return f"\\frac{{{q.numerator}}}{{{q.denominator}}}"
-    m = re.fullmatch(r"\\left\s*([\[(])\s*(-?[\w\\{}]+?)\s*,\s*(-?[\w\\{}]+?)\s*\\right\s*([\])])|([\[(])\s*(-?[^,]+?)\s*,\s*(-?[^,]+?)\s*([\])])", s)
+    m = re.fullmatch(r"\\left\s*([\[(])\s*(-?[\w\\{}]+?)\s*,\s*(-?[\w\\{}]+?)\s*\\right\s*([\])])|"
+                     r"([\[(])\s*(-?[^,]+?)\s*,\s*(-?[^,]+?)\s*([\])])", s)
     if "interval" in forms and t.form == "interval" and m and "\\cup" not in s:
         lo_b, lo, hi, hi_b = [g for g in m.groups() if g is not None]
         if "infty" in lo and "infty" in hi:

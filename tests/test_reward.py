@@ -1047,6 +1047,9 @@ def test_policy_table_lists_every_rule():
     ("Express your answer as a common fraction.", {"common fraction"}),
     ("Express the ratio in lowest terms.", {"lowest terms"}),
     ("Express your answer as a decimal or a common fraction.", set()),
+    ("How many rationals in $[0,2)$ can be written as fractions $\\frac{n}{d}$?", set()),  # describes, not asks
+    ("Consider the proper fractions with denominator 7. What is their sum?", set()),
+    ("Express the sum as a simple fraction in lowest terms.", {"common fraction", "lowest terms"}),
     ("Give the endpoints as common fractions (not mixed numbers or decimals).", {"common fraction"}),
     ("Express your answer as a mixed number.", {"mixed number"}),
     ("What is the 9th digit to the right of the decimal point?", set()),
@@ -1157,6 +1160,8 @@ def test_final_statement_alternatives(resp, gold, expected):
     ("On what day?", "\\text{June 20th}", "\\text{June 20}", True),
     ("On what day?", "\\text{June 21st}", "\\text{June 20}", False),
     ("What is the remainder?", "\\equiv 2 \\pmod{n}", "2", True),
+    ("Write it in simplest radical form as $\\frac{\\sqrt{a}}{b}$; what is $ab$?", "18.0", "18", True),  # 18.0 is 18
+    ("Express your answer as a common fraction.", "2.50", "\\frac52", False),
 ])
 def test_named_forms_and_notations(question, answer, gold, expected):
     assert (R.compute_score(SRC, contract(answer), gold, {"question": question})["acc"] == 1.0) is expected

@@ -369,7 +369,7 @@ _PLACEHOLDER_BOXES = frozenset({"", "...", "\\ldots", "\\cdots", "\\dots", "answ
 _MATH_DELIMS_RE = re.compile(r"\\[()\[\]]|\$+|\*\*")
 #: Words that announce a retraction: the later box supersedes the earlier (self-correction).
 _CORRECTION_RE = re.compile(
-    r"\b(?:wait|wrong|mistake|incorrect|actually|correct(?:ed|ing|ion)?|instead|re-?check|oops|"
+    r"\b(?:wait|wrong|mistake|incorrect|actually|correct(?:s|ed|ing|ion)?|instead|re-?check|oops|"
     r"sorry|error|redo|scratch|revis\w*|reconsider\w*)\b", re.I)
 #: Words that offer alternatives: boxes joined by them are hedging, never a final answer.
 _HEDGE_RE = re.compile(r"\b(?:or|either|maybe|perhaps|possibly|might|could|alternatively|also|otherwise)\b", re.I)
@@ -966,7 +966,8 @@ _BRACELESS_FRAC3_RE = re.compile(r"\\frac\s*(\d)\s*\{")  # \frac 1{72}
 _BRACELESS_SQRT_RE = re.compile(r"\\sqrt\s*(\d|[A-Za-z](?![A-Za-z]))")
 _ONE_TOKEN_EXP_RE = re.compile(r"\^\s*\{\s*(\w)\s*\}")  # x^{2} -> x^2
 _STYLE_RE = re.compile(
-    r"\\(?:displaystyle|textstyle|scriptstyle|left|right|bigl|bigr|Bigl|Bigr|big|Big|bigg|Bigg)(?![A-Za-z])\s*")
+    r"\\(?:displaystyle|textstyle|scriptstyle|left|right|bigl|bigr|Bigl|Bigr|big|Big|bigg|Bigg)(?![A-Za-z])\s*|"
+    r"\\(?:text)?color\s*\{[^{}]*\}\s*")  # colours: \\color{red}5, \\textcolor{blue}{5}
 _SPACE_CMD_RE = re.compile(r"(?<!\\)\\[,;: ]|\\q?quad(?![A-Za-z])|~")
 _LE_GE_RE = re.compile(r"\\(le|ge)(?![A-Za-z])")
 _BRACKETED_MATRIX_RE = re.compile(r"^[\[(]\s*(\\begin\{([a-zA-Z]*matrix|array)\}.*\\end\{\2\})\s*[\])]$", re.S)
@@ -1192,6 +1193,8 @@ def _normalise(raw: str) -> _Norm:
         u = " ".join(re.findall(r"\{([^{}]*)\}", m.group("u"))).strip()
         if _UNIT_WORDS_RE.match(u) and len(u.split()) <= 3 and u.lower() not in ("or", "and", "i", "e") and "base" not in u:
             s, unit = m.group("v"), _unit_key(u, m.group("p"))
+            if "," in s:  # a list with the unit on every item: "6\\text{ cm}, 8\\text{ cm}"
+                s = s.replace(m.group("u").strip(), "")
     label = _LABEL_RE.match(s) if s[:1] == "\\" or ":" in s else None
     if label:
         s = label.group("rest")

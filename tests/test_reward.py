@@ -1117,6 +1117,10 @@ def test_options_in_any_layout(question, answer, gold, expected):
     ("\\varnothing", "\\emptyset", EQ),
     ("\\{\\}", "\\emptyset", EQ),
     ("\\{0\\}", "\\emptyset", NE),
+    ("6\\text{ cm}, 8\\text{ cm}", "6, 8", EQ),            # the unit on every item of a list
+    ("6\\text{ cm}, 9\\text{ cm}", "6, 8", NE),
+    ("\\textcolor{blue}{5}", "5", EQ),
+    ("\\color{red}6", "5", NE),
 ])
 def test_notation_only(pred, gold, expected):
     assert acc(pred, gold) is expected
@@ -1131,6 +1135,7 @@ def test_notation_only(pred, gold, expected):
     ("It is $\\boxed{\\frac{1}{2}} = \\boxed{0.6}$.", "\\frac12", NE),
     ("We need to compute $55^2 - 45^2$. It is $\\boxed{55^2 - 45^2}$ and $\\boxed{1000}$.", "1000", NE),  # an echo box
     ("So $\\boxed{3}$ (or maybe $\\frac{7}{2}$).", "3", NE),
+    ("Step 1 gives $\\boxed{4}$. Step 2 corrects it: the answer is $\\boxed{5}$.", "5", EQ),
 ])
 def test_final_statement_alternatives(resp, gold, expected):
     assert (score(resp, gold)["acc"] == 1.0) is expected

@@ -1257,6 +1257,8 @@ def _normalise(raw: str) -> _Norm:
         s = strip_grouping_braces(s)
     if s[:1] == "(" and s[-1:] == ")" and len(s) > 3 and _bracket_pair_ok(s) and len(_split_top(s[1:-1])) == 1:
         s = s[1:-1]  # parentheses around one whole item group it only: "(4x-7)" is 4x-7
+    if unit in ("am", "pm") and s.isdigit() and len(s) <= 2:
+        s += ":00"  # "2 p.m." is 2:00 p.m.
     return _Norm(s, pct, unit, is_text and not label, base, choice, mod)
 
 

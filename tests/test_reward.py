@@ -1162,6 +1162,8 @@ def test_final_statement_alternatives(resp, gold, expected):
     ("Factor $8x^2 - 14x + 3$ as $(2x-3)$ times what?", "4x-1", "(4x - 1)", True),
     ("What time is it?", "4{:}30\\ \\text{p.m.}", "\\text{4:30 p.m.}", True),
     ("What time is it?", "4{:}30\\ \\text{a.m.}", "\\text{4:30 p.m.}", False),
+    ("What time is it?", "4\\text{ p.m.}", "\\text{4:00 p.m.}", True),
+    ("What time is it?", "5\\text{ p.m.}", "\\text{4:00 p.m.}", False),
     ("On what day?", "\\text{June 20th}", "\\text{June 20}", True),
     ("On what day?", "\\text{June 21st}", "\\text{June 20}", False),
     ("What is the remainder?", "\\equiv 2 \\pmod{n}", "2", True),

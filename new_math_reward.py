@@ -478,8 +478,11 @@ def _restates_task(pred: str, gold: str, text: str, question: Optional[str]) -> 
     if any(v.startswith("factor") for v in verbs) and _top_terms(gn) == 1 and "(" in gn:
         return _top_terms(pn) > 1  # a sum answers no "factor" task
     if any(v.startswith("expand") or v.startswith("multiply") for v in verbs) and "(" not in gn:
-        return "(" in pn  # a product answers no "expand" task
+        return bool(_SUM_GROUP_RE.search(pn))  # a product of a sum answers no "expand" task; (2/x) is no sum
     return False
+
+
+_SUM_GROUP_RE = re.compile(r"\([^()]*[\w}][^()]*?[+-][^()]*\)")
 
 
 def _top_terms(s: str) -> int:

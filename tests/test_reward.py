@@ -1167,6 +1167,10 @@ def test_final_statement_alternatives(resp, gold, expected):
     ("On what day?", "\\text{June 20th}", "\\text{June 20}", True),
     ("On what day?", "\\text{June 21st}", "\\text{June 20}", False),
     ("What is the remainder?", "\\equiv 2 \\pmod{n}", "2", True),
+    ("Expand the product: $\\frac{2}{5}\\left(\\frac{5}{x} + 10x^2\\right)$.", "(2/x) + 4x^2", "\\frac{2}{x} + 4x^2",
+     True),                                                                   # a bracketed fraction is no product
+    ("Expand the product: $\\frac{2}{5}\\left(\\frac{5}{x} + 10x^2\\right)$.", "2(\\frac{1}{x} + 2x^2)",
+     "\\frac{2}{x} + 4x^2", False),
     ("Write it in simplest radical form as $\\frac{\\sqrt{a}}{b}$; what is $ab$?", "18.0", "18", True),  # 18.0 is 18
     ("Express your answer as a common fraction.", "2.50", "\\frac52", False),
 ])

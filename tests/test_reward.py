@@ -607,12 +607,14 @@ def test_cas_deadline_counts_cpu_time_not_waiting(monkeypatch):
 
 
 def test_typical_call_is_fast():
+    """CPU time of this thread per call (the work a call does; wall-clock time would measure
+    the machine's load as well)."""
     resp = contract("\\frac{3}{4}")
     score(resp, "0.75")
-    t = time.perf_counter()
+    t = time.thread_time()
     for _ in range(200):
         score(resp, "0.75")
-    assert (time.perf_counter() - t) / 200 < 0.002
+    assert (time.thread_time() - t) / 200 < 0.002
 
 
 # ======================================================================================

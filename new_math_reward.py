@@ -1013,6 +1013,11 @@ _CHOICE_LABEL_RE = re.compile(r"^(?:[(\[]([A-E])[)\]]\s*|[(\[]([a-e])[)\]]\s+)(?
 #: "Option E", "choice (b)": the word before an option letter.
 _OPTION_WORD_RE = re.compile(r"^(?:option|choice|answer)\s*:?\s*(?=[(\[]?[A-Ea-e][)\]]?$)", re.I)
 _THOUSANDS_SEP_RE = re.compile(r"(?<=\d),\s*\\!\s*(?=\d)")  # MATH's "11,\! 111" is one number
+#: A remark in words in brackets after a value ("5 (the smallest)", "x = 5 (only positive root)").
+_REMARK_RE = re.compile(r"^(?P<v>.*[\d}\])])\s+\((?P<r>[A-Za-z]{2,}(?:[ ,'-]+[A-Za-z]+){0,7})\)\.?$")
+#: Words that make such a remark a hedge or an approximation, not a comment.
+_HEDGE_REMARK_RE = re.compile(r"\b(?:approx\w*|about|roughly|around|nearly|estimat\w*|round\w*|or|maybe|perhaps|possibly|"
+                              r"if|unless|assum\w*|when|not|either|guess\w*|likely|probably)\b", re.I)
 _ORDINAL_RE = re.compile(r"(\d)\s*(?:\^\s*\{?\s*)?(?:st|nd|rd|th)\b\}?")
 _TIME_RE = re.compile(r"^(\d{1,2}(?::\d{2}){1,2})\s*(?:([ap])\s*\.?\s*m\.?)?$", re.I)
 _REALS_RE = re.compile(r"^(?:\\mathbb\{R\}|\\mathbb R|\\R|\\text\{all real numbers\}|all real numbers|\\reals)$")
@@ -1202,6 +1207,10 @@ def _normalise(raw: str) -> _Norm:
     if label:
         s = label.group("rest")
     s, is_text = _unwrap(s)
+    if s.endswith(")") and " (" in s:
+        m = _REMARK_RE.match(s)  # "5 (the smallest)": a remark in words after the value
+        if m and not _HEDGE_REMARK_RE.search(m.group("r")):
+            s = m.group("v")
     if "th" in s or "st" in s or "nd" in s or "rd" in s:
         s = _ORDINAL_RE.sub(r"\1", s)  # "June 20th", "20^{\\text{th}}" -> "June 20"
     s = _WS_RE.sub(" ", s).strip()

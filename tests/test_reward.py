@@ -1123,6 +1123,10 @@ def test_options_in_any_layout(question, answer, gold, expected):
     ("6\\text{ cm}, 9\\text{ cm}", "6, 8", NE),
     ("\\textcolor{blue}{5}", "5", EQ),
     ("\\color{red}6", "5", NE),
+    ("5 \\text{ (the smallest)}", "5", EQ),                    # a remark in words after the value
+    ("x = 5 \\text{ (only positive root)}", "5", EQ),
+    ("5 \\text{ (approximately)}", "5", NE),                    # an approximation, not a remark
+    ("5 \\text{ (or maybe six)}", "5", NE),
 ])
 def test_notation_only(pred, gold, expected):
     assert acc(pred, gold) is expected

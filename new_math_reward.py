@@ -19,21 +19,25 @@ The file's sections follow the order data flows through ``compute_score``:
 2. **Extraction.** The final answer is the last ``\\boxed{}``/``\\fbox{}`` inside
    ``<answer>`` when that tag is present, else in the response (after ``</think>`` when
    that part has a box), together with the boxes of the same final statement.
-3. **Hack-defence policy** (one section): hedges between boxes, candidates cycled through
+3. **Hack-defence policy** (one section): hedges between boxes (or an unboxed alternative
+   right after the last box), candidates cycled through
    one box after another, boxes of echoed worked examples or prompt placeholders, truncated
    boxes, hallucinated follow-up problems, and a final answer that merely restates the
    problem's own expression. A response caught here is not paid. The same section holds
-   POLICY_RULES, the written policy for what a task demands beyond the value (required forms
-   read from ``extra_info["question"]``, options, huge expressions; docs/reward_policy.md).
+   POLICY_RULES, the written policy for what a task demands beyond the value (forms the
+   question names, read from ``extra_info["question"]`` into one table of forbidden features
+   (_DEMAND_FORBIDS), options in any layout, huge expressions; docs/reward_policy.md).
 4. **Equivalence, one canonical pipeline** applied to the answer and the gold alike:
    (a) unicode maths to LaTeX (``√ π − × · ² ½ ∞ ≤ ∪``; first, because ``≤ − ∪`` decide the
    later splits); (b) wrappers, labels and units stripped in named steps, each recorded
-   (percent, unit in any wrapper, base subscript in any brace style, choice letter in any
-   case, congruence modulus), number words read as numbers, membership and congruence
-   prefixes dropped; (c) relation chains split: the last side is the answer when the gold is
+   (percent, unit in any wrapper, base subscript or base in words, choice letter in any
+   case, congruence modulus), number and fraction words read as numbers, remarks in words
+   after a value, membership and congruence prefixes before a name (one name pattern,
+   ``F(x)`` included) dropped; (c) relation chains split: the last side is the answer when the gold is
    not itself a relation (``\\approx``: the rounded value, or the exact side when its
    rounding is right); (d) parse into a typed structure (matrix, union, tuple/interval,
-   set/list, or one item: choice, text, relation, value); (e) compare by type: exact
+   set/list, a strict chain as an ordered list, or one item: choice, text, relation, value);
+   (e) compare by type: exact
    rationals for numbers (repeating decimals in any notation), then a CAS
    (latex2sympy2_extended, math-verify's parser) evaluated at high precision; with the
    question's options, a letter for its option's value and back. Decimals are exact values:
@@ -1159,16 +1163,21 @@ def _normalise(raw: str) -> _Norm:
     golds repeat n times). Drops presentation only and records what it drops, in order:
 
     (a) unicode to LaTeX; (b1) presentation: grouping braces, \\dfrac/\\tfrac, \\left/\\right,
-    spacing commands, brackets around a matrix environment; (b2) percent and dollar signs;
-    (b3) trailing units in any wrapper (\\text, \\mathrm, \\operatorname, after ``\\ `` or
-    ``\\,``), several text pieces and a power allowed, also after a name (``r = 3 \\text{ units}``);
-    (b4) text and font wrappers (a whole \\text{...} phrase is recorded as text); (b5) leading
-    labels ("The sum is", "Directrix:", "Option") and a choice letter "(A)"/"[a]" in front of a
-    value; (b7) number words (``twenty-one digits`` -> ``21`` with the unit word); (b6) degree
-    signs (a unit), a time of day's a.m./p.m. (a unit), a membership prefix (``\\lambda \\in``),
-    a congruence (``x \\equiv 8 \\pmod{13}`` -> ``8``, modulus 13), spaces, trailing periods,
-    thousands separators, base subscripts in any brace style (``1011_2``, ``(1011)_{(2)}``,
-    ``1011_{\\text{two}}`` -> ``1011``, base 2)."""
+    colours, spacing commands, angle brackets, brackets around a matrix environment; (b2)
+    percent and dollar signs; (b3) trailing units in any wrapper (\\text, \\mathrm,
+    \\operatorname, after ``\\ `` or ``\\,``), several text pieces and a power allowed, also
+    after a name (``r = 3 \\text{ units}``) and on every item of a list; (b4) text and font
+    wrappers (a whole \\text{...} phrase is recorded as text), then a remark in words in
+    brackets after the value (``5 (the smallest)``; not one that hedges or approximates) and
+    ordinal suffixes (``June 20th``); (b5) leading labels ("The sum is", "Directrix:",
+    "Option") and a choice letter "(A)"/"[a]" in front of a value; (b7) number words
+    (``twenty-one digits`` -> ``21`` with the unit word, ``one half`` -> ``\\frac{1}{2}``); (b6)
+    degree signs (a unit), a time of day's a.m./p.m. (a unit; ``4 p.m.`` is ``4:00``), a
+    membership prefix before a name (``\\lambda \\in``, ``F(x) \\in``), a congruence
+    (``x \\equiv 8 \\pmod{13}`` -> ``8``, modulus 13 or a letter), spaces, trailing periods,
+    thousands separators, base subscripts in any brace style and with a radix point
+    (``1011_2``, ``(1011)_{(2)}``, ``1011_{\\text{two}}``, ``141 in base 13`` -> digits and
+    base), parentheses around one whole item (``(4x-7)`` -> ``4x-7``)."""
     s = _unicode_to_latex(raw.strip())
     if "\\!" in s:
         s = _THOUSANDS_SEP_RE.sub(",", s)

@@ -1012,7 +1012,8 @@ _LABEL_RE = re.compile(
     r"^(?:\\(?:text|textbf|mbox|textrm|mathrm)\s*\{\s*(?P<t>[A-Za-z][A-Za-z ,'-]*?(?:\sis|\sare|\sequals?|"
     r"\swas|\swere|:|=))\s*\}|(?P<w>[A-Za-z][A-Za-z ]+):)\s*(?P<rest>\S.*)$", re.S)
 #: A choice label before a value: "(A) 12", "[B] 7"; lower case only before a space ("(a)(a+1)" is a product).
-_CHOICE_LABEL_RE = re.compile(r"^(?:[(\[]([A-E])[)\]]\s*|[(\[]([a-e])[)\]]\s+)(?!.*\([A-Ea-e]\)|.*\b(?:and|or)\b)(?P<rest>\S.*)$",
+_CHOICE_LABEL_RE = re.compile(r"^(?:[(\[]([A-E])[)\]]\s*|[(\[]([a-e])[)\]]\s+|([A-E])(?::\s*|[.)]\s+))"
+                              r"(?!.*\([A-Ea-e]\)|.*\b(?:and|or)\b)(?P<rest>\S.*)$",
                               re.S)
 #: "Option E", "choice (b)": the word before an option letter.
 _OPTION_WORD_RE = re.compile(r"^(?:option|choice|answer)\s*:?\s*(?=[(\[]?[A-Ea-e][)\]]?$)", re.I)
@@ -1232,9 +1233,9 @@ def _normalise(raw: str) -> _Norm:
         if words is not None:
             s, is_text = words, False
     choice = None
-    m = _CHOICE_LABEL_RE.match(s) if s[:1] in "([" else None
+    m = _CHOICE_LABEL_RE.match(s) if s[:1] in "([" or (s[:1] in "ABCDE" and s[1:2] in ":.)") else None
     if m:
-        choice, s = (m.group(1) or m.group(2)).upper(), m.group("rest")
+        choice, s = (m.group(1) or m.group(2) or m.group(3)).upper(), m.group("rest")
     if unit is None:
         m = _TRAIL_WORD_UNIT_RE.match(s)
         if m and not _NOT_A_UNIT_RE.search(m.group("u")):
@@ -2609,6 +2610,13 @@ def _judge(text: str, gold: str, question: Optional[str] = None) -> Tuple[bool, 
     if ok and len(answer) <= MAX_ANSWER_CHARS and (_restates_task(answer, gold, text, question)
                                                    or _form_violation(answer, gold, demands)):
         ok = False
+    if ok and question and len(answer) <= MAX_ANSWER_CHARS:  # "(B) 2/3": the letter's option must be the value
+        n, options = _normalise(answer), question_options(question)
+        try:
+            if n.choice and n.s and n.choice in options and not answers_match(n.s, options[n.choice], deadline):
+                ok = False
+        except _Rejected:
+            ok = False
     if ok and len(distinct) > 1 and any(_restates_task(a, gold, text, question) for a in distinct):
         ok = False  # one of several boxes restates the task (each box must be an answer)
     return ok, pred

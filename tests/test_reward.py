@@ -1106,6 +1106,8 @@ def test_question_options_layouts(question, letters):
      "\\text{AC}", False),
     ("Which round to 40?\nA. $43$\nB. $23$\nC. $38$\nD. $51$\nAnswer as a block of letters.", "\\text{A, C, D}",
      "\\text{AC}", False),
+    ("Closest?\n\nA. 10\nB. 8\nC. 5\nD. 3\n\nExpress your answer as A, B, C, or D.", "B: 8", "\\text{B}", True),
+    ("Closest?\n\nA. 10\nB. 8\nC. 5\nD. 3\n\nExpress your answer as A, B, C, or D.", "(B) 5", "\\text{B}", False),
 ])
 def test_options_in_any_layout(question, answer, gold, expected):
     assert (R.compute_score(SRC, contract(answer), gold, {"question": question})["acc"] == 1.0) is expected

@@ -835,7 +835,8 @@ POLICY_RULES = (
                   "(labels \"(A)\", \"A.\" or \"A)\" opening a line, or letters given a meaning: 'Enter \"C\" for "
                   "circle'), the chosen option's value for its letter, the letter for its value, and a block of "
                   "option letters in any separation (\"A, C, F\" for \"ACF\", in the order given).",
-         choice="Pay exactly one option: a value shared by two options, or another option's value, is refused.",
+         choice="Pay exactly one option: a value shared by two options, another option's value, or a letter written "
+                "with another option's value (\"(B) 2/3\" when (B) is 1/2) is refused.",
          source="MATH (AMC-style answers are letters); OpenCompass compares letters as text",
          examples=[("", "\\text{(e)}", "\\text{(E)}", True), ("", "(D)", "\\text{(E)}", False),
                    ("Which? $\\textbf{(A)}\\ 2 \\qquad\\textbf{(B)}\\ 3 \\qquad\\textbf{(C)}\\ 7 \\qquad"

@@ -1023,7 +1023,8 @@ _THOUSANDS_SEP_RE = re.compile(r"(?<=\d),\s*\\!\s*(?=\d)")  # MATH's "11,\! 111"
 _REMARK_RE = re.compile(r"^(?P<v>.*[\d}\])])\s+\((?P<r>[A-Za-z]{2,}(?:[ ,'-]+[A-Za-z]+){0,7})\)\.?$")
 #: Words that make such a remark a hedge or an approximation, not a comment.
 _HEDGE_REMARK_RE = re.compile(r"\b(?:approx\w*|about|roughly|around|nearly|estimat\w*|round\w*|or|maybe|perhaps|possibly|"
-                              r"if|unless|assum\w*|when|not|either|guess\w*|likely|probably)\b", re.I)
+                              r"if|unless|assum\w*|when|not|either|guess\w*|likely|probably|hundreds?|thousands?|"
+                              r"millions?|billions?|dozens?|percent|times|squared|cubed|per|units?\s+of)\b", re.I)
 _ORDINAL_RE = re.compile(r"(\d)\s*(?:\^\s*\{?\s*)?(?:st|nd|rd|th)\b\}?")
 _TIME_RE = re.compile(r"^(\d{1,2}(?::\d{2}){1,2})\s*(?:([ap])\s*\.?\s*m\.?)?$", re.I)
 _REALS_RE = re.compile(r"^(?:\\mathbb\{R\}|\\mathbb R|\\R|\\text\{all real numbers\}|all real numbers|\\reals)$")

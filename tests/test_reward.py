@@ -1129,6 +1129,7 @@ def test_options_in_any_layout(question, answer, gold, expected):
     ("x = 5 \\text{ (only positive root)}", "5", EQ),
     ("5 \\text{ (approximately)}", "5", NE),                    # an approximation, not a remark
     ("5 \\text{ (or maybe six)}", "5", NE),
+    ("5 \\text{ (in thousands)}", "5", NE),                     # a scale changes the value
 ])
 def test_notation_only(pred, gold, expected):
     assert acc(pred, gold) is expected

@@ -506,8 +506,9 @@ _DEMAND_RES = (
         r"\b(?:least|smallest|lowest)\s+to\s+(?:greatest|largest|highest)\b|"
         r"\b(?:greatest|largest|highest)\s+to\s+(?:least|smallest|lowest)\b|\bin\s+order\s+from\b", re.I)),
     ("rationalised", re.compile(r"\brationali[sz]|\b(?:integer|rational)\s+denominator", re.I)),
-    ("radical form", re.compile(r"\bsimplest\s+radical\s+form", re.I)),
+    ("radical form", re.compile(r"\bsimplest\s+radical\s+form|\bin\s+the\s+form\s*\$[^$]{0,60}\\sqrt", re.I)),
     ("common fraction", re.compile(r"\b(?:common|improper)\s+fractions?\b|\bfractions?\s+in\s+(?:simplest|lowest)|"
+                                   r"\bin\s+the\s+form\s*\$\s*-?\s*\\d?frac\s*\{?\s*[a-z]\s*\}?\s*\{?\s*[a-z]\s*\}?\s*\$|"
                                    r"\b(?:express|expressed|give|convert|enter|leave|answer)\b[^.?!$]{0,40}?"
                                    r"\b(?:as|to|into)\s+(?:an?\s+)?(?:simple\s+|proper\s+)?fractions?\b", re.I)),
     ("lowest terms", re.compile(r"\blowest\s+terms|\bsimplest\s+form|\breduced\s+fraction", re.I)),
@@ -761,7 +762,8 @@ POLICY_RULES = (
     dict(rule="stated form", when="the question names a form: \"(common / improper) fraction\", \"fraction in "
                                    "simplest form\", \"lowest terms\", \"mixed number\", \"as a decimal\", \"as a "
                                    "percent\", \"exponential notation\", \"simplify\", \"integer denominator\", "
-                                   "\"interval notation\" (not when negated or offered as one of two forms)",
+                                   "\"interval notation\", a template (\"in the form $a\\\\sqrt{b}$\", "
+                                   "\"$\\\\frac{a}{b}$\") (not when negated or offered as one of two forms)",
          decision="An answer of the right value in a form the named one rules out is not paid (unless the gold has "
                   "that form): for a fraction a decimal (also repeating), a percent, a mixed number or an unreduced "
                   "fraction; for a mixed number an improper fraction or a decimal; for a decimal a fraction; for a "

@@ -1182,6 +1182,10 @@ def test_final_statement_alternatives(resp, gold, expected):
      "\\frac{2}{x} + 4x^2", False),
     ("Write it in simplest radical form as $\\frac{\\sqrt{a}}{b}$; what is $ab$?", "18.0", "18", True),  # 18.0 is 18
     ("Express your answer as a common fraction.", "2.50", "\\frac52", False),
+    ("Write your answer in the form $a\\sqrt{b}$.", "\\sqrt{12}", "2\\sqrt3", False),  # a template names the form
+    ("Write your answer in the form $a\\sqrt{b}$.", "2 \\sqrt{3}", "2\\sqrt3", True),
+    ("Express it in the form $\\frac{a}{b}$.", "0.75", "\\frac34", False),
+    ("Write it in the form $\\frac{a\\sqrt{b}}{c}$. Find $a+b+c$.", "12", "12", True),
 ])
 def test_named_forms_and_notations(question, answer, gold, expected):
     assert (R.compute_score(SRC, contract(answer), gold, {"question": question})["acc"] == 1.0) is expected

@@ -762,8 +762,8 @@ POLICY_RULES = (
     dict(rule="stated form", when="the question names a form: \"(common / improper) fraction\", \"fraction in "
                                    "simplest form\", \"lowest terms\", \"mixed number\", \"as a decimal\", \"as a "
                                    "percent\", \"exponential notation\", \"simplify\", \"integer denominator\", "
-                                   "\"interval notation\", a template (\"in the form $a\\\\sqrt{b}$\", "
-                                   "\"$\\\\frac{a}{b}$\") (not when negated or offered as one of two forms)",
+                                   "\"interval notation\", a template (\"in the form $a\\sqrt{b}$\", "
+                                   "\"$\\frac{a}{b}$\") (not when negated or offered as one of two forms)",
          decision="An answer of the right value in a form the named one rules out is not paid (unless the gold has "
                   "that form): for a fraction a decimal (also repeating), a percent, a mixed number or an unreduced "
                   "fraction; for a mixed number an improper fraction or a decimal; for a decimal a fraction; for a "

@@ -1455,7 +1455,8 @@ def c_unrationalized(t, rng):
 #: purpose (labelled "not" by the stated-form policy).
 _NAMED_FORMS = (
     ("fraction", re.compile(r"(?:common|improper)\s+fraction|as\s+a\s+(?:simple\s+)?fraction|"
-                            r"(?:simple\s+)?fraction\s+in\s+(?:simplest|lowest)", re.I)),
+                            r"(?:simple\s+)?fraction\s+in\s+(?:simplest|lowest)|"
+                            r"in\s+the\s+form\s+\$\\frac\{?[a-z]\}?\{?[a-z]\}?\$", re.I)),
     ("mixed", re.compile(r"as\s+a\s+mixed\s+number|to\s+a\s+mixed\s+number", re.I)),
     ("decimal", re.compile(r"(?:as|to|in)\s+a\s+(?:terminating\s+)?decimal(?!\s+point)|in\s+decimal\s+form", re.I)),
     ("percent", re.compile(r"(?:as|in)\s+(?:a\s+)?percent\b", re.I)),

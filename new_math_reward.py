@@ -19,28 +19,33 @@ The file's sections follow the order data flows through ``compute_score``:
 2. **Extraction.** The final answer is the last ``\\boxed{}``/``\\fbox{}`` inside
    ``<answer>`` when that tag is present, else in the response (after ``</think>`` when
    that part has a box), together with the boxes of the same final statement.
-3. **Hack-defence policy** (one section): hedges between boxes, candidates cycled through
+3. **Hack-defence policy** (one section): hedges between boxes (or an unboxed alternative
+   right after the last box), candidates cycled through
    one box after another, boxes of echoed worked examples or prompt placeholders, truncated
    boxes, hallucinated follow-up problems, and a final answer that merely restates the
    problem's own expression. A response caught here is not paid. The same section holds
-   POLICY_RULES, the written policy for what a task demands beyond the value (required forms
-   read from ``extra_info["question"]``, options, huge expressions; docs/reward_policy.md).
+   POLICY_RULES, the written policy for what a task demands beyond the value (forms the
+   question names, read from ``extra_info["question"]`` into one table of forbidden features
+   (_DEMAND_FORBIDS), options in any layout, huge expressions; docs/reward_policy.md).
 4. **Equivalence, one canonical pipeline** applied to the answer and the gold alike:
    (a) unicode maths to LaTeX (``√ π − × · ² ½ ∞ ≤ ∪``; first, because ``≤ − ∪`` decide the
    later splits); (b) wrappers, labels and units stripped in named steps, each recorded
-   (percent, unit in any wrapper, base subscript in any brace style, choice letter in any
-   case, congruence modulus), number words read as numbers, membership and congruence
-   prefixes dropped; (c) relation chains split: the last side is the answer when the gold is
+   (percent, unit in any wrapper, base subscript or base in words, choice letter in any
+   case, congruence modulus), number and fraction words read as numbers, remarks in words
+   after a value, membership and congruence prefixes before a name (one name pattern,
+   ``F(x)`` included) dropped; (c) relation chains split: the last side is the answer when the gold is
    not itself a relation (``\\approx``: the rounded value, or the exact side when its
    rounding is right); (d) parse into a typed structure (matrix, union, tuple/interval,
-   set/list, or one item: choice, text, relation, value); (e) compare by type: exact
+   set/list, a strict chain as an ordered list, or one item: choice, text, relation, value);
+   (e) compare by type: exact
    rationals for numbers (repeating decimals in any notation), then a CAS
    (latex2sympy2_extended, math-verify's parser) evaluated at high precision; with the
    question's options, a letter for its option's value and back. Decimals are exact values:
    ``0.24999`` is not ``1/4``, ``3.14`` is not ``pi`` (MATH: "exact values, not approximations").
 5. **Bounded time.** Cheap syntactic and tree guards refuse hostile inputs before sympy
-   evaluates anything, CAS work has a soft deadline, and in the main thread a SIGALRM guard
-   cuts any overrun (unless the host owns SIGALRM). Model text never reaches
+   evaluates anything, CAS work has a soft deadline in CPU time of the calling thread (so
+   that load on the machine does not change a judgement), and in the main thread a wall-clock
+   SIGALRM guard cuts any overrun (unless the host owns SIGALRM). Model text never reaches
    ``eval``/``exec``/``sympify(str)``.
 6. **Format and reasoning credit**, only on correct answers (the reference recipe's rules).
 
@@ -156,12 +161,21 @@ MAX_POWER_DEPTH = 2           # a^{b^{c}} is parsed; deeper symbolic towers are 
 MAX_FACTORIAL_ARG = 10_000     # n! and binomial(n, k) evaluated only for integers up to this
 MAX_POWER_BITS = 200_000       # integer powers up to this size are evaluated exactly
 MAX_LOG10_MAGNITUDE = 20_000   # CAS input whose value may exceed 10**this is rejected
-CAS_BUDGET_S = 0.5             # soft deadline for CAS work in one call
-HARD_TIMEOUT_S = 0.8           # SIGALRM guard (main thread only) for the whole comparison
+CAS_BUDGET_S = 0.5             # soft deadline for CAS work in one call, CPU seconds of the calling thread
+HARD_TIMEOUT_S = 1.5           # SIGALRM guard (main thread only) for the whole comparison, wall-clock seconds
 NUMERIC_DIGITS = 50            # precision of the sample-point evaluation
 NUMERIC_SLACK_DIGITS = 20      # values must agree to all evaluated digits but these (exactness)
 MAX_EVAL_EXTRA_DIGITS = 2_000  # extra digits for large magnitudes (2^{200}+1 vs 2^{200})
 PRED_MAX_CHARS = 300           # longest ``pred`` string returned
+
+#: The clock of the soft deadline: CPU time of the calling thread, not wall-clock. A judgement
+#: is then a function of the work it takes, not of the machine's load: on a busy machine (a
+#: CI runner, the rollout sharing the cores, other reward threads holding the GIL) a case
+#: near the budget would otherwise flip from paid to refused, a noisy reward for the same
+#: response. The SIGALRM guard stays wall-clock (it must also cut C-level work that never
+#: checks the soft deadline), at 3 x CAS_BUDGET_S, so that it only decides when the thread
+#: gets less than a third of a core.
+_cpu_clock = time.thread_time
 
 #: Counters for failures and guards; read them with reward_stats().
 STATS = {"calls": 0, "internal_errors": 0, "guard_rejections": 0, "cas_deadline": 0,
@@ -289,7 +303,25 @@ def _final_statement(region: str, cut_continuation: bool) -> Tuple[Optional[List
     if first > 0 and _cycles_candidates(region, outer, first, [_box_content(region, b).strip() for b in group]):
         group, hedged = outer[-(MAX_FINAL_BOXES + 1):], True  # report every candidate
     # whole-answer brace groups go before the length cut ({{...{4}...}} is the answer 4)
-    return [strip_grouping_braces(_box_content(region, b))[:MAX_ANSWER_CHARS + 1] for b in group], hedged
+    answers = [strip_grouping_braces(_box_content(region, b))[:MAX_ANSWER_CHARS + 1] for b in group]
+    alternative = _trailing_alternative(region, group[-1][1])
+    if alternative is not None:
+        return answers + [alternative], True
+    return answers, hedged
+
+
+#: An unboxed alternative offered right after the final box, in the same sentence:
+#: "$\\boxed{3}$ (or maybe 4)", "$\\boxed{3}$, or possibly $4$".
+_TRAILING_HEDGE_RE = re.compile(
+    r"^[\s$).,;:*]{0,8}(?:\(\s*)?(?:or|maybe|perhaps|possibly|alternatively|otherwise)\b(?:\s+(?:maybe|perhaps|possibly|"
+    r"else|also|even|just))?[\s,]*(?:\$(?P<span>[^$]{1,300})\$|(?P<alt>[-+]?(?:\d|\\(?:frac|sqrt|pi|dfrac))"
+    r"[^\n.;!?)$]{0,60}?)[\s]*(?:[.;!?)]|\n|$))", re.I)
+
+
+def _trailing_alternative(region: str, end: int) -> Optional[str]:
+    """Hedge after the last box: the value an "or maybe ..." clause right after it offers."""
+    m = _TRAILING_HEDGE_RE.match(region[end:end + 400])
+    return (m.group("span") or m.group("alt")).strip() if m else None
 
 
 def extract_final_answer(text: str) -> Tuple[Optional[List[str]], bool]:
@@ -341,7 +373,7 @@ _PLACEHOLDER_BOXES = frozenset({"", "...", "\\ldots", "\\cdots", "\\dots", "answ
 _MATH_DELIMS_RE = re.compile(r"\\[()\[\]]|\$+|\*\*")
 #: Words that announce a retraction: the later box supersedes the earlier (self-correction).
 _CORRECTION_RE = re.compile(
-    r"\b(?:wait|wrong|mistake|incorrect|actually|correct(?:ed|ing|ion)?|instead|re-?check|oops|"
+    r"\b(?:wait|wrong|mistake|incorrect|actually|correct(?:s|ed|ing|ion)?|instead|re-?check|oops|"
     r"sorry|error|redo|scratch|revis\w*|reconsider\w*)\b", re.I)
 #: Words that offer alternatives: boxes joined by them are hedging, never a final answer.
 _HEDGE_RE = re.compile(r"\b(?:or|either|maybe|perhaps|possibly|might|could|alternatively|also|otherwise)\b", re.I)
@@ -450,8 +482,11 @@ def _restates_task(pred: str, gold: str, text: str, question: Optional[str]) -> 
     if any(v.startswith("factor") for v in verbs) and _top_terms(gn) == 1 and "(" in gn:
         return _top_terms(pn) > 1  # a sum answers no "factor" task
     if any(v.startswith("expand") or v.startswith("multiply") for v in verbs) and "(" not in gn:
-        return "(" in pn  # a product answers no "expand" task
+        return bool(_SUM_GROUP_RE.search(pn))  # a product of a sum answers no "expand" task; (2/x) is no sum
     return False
+
+
+_SUM_GROUP_RE = re.compile(r"\([^()]*[\w}][^()]*?[+-][^()]*\)")
 
 
 def _top_terms(s: str) -> int:
@@ -463,18 +498,48 @@ def _top_terms(s: str) -> int:
 # What the task demands: forms the question requires (POLICY_RULES, docs/reward_policy.md)
 # --------------------------------------------------------------------------------------
 #: Question phrases that require a form, by demand. "ordered" and "normalised" change the
-#: comparison (answers_match); the others refuse an answer of the right value in a form the
-#: question rules out (_form_violation), unless the gold itself has that form.
+#: comparison (answers_match); the others name forms: an answer of the right value is refused
+#: when it has a feature the demand forbids (_DEMAND_FORBIDS) and the gold has not.
 _DEMAND_RES = (
     ("ordered", re.compile(
         r"\bin\s+(?:increasing|decreasing|ascending|descending|numerical)\s+order|"
         r"\b(?:least|smallest|lowest)\s+to\s+(?:greatest|largest|highest)\b|"
         r"\b(?:greatest|largest|highest)\s+to\s+(?:least|smallest|lowest)\b|\bin\s+order\s+from\b", re.I)),
-    ("rationalised", re.compile(r"\brationali[sz]", re.I)),
-    ("radical form", re.compile(r"\bsimplest\s+radical\s+form", re.I)),
-    ("lowest terms", re.compile(r"\bcommon\s+fraction|\blowest\s+terms|\bsimplest\s+form|\breduced\s+fraction", re.I)),
+    ("rationalised", re.compile(r"\brationali[sz]|\b(?:integer|rational)\s+denominator", re.I)),
+    ("radical form", re.compile(r"\bsimplest\s+radical\s+form|\bin\s+the\s+form\s*\$[^$]{0,60}\\sqrt", re.I)),
+    ("common fraction", re.compile(r"\b(?:common|improper)\s+fractions?\b|\bfractions?\s+in\s+(?:simplest|lowest)|"
+                                   r"\bin\s+the\s+form\s*\$\s*-?\s*\\d?frac\s*\{?\s*[a-z]\s*\}?\s*\{?\s*[a-z]\s*\}?\s*\$|"
+                                   r"\b(?:express|expressed|give|convert|enter|leave|answer)\b[^.?!$]{0,40}?"
+                                   r"\b(?:as|to|into)\s+(?:an?\s+)?(?:simple\s+|proper\s+)?fractions?\b", re.I)),
+    ("lowest terms", re.compile(r"\blowest\s+terms|\bsimplest\s+form|\breduced\s+fraction", re.I)),
+    ("mixed number", re.compile(r"\bmixed\s+numbers?\b", re.I)),
+    ("decimal", re.compile(r"\b(?:as|to|in)\s+(?:an?\s+)?(?:terminating\s+)?decimals?\b"
+                           r"(?!\s+(?:point|places?|digits?|expansion|representation|equivalent|notation))|"
+                           r"\bdecimal\s+form\b|\(\s*as\s+a\s+decimal\s*\)", re.I)),
+    ("exponential", re.compile(r"\b(?:exponential|scientific)\s+notation|\bas\s+a\s+power\s+of\b", re.I)),
     ("normalised", re.compile(r"\\gcd\s*\(\s*\|\s*A\s*\|", re.I)),
+    ("list", re.compile(r"\bseparated\s+by\s+commas|\bcomma[-\s]separated|\benter\s+all\b", re.I)),
+    ("percent", re.compile(r"\b(?:as|in)\s+(?:a\s+)?percent(?:age)?\b|\bwhat\s+percent", re.I)),
+    ("simplified", re.compile(r"\bsimplif(?:y|ied)\b", re.I)),
+    ("interval", re.compile(r"\binterval\s+notation", re.I)),
 )
+#: Words in a demand's clause that undo it: "(not mixed numbers or decimals)".
+_DEMAND_NEGATION_RE = re.compile(r"\b(?:not|no|nor|never|instead\s+of|rather\s+than|without)\b", re.I)
+#: Form words: a clause that offers two of them joined by "or" demands neither ("as a decimal or a fraction").
+_FORM_WORD_RE = re.compile(r"\b(?:fraction|decimal|mixed\s+number|integer|percent|radical|notation)", re.I)
+_CLAUSE_END_RE = re.compile(r"[.?!;:()\n]")
+
+
+def _demand_stated(q: str, m) -> bool:
+    """A demand phrase found in a question is a demand unless its clause negates it or offers
+    another form as an alternative."""
+    start = max((e.end() for e in _CLAUSE_END_RE.finditer(q, max(m.start() - 80, 0), m.start())),
+                default=max(m.start() - 80, 0))
+    after = _CLAUSE_END_RE.search(q, m.end())
+    clause = q[start:after.start() if after else len(q)]
+    if _DEMAND_NEGATION_RE.search(q[start:m.start()]):
+        return False
+    return not (re.search(r"\bor\b", clause) and len({w.lower() for w in _FORM_WORD_RE.findall(clause)}) > 1)
 
 
 @lru_cache(maxsize=4096)
@@ -484,13 +549,17 @@ def question_demands(question: Optional[str]) -> frozenset:
     if not question:
         return frozenset()
     q = question[:6000]
-    return frozenset(name for name, rx in _DEMAND_RES if rx.search(q))
+    return frozenset(name for name, rx in _DEMAND_RES if any(_demand_stated(q, m) for m in rx.finditer(q)))
 
 
 _FRAC_OPEN_RE = re.compile(r"\\frac\s*\{")
 _SLASH_SQRT_RE = re.compile(r"/\s*(?:\([^()]*\\sqrt|[\d.]*\\sqrt)")
 _SQRT_INT_RE = re.compile(r"\\sqrt\{(\d{1,8})\}")
 _INT_FRAC_RE = re.compile(r"\\frac\{-?(\d{1,12})\}\{(\d{1,12})\}|(?<![\d.}])(\d{1,12})/(\d{1,12})(?![\d.])")
+#: A decimal with a fractional part (57.0 is the integer 57 written with a zero, not a decimal form).
+_DECIMAL_FORM_RE = re.compile(r"\d?\.(?=\d*[1-9]|\d*\\(?:overline|bar|dot))")
+_MIXED_FORM_RE = re.compile(r"(?<![\w.}^_{])\d+\\frac\{(\d+)\}\{(\d+)\}")
+_FRACTION_FORM_RE = re.compile(r"\\frac|\d\s*/\s*\d")
 
 
 def _radical_denominator(s: str) -> bool:
@@ -527,56 +596,115 @@ def _unreduced_fraction(s: str) -> bool:
     return False
 
 
-#: Form checks by demand: the answer is refused when it has the form and the gold has not.
-_FORM_CHECKS = {
-    "rationalised": _radical_denominator,
-    "radical form": lambda s: _radical_denominator(s) or _square_factor(s),
-    "lowest terms": _unreduced_fraction,
+def _mixed_number(s: str) -> bool:
+    """A mixed number: an integer before a proper integer fraction, ``6\\frac{1}{5}``."""
+    return any(int(m.group(1)) < int(m.group(2)) for m in _MIXED_FORM_RE.finditer(s))
+
+
+def _improper_fraction(s: str) -> bool:
+    """An integer fraction of absolute value above 1 that is not the tail of a mixed number."""
+    for m in _INT_FRAC_RE.finditer(s):
+        if m.group(1) and s[:m.start()][-1:].isdigit():
+            continue  # 6\\frac{1}{5}: part of a mixed number
+        a, b = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+        if int(a) > int(b) > 1:
+            return True
+    return False
+
+
+#: Form features of a normalised answer, by name (each a yes/no on the canonical string and
+#: its recorded percent sign).
+_FORM_FEATURES = {
+    "radical in a denominator": lambda n: _radical_denominator(n.s),
+    "square factor under a root": lambda n: _square_factor(n.s),
+    "unreduced fraction": lambda n: _unreduced_fraction(n.s),
+    "decimal": lambda n: bool(_DECIMAL_FORM_RE.search(n.s)),
+    "mixed number": lambda n: _mixed_number(n.s),
+    "improper fraction": lambda n: _improper_fraction(n.s),
+    "fraction": lambda n: bool(_FRACTION_FORM_RE.search(n.s)),
+    "percent": lambda n: n.pct,
+    "no exponent": lambda n: "^" not in n.s and bool(n.s),
+    "inequality": lambda n: bool(_INEQ_RE.search(n.s)),
+}
+#: What each stated form forbids. Source: MATH (the form the question asks for is the answer;
+#: its graders refuse 0.28 for "a common fraction" 7/25 and 31/5 for "a mixed number" 6 1/5).
+_DEMAND_FORBIDS = {
+    "rationalised": ("radical in a denominator",),
+    "radical form": ("radical in a denominator", "square factor under a root", "decimal"),
+    "simplified": ("unreduced fraction", "square factor under a root", "radical in a denominator"),
+    "interval": ("inequality",),
+    "common fraction": ("unreduced fraction", "decimal", "mixed number", "percent"),
+    "lowest terms": ("unreduced fraction",),
+    "mixed number": ("improper fraction", "decimal", "percent"),
+    "decimal": ("fraction", "percent"),
+    "exponential": ("no exponent",),
 }
 
 
 def _form_violation(pred: str, gold: str, demands: frozenset) -> Optional[str]:
-    """The demand an answer of the right value breaks (its form), else None."""
-    if not demands & set(_FORM_CHECKS):
+    """The form an answer of the right value has and a demand of the question forbids (the
+    gold has not), as "demand: feature"; else None."""
+    names = sorted(demands & set(_DEMAND_FORBIDS))
+    if not names:
         return None
-    pn, gn = _normalise(pred).s, _normalise(gold).s
-    for name in sorted(demands & set(_FORM_CHECKS)):
-        check = _FORM_CHECKS[name]
-        if check(pn) and not check(gn):
-            return name
+    pn, gn = _normalise(pred), _normalise(gold)
+    for name in names:
+        for feature in _DEMAND_FORBIDS[name]:
+            check = _FORM_FEATURES[feature]
+            if check(pn) and not check(gn):
+                return name + ": " + feature
     return None
 
 
-#: An option label in a problem: "(A)", "\\textbf{(A) }", "\\text{(B)}", "\\mathrm{(C)}".
-_OPTION_LABEL_RE = re.compile(r"(?:\\(?:textbf|text|mathrm|textrm)\s*\{\s*)?\(\s*([A-E])\s*\)\s*\}?")
+#: Option labels in a problem, three layouts: "(A)" (also in \\textbf{}, \\text{}, \\mathrm{}),
+#: a letter opening a line ("A. 67.332", "B) $f(0)=0$", "$\\bullet$ C. $34$ dollars") and a
+#: letter given a meaning ('Enter "C" for circle, "P" for parabola').
+_OPTION_LABEL_RES = (
+    re.compile(r"(?:\\(?:textbf|text|mathrm|textrm)\s*\{\s*)?\(\s*([A-J])\s*\)\s*\}?"),
+    re.compile(r"(?m)^[ \t]*(?:\$?\\bullet\$?|[-*\u2022])?[ \t]*(?:\\textbf\{)?([A-J])[.):]\}?(?=[ \t$])"),
+)
+_OPTION_MEANING_RE = re.compile(r"[\"'`]{1,2}([A-Z])[\"'`]{1,2}\s+(?:for|if|means)\s+(?:an?\s+|the\s+)?"
+                                r"([A-Za-z][A-Za-z -]*[A-Za-z])")
 _OPTION_JUNK_RE = re.compile(r"\\q?quad(?![A-Za-z])|\\\\|\$|\\[ ,;!]|\\hspace\s*\{[^{}]*\}|~")
+
+
+def _option_run(q: str, rx) -> list:
+    """The last run of labels A, B, C, ... in order (at least three) that rx finds in q."""
+    run: list = []
+    for m in rx.finditer(q):
+        if len(run) < 10 and m.group(1) == "ABCDEFGHIJ"[len(run)]:
+            run.append(m)
+        elif m.group(1) == "A":
+            run = [m]
+    return run if len(run) >= 3 else []
 
 
 @lru_cache(maxsize=4096)
 def question_options(question: Optional[str]) -> dict:
-    """The options a multiple-choice problem lists, letter -> value text (at least three
-    labels (A), (B), (C)... in order; MATH's AMC style ``\\textbf{(A) }\\ 2 \\qquad ...`` or
-    one option a line). Empty when the problem lists none. Cached: do not modify the result."""
-    if not question or "(" not in question:
+    """The options a problem lists, letter -> value text: a run of at least three labels
+    A, B, C, ... in order in one of _OPTION_LABEL_RES's layouts (the value runs to the next
+    label; the last one to the end of its line or math span), or at least two letters given a
+    meaning (_OPTION_MEANING_RE). Empty when the problem lists none. Cached: do not modify
+    the result."""
+    if not question:
         return {}
     q = question[:6000]
-    run: list = []
-    for m in _OPTION_LABEL_RE.finditer(q):
-        if len(run) < 5 and m.group(1) == "ABCDE"[len(run)]:
-            run.append(m)
-        elif m.group(1) == "A":
-            run = [m]
-    if len(run) < 3:
-        return {}
     out = {}
-    for i, m in enumerate(run):
-        chunk = q[m.end():run[i + 1].start() if i + 1 < len(run) else len(q)]
-        if i + 1 == len(run):
-            chunk = re.split(r"\$|\n|\\\]", chunk.lstrip("$ "), maxsplit=1)[0]
-        value = _OPTION_JUNK_RE.sub(" ", chunk).strip().rstrip(".,;")
-        if value and len(value) <= 200:
-            out[m.group(1)] = value
-    return out if len(out) >= 3 else {}
+    for rx in _OPTION_LABEL_RES:
+        run = _option_run(q, rx)
+        for i, m in enumerate(run):
+            chunk = q[m.end():run[i + 1].start() if i + 1 < len(run) else len(q)]
+            if i + 1 == len(run):
+                chunk = chunk.lstrip(" \t")  # the last value: its line, or its math span
+                chunk = chunk.split("\n", 1)[0] if chunk[:1] == "$" else re.split(r"\$|\n|\\\]", chunk, maxsplit=1)[0]
+            value = _OPTION_JUNK_RE.sub(" ", chunk).strip().rstrip(".,;")
+            if value and len(value) <= 200:
+                out[m.group(1)] = value
+        if len(out) >= 3:
+            return out
+        out = {}
+    meanings = {m.group(1): m.group(2).strip() for m in _OPTION_MEANING_RE.finditer(q)}
+    return meanings if len(meanings) >= 2 else {}
 
 
 #: The written policy: what the reward demands of an answer beyond its value, one rule a row.
@@ -605,12 +733,15 @@ POLICY_RULES = (
                    ("", "\\frac{1}{3} \\approx 0.33", "\\frac13", True),
                    ("", "\\frac{1}{3} \\approx 0.35", "\\frac13", False)]),
     dict(rule="ordering words", when="the question says \"in increasing order\", \"from least to greatest\" and the like",
-         decision="A list is compared in the order given; without such words a list of solutions is unordered.",
+         decision="A list is compared in the order given; without such words a list of solutions is unordered. "
+                  "A strict chain (f(2) < f(1) < f(4)) states the list of its terms in the order written. When the "
+                  "question asks for a comma-separated list, 70,110 is two numbers, not a thousands separator.",
          choice="Refuse another order (FN when a grader would be lenient): the order is part of the task.",
          source="MATH (the question states the answer's form); OpenCompass compares lists as sets and pays any order",
          examples=[("List the roots in increasing order.", "3, 1, -2", "-2, 1, 3", False),
                    ("List the roots in increasing order.", "-2, 1, 3", "-2,1,3", True),
-                   ("Find all roots.", "3, 1, -2", "-2, 1, 3", True)]),
+                   ("Find all roots.", "3, 1, -2", "-2, 1, 3", True),
+                   ("Enter all the solutions, separated by commas.", "110, 70", "70,110", True)]),
     dict(rule="rationalised denominator", when="the question says \"rationalize\"",
          decision="An answer with a radical in a denominator is not paid (unless the gold has one); without the "
                   "word both forms are paid.",
@@ -628,16 +759,34 @@ POLICY_RULES = (
          source="MATH; OpenCompass pays any equal value",
          examples=[("Express your answer in simplest radical form.", "\\sqrt{8}", "2\\sqrt{2}", False),
                    ("Express your answer in simplest radical form.", "2\\sqrt{2}", "2\\sqrt2", True)]),
-    dict(rule="common fraction, lowest terms", when="the question says \"common fraction\", \"lowest terms\", "
-                                                     "\"simplest form\"",
-         decision="A fraction not in lowest terms is not paid; the exact decimal or mixed number of the same value "
-                  "is paid.",
-         choice="Refuse 6/8 (reducing is work the question asks for); pay 0.75 and 1\\frac12 (the same exact value "
-                "with no work skipped: nothing to farm, so the FN is not worth taking).",
-         source="MATH's grader refuses both; OpenCompass pays both",
+    dict(rule="stated form", when="the question names a form: \"(common / improper) fraction\", \"fraction in "
+                                   "simplest form\", \"lowest terms\", \"mixed number\", \"as a decimal\", \"as a "
+                                   "percent\", \"exponential notation\", \"simplify\", \"integer denominator\", "
+                                   "\"interval notation\", a template (\"in the form $a\\sqrt{b}$\", "
+                                   "\"$\\frac{a}{b}$\") (not when negated or offered as one of two forms)",
+         decision="An answer of the right value in a form the named one rules out is not paid (unless the gold has "
+                  "that form): for a fraction a decimal (also repeating), a percent, a mixed number or an unreduced "
+                  "fraction; for a mixed number an improper fraction or a decimal; for a decimal a fraction; for a "
+                  "percent the value as a fraction of one (0.25 for 25%); for exponential notation a number written "
+                  "out; for \"simplify\" an unreduced fraction, a square factor under a root or a radical in a "
+                  "denominator; for interval notation an inequality. One table (_DEMAND_FORBIDS) holds these.",
+         choice="Refuse (FN against a lenient grader): the form is part of the task, as MATH grades it.",
+         source="MATH (the requested form is the answer; its grader compares strings); OpenCompass pays any equal value",
          examples=[("Express your answer as a common fraction.", "\\frac{6}{8}", "\\frac34", False),
-                   ("Express your answer as a common fraction.", "0.75", "\\frac34", True),
-                   ("Express your answer as a common fraction.", "1\\frac{1}{2}", "\\frac32", True)]),
+                   ("Express your answer as a common fraction.", "0.75", "\\frac34", False),
+                   ("Express your answer as a common fraction.", "\\frac{3}{4}", "\\frac34", True),
+                   ("Express your answer as an improper fraction.", "1\\frac{1}{2}", "\\frac32", False),
+                   ("Express your answer as a mixed number.", "\\frac{31}{5}", "6\\frac15", False),
+                   ("Express your answer as a mixed number.", "6 \\tfrac{1}{5}", "6\\frac15", True),
+                   ("Express your answer as a decimal.", "\\frac{1}{2}", "0.5", False),
+                   ("Express your answer as a percent.", "0.25", "25\\%", False),
+                   ("Express your answer as a percent.", "25", "25\\%", True),
+                   ("Simplify $\\sqrt{6}\\cdot\\sqrt{12}$.", "\\sqrt{72}", "6\\sqrt2", False),
+                   ("Express your answer in interval notation.", "-2 < x < 3", "(-2,3)", False),
+                   ("Give the endpoints as common fractions (not mixed numbers or decimals).", "\\frac{4}{3}",
+                    "\\frac43", True),
+                   ("", "0.75", "\\frac34", True), ("", "\\frac{6}{8}", "\\frac34", True),
+                   ("Your answer should use exponential notation.", "1024", "2^{10}", False)]),
     dict(rule="normalised equation", when="the question fixes a normalisation (\"A > 0 and gcd(|A|,|B|,|C|,|D|) = 1\")",
          decision="Only the normalised equation is paid (sides may be swapped); without it any nonzero multiple of "
                   "the equation is paid.",
@@ -684,15 +833,20 @@ POLICY_RULES = (
                    ("", "\\text{one of them}", "1", False),
                    ("", "1011_2", "1011_{2}", True), ("", "1011_{3}", "1011_2", False)]),
     dict(rule="multiple choice", when="the gold is an option letter, or the question lists options",
-         decision="The letter in any case or bracket ((e), \\text{(E)}, E); with the options in the question, "
-                  "the chosen option's value for its letter and the letter for its value.",
-         choice="Pay exactly one option: a value shared by two options, or another option's value, is refused.",
+         decision="The letter in any case or bracket ((e), \\text{(E)}, E); with the options in the question "
+                  "(labels \"(A)\", \"A.\" or \"A)\" opening a line, or letters given a meaning: 'Enter \"C\" for "
+                  "circle'), the chosen option's value for its letter, the letter for its value, and a block of "
+                  "option letters in any separation (\"A, C, F\" for \"ACF\", in the order given).",
+         choice="Pay exactly one option: a value shared by two options, another option's value, or a letter written "
+                "with another option's value (\"(B) 2/3\" when (B) is 1/2) is refused.",
          source="MATH (AMC-style answers are letters); OpenCompass compares letters as text",
          examples=[("", "\\text{(e)}", "\\text{(E)}", True), ("", "(D)", "\\text{(E)}", False),
                    ("Which? $\\textbf{(A)}\\ 2 \\qquad\\textbf{(B)}\\ 3 \\qquad\\textbf{(C)}\\ 7 \\qquad"
                     "\\textbf{(D)}\\ 4 \\qquad\\textbf{(E)}\\ 5$", "7", "\\text{(C)}", True),
                    ("Which? $\\textbf{(A)}\\ 2 \\qquad\\textbf{(B)}\\ 3 \\qquad\\textbf{(C)}\\ 7 \\qquad"
-                    "\\textbf{(D)}\\ 4 \\qquad\\textbf{(E)}\\ 5$", "4", "\\text{(C)}", False)]),
+                    "\\textbf{(D)}\\ 4 \\qquad\\textbf{(E)}\\ 5$", "4", "\\text{(C)}", False),
+                   ("Which round to 40?\nA. $43$\nB. $23$\nC. $38$\nAnswer as a block of letters.", "A, C",
+                    "\\text{AC}", True)]),
     dict(rule="one final answer", when="always",
          decision="Several different boxed answers offered as alternatives, cycled candidates, a truncated or "
                   "placeholder box and a hallucinated follow-up problem are not paid.",
@@ -713,22 +867,38 @@ def policy_markdown() -> str:
     return "\n".join(lines)
 
 
+_OPTION_LETTER_RE = re.compile(r"^[(\[]?([A-Za-z])[)\]]?$")
+_LETTER_SEP_RE = re.compile(r"\s*(?:,|;|\band\b|&)\s*|\s+")
+
+
+def _option_letter(n: "_Norm", options: dict) -> Optional[str]:
+    """The option an answer names by its letter alone ("D", "(d)", "\\text{(D)}"), else None."""
+    if n.choice and not n.s:
+        return n.choice if n.choice in options else None
+    m = _OPTION_LETTER_RE.match(n.s)
+    return m.group(1).upper() if m and m.group(1).upper() in options else None
+
+
 def _option_equal(pred: str, gold: str, options: dict, deadline: float) -> bool:
-    """Multiple choice with the options known: the option's value for its letter (gold a
-    letter: exactly the gold's option has the answer's value) or the letter for its value
-    (gold a value: the answered letter's option equals the gold)."""
+    """Multiple choice with the options known (question_options): the option's value for its
+    letter (gold a letter: exactly the gold's option has the answer's value), the letter for
+    its value (gold a value: the answered letter's option equals the gold), and a block of
+    option letters in any separation ("A, C, F" for "ACF", order kept)."""
     pn, gn = _normalise(pred), _normalise(gold)
-    if _item_kind(gn) == "choice":
-        if _item_kind(pn) == "choice" or pn.choice:
+    gl, pl = _option_letter(gn, options), _option_letter(pn, options)
+    if gl:
+        if pl or pn.choice:
             return False  # a letter against a letter: decided by answers_match
         letters = [k for k, v in sorted(options.items()) if answers_match(pred, v, deadline)]
-        return letters == [_LETTER_RE.match(gn.s).group(1)]
-    mp = _LETTER_PRED_RE.match(pn.s)
-    letter = pn.choice if pn.choice and not pn.s else (mp and (mp.group(1) or mp.group(2)))
-    if not letter or _item_kind(pn) != "choice" and not (mp and pn.s == mp.group(0)):
-        return False
-    value = options.get(letter.upper())
-    return value is not None and answers_match(value, gold, deadline)
+        return letters == [gl]
+    if pl:
+        value = options.get(pl)
+        return value is not None and answers_match(value, gold, deadline)
+    block = gn.s.upper()
+    if len(block) >= 2 and block.isalpha() and len(set(block)) == len(block) and set(block) <= set(options):
+        letters = _LETTER_SEP_RE.sub("", pn.s)
+        return letters.isalpha() and letters.upper() == block
+    return False
 
 
 # ======================================================================================
@@ -798,14 +968,16 @@ _SUBS = (
     ("\\dbinom", "\\binom"), ("\\tbinom", "\\binom"), ("\\le ", "\\leq "), ("\\ge ", "\\geq "),
     ("\\leqslant", "\\leq"), ("\\geqslant", "\\geq"), ("\\lt", "<"), ("\\gt", ">"), ("\\cdotp", "\\cdot"),
     ("\\dots", "\\ldots"), ("\\cdots", "\\ldots"), ("...", "\\ldots"), ("\\neq", "\\ne"), ("\\infin", "\\infty"),
+    ("{:}", ":"), ("\\langle", "("), ("\\rangle", ")"), ("\\varnothing", "\\emptyset"),
 )
-_BRACELESS_FRAC_RE = re.compile(r"\\frac\s*(\d)\s*(\d)")
+_BRACELESS_FRAC_RE = re.compile(r"\\frac\s*(\d|\\[A-Za-z]+)\s*(\d|\\[A-Za-z]+)")  # \frac12, \frac\pi3
 _BRACELESS_FRAC2_RE = re.compile(r"\\frac\s*\{([^{}]*)\}\s*(\d)")
 _BRACELESS_FRAC3_RE = re.compile(r"\\frac\s*(\d)\s*\{")  # \frac 1{72}
 _BRACELESS_SQRT_RE = re.compile(r"\\sqrt\s*(\d|[A-Za-z](?![A-Za-z]))")
 _ONE_TOKEN_EXP_RE = re.compile(r"\^\s*\{\s*(\w)\s*\}")  # x^{2} -> x^2
 _STYLE_RE = re.compile(
-    r"\\(?:displaystyle|textstyle|scriptstyle|left|right|bigl|bigr|Bigl|Bigr|big|Big|bigg|Bigg)(?![A-Za-z])\s*")
+    r"\\(?:displaystyle|textstyle|scriptstyle|left|right|bigl|bigr|Bigl|Bigr|big|Big|bigg|Bigg)(?![A-Za-z])\s*|"
+    r"\\(?:text)?color\s*\{[^{}]*\}\s*")  # colours: \\color{red}5, \\textcolor{blue}{5}
 _SPACE_CMD_RE = re.compile(r"(?<!\\)\\[,;: ]|\\q?quad(?![A-Za-z])|~")
 _LE_GE_RE = re.compile(r"\\(le|ge)(?![A-Za-z])")
 _BRACKETED_MATRIX_RE = re.compile(r"^[\[(]\s*(\\begin\{([a-zA-Z]*matrix|array)\}.*\\end\{\2\})\s*[\])]$", re.S)
@@ -843,21 +1015,36 @@ _LABEL_RE = re.compile(
     r"^(?:\\(?:text|textbf|mbox|textrm|mathrm)\s*\{\s*(?P<t>[A-Za-z][A-Za-z ,'-]*?(?:\sis|\sare|\sequals?|"
     r"\swas|\swere|:|=))\s*\}|(?P<w>[A-Za-z][A-Za-z ]+):)\s*(?P<rest>\S.*)$", re.S)
 #: A choice label before a value: "(A) 12", "[B] 7"; lower case only before a space ("(a)(a+1)" is a product).
-_CHOICE_LABEL_RE = re.compile(r"^(?:[(\[]([A-E])[)\]]\s*|[(\[]([a-e])[)\]]\s+)(?!.*\([A-Ea-e]\)|.*\b(?:and|or)\b)(?P<rest>\S.*)$",
+_CHOICE_LABEL_RE = re.compile(r"^(?:[(\[]([A-E])[)\]]\s*|[(\[]([a-e])[)\]]\s+|([A-E])(?::\s*|[.)]\s+))"
+                              r"(?!.*\([A-Ea-e]\)|.*\b(?:and|or)\b)(?P<rest>\S.*)$",
                               re.S)
 #: "Option E", "choice (b)": the word before an option letter.
 _OPTION_WORD_RE = re.compile(r"^(?:option|choice|answer)\s*:?\s*(?=[(\[]?[A-Ea-e][)\]]?$)", re.I)
 _THOUSANDS_SEP_RE = re.compile(r"(?<=\d),\s*\\!\s*(?=\d)")  # MATH's "11,\! 111" is one number
+#: A remark in words in brackets after a value ("5 (the smallest)", "x = 5 (only positive root)").
+_REMARK_RE = re.compile(r"^(?P<v>.*[\d}\])])\s+\((?P<r>[A-Za-z]{2,}(?:[ ,'-]+[A-Za-z]+){0,7})\)\.?$")
+#: Words that make such a remark a hedge or an approximation, not a comment.
+_HEDGE_REMARK_RE = re.compile(r"\b(?:approx\w*|about|roughly|around|nearly|estimat\w*|round\w*|or|maybe|perhaps|possibly|"
+                              r"if|unless|assum\w*|when|not|either|guess\w*|likely|probably|hundreds?|thousands?|"
+                              r"millions?|billions?|dozens?|percent|times|squared|cubed|per|units?\s+of)\b", re.I)
+_ORDINAL_RE = re.compile(r"(\d)\s*(?:\^\s*\{?\s*)?(?:st|nd|rd|th)\b\}?")
 _TIME_RE = re.compile(r"^(\d{1,2}(?::\d{2}){1,2})\s*(?:([ap])\s*\.?\s*m\.?)?$", re.I)
 _REALS_RE = re.compile(r"^(?:\\mathbb\{R\}|\\mathbb R|\\R|\\text\{all real numbers\}|all real numbers|\\reals)$")
 #: A membership prefix: "x \\in", "\\lambda \\in", "a_1 \\in" before a set or interval.
-_IN_PREFIX_RE = re.compile(r"^(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?\w+\}?)?'*\s*\\in(?![A-Za-z])\s*")
+#: A name: a letter or command, a subscript, primes, arguments: ``x``, ``a_1``, ``f'``, ``F(x)``,
+#: ``\\lambda``. One pattern for every step that tells a name from a value (membership and
+#: relation prefixes, the variable of an inequality, the left side of an assignment).
+_NAME = r"(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?\w+\}?)?'*(?:\([A-Za-z](?:,[A-Za-z])*\))?"
+_IN_PREFIX_RE = re.compile(r"^" + _NAME + r"\s*\\in(?![A-Za-z])\s*")
 #: A congruence: "x \\equiv 8 \\pmod{13}", "8 \\pmod{13}", "8 (mod 13)", "8 \\bmod 13".
 _EQUIV_RE = re.compile(r"^.*?\\equiv(?![A-Za-z])\s*", re.S)
-_MOD_RE = re.compile(r"\s*(?:\\pmod\s*\{?\s*(\d+)\s*\}?|\(\s*(?:\\bmod|\\mod|mod)(?![A-Za-z])\s*\{?\s*(\d+)\s*\}?\s*\)|"
-                     r"\\bmod\s*\{?\s*(\d+)\s*\}?|\\mod\s*\{?\s*(\d+)\s*\}?)$")
+_MOD_RE = re.compile(r"\s*(?:\\pmod\s*\{?\s*(\d+|[A-Za-z])\s*\}?|\(\s*(?:\\bmod|\\mod|mod)(?![A-Za-z])\s*\{?\s*(\d+|[A-Za-z])\s*\}?\s*\)|"
+                     r"\\bmod\s*\{?\s*(\d+|[A-Za-z])\s*\}?|\\mod\s*\{?\s*(\d+|[A-Za-z])\s*\}?)$")
 #: A base subscript in any brace style: 1011_2, 1011_{2}, (1011)_{(2)}, 1011_{\\text{two}} (wrappers gone).
-_BASE_SUB_RE = re.compile(r"^\(?([0-9A-Za-z]+)\)?_\{?\(?(\d{1,2}|[a-z]{3,9})\)?\}?$")
+_BASE_SUB_RE = re.compile(r"^\(?([0-9A-Za-z]+(?:\.[0-9A-Za-z]+)?)\)?_\{?\(?(\d{1,2}|[a-z]{3,9})\)?\}?$")
+#: A base named in words after the numeral: "141 in base 13", "1112112 (base 3)", "7602 base-8".
+_BASE_WORDS_RE = re.compile(r"^(?P<v>[0-9A-Za-z]+(?:\.[0-9A-Za-z]+)?)\s*(?P<o>\()?\s*(?:in\s+)?base[\s-]*"
+                            r"(?P<b>\d{1,2}|[a-z]{3,9})\s*(?(o)\))$", re.I)
 _BASE_WORDS = {"two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "seven": "7", "eight": "8",
                "nine": "9", "ten": "10", "eleven": "11", "twelve": "12", "sixteen": "16"}
 _THOUSANDS_RE = re.compile(r"^[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
@@ -981,16 +1168,21 @@ def _normalise(raw: str) -> _Norm:
     golds repeat n times). Drops presentation only and records what it drops, in order:
 
     (a) unicode to LaTeX; (b1) presentation: grouping braces, \\dfrac/\\tfrac, \\left/\\right,
-    spacing commands, brackets around a matrix environment; (b2) percent and dollar signs;
-    (b3) trailing units in any wrapper (\\text, \\mathrm, \\operatorname, after ``\\ `` or
-    ``\\,``), several text pieces and a power allowed, also after a name (``r = 3 \\text{ units}``);
-    (b4) text and font wrappers (a whole \\text{...} phrase is recorded as text); (b5) leading
-    labels ("The sum is", "Directrix:", "Option") and a choice letter "(A)"/"[a]" in front of a
-    value; (b7) number words (``twenty-one digits`` -> ``21`` with the unit word); (b6) degree
-    signs (a unit), a time of day's a.m./p.m. (a unit), a membership prefix (``\\lambda \\in``),
-    a congruence (``x \\equiv 8 \\pmod{13}`` -> ``8``, modulus 13), spaces, trailing periods,
-    thousands separators, base subscripts in any brace style (``1011_2``, ``(1011)_{(2)}``,
-    ``1011_{\\text{two}}`` -> ``1011``, base 2)."""
+    colours, spacing commands, angle brackets, brackets around a matrix environment; (b2)
+    percent and dollar signs; (b3) trailing units in any wrapper (\\text, \\mathrm,
+    \\operatorname, after ``\\ `` or ``\\,``), several text pieces and a power allowed, also
+    after a name (``r = 3 \\text{ units}``) and on every item of a list; (b4) text and font
+    wrappers (a whole \\text{...} phrase is recorded as text), then a remark in words in
+    brackets after the value (``5 (the smallest)``; not one that hedges or approximates) and
+    ordinal suffixes (``June 20th``); (b5) leading labels ("The sum is", "Directrix:",
+    "Option") and a choice letter "(A)"/"[a]" in front of a value; (b7) number words
+    (``twenty-one digits`` -> ``21`` with the unit word, ``one half`` -> ``\\frac{1}{2}``); (b6)
+    degree signs (a unit), a time of day's a.m./p.m. (a unit; ``4 p.m.`` is ``4:00``), a
+    membership prefix before a name (``\\lambda \\in``, ``F(x) \\in``), a congruence
+    (``x \\equiv 8 \\pmod{13}`` -> ``8``, modulus 13 or a letter), spaces, trailing periods,
+    thousands separators, base subscripts in any brace style and with a radix point
+    (``1011_2``, ``(1011)_{(2)}``, ``1011_{\\text{two}}``, ``141 in base 13`` -> digits and
+    base), parentheses around one whole item (``(4x-7)`` -> ``4x-7``)."""
     s = _unicode_to_latex(raw.strip())
     if "\\!" in s:
         s = _THOUSANDS_SEP_RE.sub(",", s)
@@ -1021,12 +1213,20 @@ def _normalise(raw: str) -> _Norm:
     last_side = m.group("v").rsplit("=", 1)[-1] if m else ""  # "r = 3 \\text{ units}": the unit is 3's
     if m and re.search(r"\d", last_side) and not re.search(r"[<>]|\\[lg]eq", m.group("v")):
         u = " ".join(re.findall(r"\{([^{}]*)\}", m.group("u"))).strip()
-        if _UNIT_WORDS_RE.match(u) and len(u.split()) <= 3 and u.lower() not in ("or", "and"):
+        if _UNIT_WORDS_RE.match(u) and len(u.split()) <= 3 and u.lower() not in ("or", "and", "i", "e") and "base" not in u:
             s, unit = m.group("v"), _unit_key(u, m.group("p"))
+            if "," in s:  # a list with the unit on every item: "6\\text{ cm}, 8\\text{ cm}"
+                s = s.replace(m.group("u").strip(), "")
     label = _LABEL_RE.match(s) if s[:1] == "\\" or ":" in s else None
     if label:
         s = label.group("rest")
     s, is_text = _unwrap(s)
+    if s.endswith(")") and " (" in s:
+        m = _REMARK_RE.match(s)  # "5 (the smallest)": a remark in words after the value
+        if m and not _HEDGE_REMARK_RE.search(m.group("r")):
+            s = m.group("v")
+    if "th" in s or "st" in s or "nd" in s or "rd" in s:
+        s = _ORDINAL_RE.sub(r"\1", s)  # "June 20th", "20^{\\text{th}}" -> "June 20"
     s = _WS_RE.sub(" ", s).strip()
     if s[:1].isalpha():
         s = _OPTION_WORD_RE.sub("", s)
@@ -1037,9 +1237,9 @@ def _normalise(raw: str) -> _Norm:
         if words is not None:
             s, is_text = words, False
     choice = None
-    m = _CHOICE_LABEL_RE.match(s) if s[:1] in "([" else None
+    m = _CHOICE_LABEL_RE.match(s) if s[:1] in "([" or (s[:1] in "ABCDE" and s[1:2] in ":.)") else None
     if m:
-        choice, s = (m.group(1) or m.group(2)).upper(), m.group("rest")
+        choice, s = (m.group(1) or m.group(2) or m.group(3)).upper(), m.group("rest")
     if unit is None:
         m = _TRAIL_WORD_UNIT_RE.match(s)
         if m and not _NOT_A_UNIT_RE.search(m.group("u")):
@@ -1056,7 +1256,12 @@ def _normalise(raw: str) -> _Norm:
     s = s2
     if _REALS_RE.match(s):
         s = "(-\\infty,\\infty)"
+    elif s.replace(" ", "") == "\\{\\}":
+        s = "\\emptyset"  # the empty set written as braces
     s = _IN_PREFIX_RE.sub("", s)
+    if "base" in s:
+        m = _BASE_WORDS_RE.match(s)
+        s = "%s_{%s}" % (m.group("v"), m.group("b").lower()) if m else s
     mod = None
     if "mod" in s:
         m = _MOD_RE.search(s)
@@ -1076,13 +1281,32 @@ def _normalise(raw: str) -> _Norm:
         s = s.upper() if int(base) > 10 else s  # digits above 9 in any case: a4_{16} is A4_{16}
     if s.startswith("{") and s.endswith("}"):  # braces exposed by the steps above
         s = strip_grouping_braces(s)
+    if s[:1] == "(" and s[-1:] == ")" and len(s) > 3 and _bracket_pair_ok(s) and len(_split_top(s[1:-1])) == 1:
+        s = s[1:-1]  # parentheses around one whole item group it only: "(4x-7)" is 4x-7
+    if unit in ("am", "pm") and s.isdigit() and len(s) <= 2:
+        s += ":00"  # "2 p.m." is 2:00 p.m.
     return _Norm(s, pct, unit, is_text and not label, base, choice, mod)
+
+
+#: Denominators in words: "one half", "two thirds", "three quarters", "a fifth", "seven tenths".
+_FRACTION_WORDS = {"half": 2, "halve": 2, "third": 3, "quarter": 4, "fourth": 4, "fifth": 5, "sixth": 6,
+                   "seventh": 7, "eighth": 8, "ninth": 9, "tenth": 10, "eleventh": 11, "twelfth": 12,
+                   "hundredth": 100, "thousandth": 1000}
+_FRACTION_WORD_RE = re.compile(r"^(?P<n>.+?|an?)[\s-]+(?P<d>" + "|".join(_FRACTION_WORDS) + r")s?$", re.I)
 
 
 def _number_words(s: str) -> Optional[str]:
     """Step (b7): a cardinal written in words, alone or before a unit word, as digits:
     ``five`` -> ``5``, ``twenty-one digits`` -> ``21 digits``, ``one hundred and five`` ->
-    ``105``. None when s does not start with a whole cardinal (``a circle``, ``one-to-one``)."""
+    ``105``; a fraction in words as a fraction: ``one half`` -> ``\\frac{1}{2}``, ``three
+    quarters`` -> ``\\frac{3}{4}``. None when s does not start with a whole cardinal (``a
+    circle``, ``one-to-one``)."""
+    m = _FRACTION_WORD_RE.match(s)
+    if m:
+        n = "1" if m.group("n").lower() in ("a", "an") else _number_words(m.group("n"))
+        if n is None or not n.isdigit():
+            return None
+        return "\\frac{%s}{%d}" % (n, _FRACTION_WORDS[m.group("d").lower()])
     m = _NUMBER_WORD_RE.match(s)
     if not m:
         return None
@@ -1187,8 +1411,12 @@ def _text_equal(p: _Norm, g: _Norm) -> bool:
         gw = gw[1:]
     if pw == gw:
         return True
+    if gw == ["neither"] and len(pw) in (4, 5) and pw[0] == "neither" and pw[2] == "nor":
+        return True  # "neither even nor odd" (a trailing noun allowed: "... nor odd function")
     if not gw or len(pw) > 12 or _NOT_THE_ANSWER_RE.search(p.s):
         return False
+    if len(pw) == len(gw) + 1 and pw[:len(gw)] == gw and pw[-1] not in _COPULAS:
+        return True  # the answer word with its noun: "an even function" for "even"
     hits = [i for i in range(len(pw) - len(gw) + 1) if pw[i:i + len(gw)] == gw]
     if len(hits) != 1 or len(pw) - hits[0] - len(gw) > 2:
         return False
@@ -1250,7 +1478,10 @@ def _plain_equal(ps: str, gs: str, ppct: bool, gpct: bool, ctx) -> bool:
             return pv == gv and pv.e is not None
         if ppct == gpct:
             return pv == gv
-        # a percent sign on one side only: "10\%" == "10" (MATH) and == "0.1"
+        # a percent sign on one side only: "10\%" == "10" (MATH) and == "0.1", but not when
+        # the question asks for a percent (0.1 is then the wrong number)
+        if "percent" in ctx["demands"]:
+            return pv == gv
         if gpct:
             return pv == gv or pv * 100 == gv
         return pv == gv or pv == gv * 100
@@ -1260,11 +1491,11 @@ def _plain_equal(ps: str, gs: str, ppct: bool, gpct: bool, ctx) -> bool:
         return True
     if _has_variables(ps) != _has_variables(gs):
         return False  # a number never equals an expression in variables: skip the parser
-    if time.monotonic() > ctx["deadline"]:
+    if _cpu_clock() > ctx["deadline"]:
         STATS["cas_deadline"] += 1
         raise _Rejected("deadline")
     ok = _cas_equal(ps, gs, ctx["deadline"])
-    if not ok and ppct != gpct:
+    if not ok and ppct != gpct and "percent" not in ctx["demands"]:
         ok = _cas_equal(ps + "/100" if ppct else ps, gs + "/100" if gpct else gs, ctx["deadline"])
     return ok
 
@@ -1318,6 +1549,14 @@ def _match(p: _Norm, g: _Norm, ctx) -> bool:
     if _item_kind(g) == "text":  # a word answer has no structure: "Friday" vs a sentence
         return _values_equal(p, g, ctx)
     ps, gs = _structure(p.s), _structure(g.s)
+    pc, gc = _order_chain(p.s), _order_chain(g.s)
+    if pc or gc:  # "f(2) < f(1) < f(4)" states an order: the list of its terms as written
+        if pc and gc:
+            return _items_equal(pc[1] if pc[0] == "<" else pc[1][::-1],
+                                gc[1] if gc[0] == "<" else gc[1][::-1], True, ctx)
+        pl = pc[1] if pc else (ps.items if ps.kind == "list" else None)
+        gl = gc[1] if gc else (gs.items if gs.kind == "list" else None)
+        return pl is not None and gl is not None and _items_equal(pl, gl, True, ctx)
     if gs.kind == "scalar" and ps.kind == "scalar":
         return _values_equal(p, g, ctx)
     if ps.kind == "scalar" and _STRUCT_LABEL_RE.match(p.s):  # "(x, y) = (2, -3)": step (c)
@@ -1347,10 +1586,26 @@ def _match(p: _Norm, g: _Norm, ctx) -> bool:
         if ps.kind == "tuple" and not gs.ordered and ps.brackets == "()" and len(ps.items) > 2:
             return _items_equal(ps.items, gs.items, True, ctx)
         return False
-    # gold scalar, prediction a list/tuple: several answers for one (hedging) unless equal
-    if ps.kind == "list" and len({_norm_key(x) for x in ps.items}) == 1:
-        return _match(_normalise(ps.items[0]), g, ctx)
+    # gold scalar, prediction a list: several answers for one (hedging) unless all state it
+    # ("\\boxed{\\frac12} = \\boxed{0.5}": one value in two notations)
+    if ps.kind == "list" and not ps.ordered and len(ps.items) <= MAX_FINAL_BOXES:
+        return all(_match(_normalise(x), g, ctx) for x in ps.items)
     return False
+
+
+def _order_chain(s: str) -> Optional[Tuple[str, List[str]]]:
+    """A strict chain of three or more terms in one direction, none of them a bare name
+    (``f(2) < f(1) < f(4)``, ``b > a > c``... an ordering; ``1 < x < 3`` is an interval):
+    (direction, terms as written), else None."""
+    if "<" not in s and ">" not in s:
+        return None
+    parts = [x.strip() for x in re.split(r"([<>])", s)]
+    if len(parts) < 5 or "=" in s or "\\leq" in s or "\\geq" in s:
+        return None
+    terms, ops = parts[0::2], set(parts[1::2])
+    if len(ops) != 1 or not all(terms) or _inequality_interval(s) is not None:
+        return None
+    return ops.pop(), terms
 
 
 def _approx_equal(p: _Norm, g: _Norm, ctx) -> bool:
@@ -1404,7 +1659,7 @@ def answers_match(pred: str, gold: str, deadline: Optional[float] = None, demand
     if len(pred) > MAX_ANSWER_CHARS or len(gold) > MAX_ANSWER_CHARS:
         return pred.strip() == gold.strip()  # too long to normalise or compare: verbatim only
     if deadline is None:
-        deadline = time.monotonic() + CAS_BUDGET_S
+        deadline = _cpu_clock() + CAS_BUDGET_S
     pn, gn = _normalise(pred), _normalise(gold)
     if pn.same(gn):
         return True
@@ -1421,8 +1676,8 @@ _CLOSE = ")]}"
 _WORD_SEP_RE = re.compile(r"(?<![A-Za-z\\])(?:and|or)(?![A-Za-z])")
 _MATRIX_RE = re.compile(r"^\\begin\{([pbBvV]?matrix|array)\}(?:\{[lcr|]*\})?(.*)\\end\{\1\}$", re.S)
 _INEQ_RE = re.compile(r"\\leq|\\geq|<|>")
-_ASSIGN_LHS_RE = re.compile(r"^(?:[A-Za-z](?:_\{?\w+\}?)?'*|\\[A-Za-z]+|[A-Za-z]{1,3}|[A-Za-z]\([A-Za-z]\))$")
-_VAR_RE = re.compile(r"^[A-Za-z](?:_\{?\w+\}?)?$|^\\[A-Za-z]+$")
+_ASSIGN_LHS_RE = re.compile(r"^(?:" + _NAME + r"|[A-Za-z]{1,3})$")
+_VAR_RE = re.compile(r"^" + _NAME + r"$")
 
 
 def _depth_ok(s: str) -> bool:
@@ -2088,7 +2343,7 @@ def _numeric_equal(a, b, deadline: float) -> Optional[bool]:
     digits = NUMERIC_DIGITS * (2 + int(extra) // NUMERIC_DIGITS)  # tiers: mpmath caches per precision
     decided = 0
     for pt in _points(a.free_symbols):
-        if time.monotonic() > deadline:
+        if _cpu_clock() > deadline:
             STATS["cas_deadline"] += 1
             raise _Rejected("deadline")
         va, vb = _num(a, pt, digits), _num(b, pt, digits)
@@ -2114,7 +2369,7 @@ def _cas_equal(p: str, g: str, deadline: float) -> bool:
     r = _numeric_equal(a, b, deadline)
     if r is not None:
         return r
-    if time.monotonic() > deadline:
+    if _cpu_clock() > deadline:
         return False
     try:  # relations, sets, matrices the evaluation could not decide: math-verify decides
         return bool(_mv_verify(b, a, timeout_seconds=None, strict=True))
@@ -2139,7 +2394,7 @@ def _equations_equal(p: str, g: str, deadline: float, same_scale: bool = False) 
     ratio = None
     n = 0
     for pt in _points(e1.free_symbols):
-        if time.monotonic() > deadline:
+        if _cpu_clock() > deadline:
             raise _Rejected("deadline")
         v1, v2 = _num(e1, pt, NUMERIC_DIGITS), _num(e2, pt, NUMERIC_DIGITS)
         if v1 is None or v2 is None:
@@ -2321,6 +2576,9 @@ def reasoning_credit(text: str) -> float:
 # ======================================================================================
 # 7. Entry point: extraction -> policy -> equivalence -> credit
 # ======================================================================================
+_LIST_COMMA_RE = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+
+
 def _judge(text: str, gold: str, question: Optional[str] = None) -> Tuple[bool, str]:
     """Whether the response's final answer is right (sections 2-4), and that answer."""
     answers, unpayable = extract_final_answer(text)
@@ -2337,8 +2595,10 @@ def _judge(text: str, gold: str, question: Optional[str] = None) -> Tuple[bool, 
     if (unpayable and len(distinct) > 1) or len(distinct) > MAX_FINAL_BOXES:
         return False, pred
     answer = pred if len(distinct) > 1 else distinct[0]
-    deadline = time.monotonic() + CAS_BUDGET_S
+    deadline = _cpu_clock() + CAS_BUDGET_S
     demands = question_demands(question)
+    if "list" in demands:  # "Enter all the solutions, separated by commas": 70,110 is two numbers
+        gold, answer = _LIST_COMMA_RE.sub(", ", gold), _LIST_COMMA_RE.sub(", ", answer)
     try:
         if len(distinct) > 1 and _item_kind(_normalise(gold[:MAX_ANSWER_CHARS])) in ("text", "choice"):
             # several boxes for one word or letter: each must state it (a sentence around a
@@ -2354,6 +2614,15 @@ def _judge(text: str, gold: str, question: Optional[str] = None) -> Tuple[bool, 
     if ok and len(answer) <= MAX_ANSWER_CHARS and (_restates_task(answer, gold, text, question)
                                                    or _form_violation(answer, gold, demands)):
         ok = False
+    if ok and question and len(answer) <= MAX_ANSWER_CHARS:  # "(B) 2/3": the letter's option must be the value
+        n, options = _normalise(answer), question_options(question)
+        try:
+            if n.choice and n.s and n.choice in options and not answers_match(n.s, options[n.choice], deadline):
+                ok = False
+        except _Rejected:
+            ok = False
+    if ok and len(distinct) > 1 and any(_restates_task(a, gold, text, question) for a in distinct):
+        ok = False  # one of several boxes restates the task (each box must be an answer)
     return ok, pred
 
 

@@ -25,15 +25,18 @@ Pipeline, in the order data flows through this file:
    latex2sympy2_extended at a random point says the value did not change; the POLICY_KINDS
    rewrites keep the value on purpose (the problem's own task expression, a list reversed
    against "in increasing order", an unreduced common fraction, an unrationalised denominator,
-   a huge exact expression) and are labelled "not" by the reward's written policy
-   (docs/reward_policy.md). A meaning-keeping rewrite that writes the problem's own task
-   expression is dropped (by that policy it is an echo, not an answer).
+   a huge exact expression, the value in a form the problem rules out) and are labelled "not"
+   by the reward's written policy (docs/reward_policy.md). A meaning-keeping rewrite that
+   writes the problem's own task expression is dropped (by that policy it is an echo, not an
+   answer), and so is one in a form the problem rules out (``named_forms``: the bench's own
+   reading of "as a common fraction", "as a mixed number", "as a decimal", "interval notation").
 4. Cases. Per ground truth, ``--per-truth`` rewrites are drawn (half keeping, half changing
    meaning) and each is put in a response layout: the recipe's contract
    (``<think>`` numbered steps ``</think>`` ``<answer>`` box ``</answer>``), plain MATH style
    ("The final answer is $\\boxed{..}$"), chatty markdown (``**Final Answer** \\[ \\boxed{..} \\]``),
-   or a hedge: two boxes joined by "or" and a list of several boxed candidates (both labelled
-   not equivalent even when one candidate is right), a self-correction ending on the right box
+   or a hedge: two boxes joined by "or", an unboxed "(or maybe ...)" after the box, and a list
+   of several boxed candidates (all labelled not equivalent even when one candidate is right),
+   a self-correction ending on the right box
    (equivalent) and one ending on a wrong box (not). The reasoning is the start of the real
    MATH solution with its boxes removed. Labels come from the construction only. Everything is
    drawn from ``random.Random(f"{seed}:{gt}")``, so a ground truth's cases do not depend on
@@ -857,7 +860,8 @@ def k_number_words(t, rng):
         return None
     words = number_words(int(q))
     m = _HOW_MANY_RE.search(t.problem)
-    if m and m.group(1).lower() not in ("of", "different", "more", "times", "ways", "positive", "integers"):
+    if m and m.group(1).lower() not in ("of", "different", "more", "times", "ways", "positive", "integers") + \
+            tuple(_ONES) + tuple(_TENS):
         words = rng.choice([words, f"{words} {m.group(1).lower()}"])
     return rng.choice([words, f"\\text{{{words}}}"])
 
@@ -996,6 +1000,59 @@ def k_repeating(t, rng):
     if t.form != "fraction" or q is None or terminating(q):
         return None
     return repeating_decimal(q, rng.choice(["overline", "overline", "paren"]))
+
+
+@keep
+def k_base_words(t, rng):
+    """A base-n answer with its base named in words after the digits: "141 \\text{ in base } 13",
+    "1112112\\ (\\text{base }3)", "7602 \\text{ (base 8)}"."""
+    m = _BASE_RE.fullmatch(_squash(t.gt))
+    if t.form != "base-n" or not m:
+        return None
+    d, b = m.group(1), m.group(2)
+    return rng.choice([f"{d} \\text{{ in base }} {b}", f"{d}\\ (\\text{{base }}{b})", f"{d} \\text{{ (base {b})}}"])
+
+
+_FRACTION_WORD = {2: ("half", "halves"), 3: ("third", "thirds"), 4: ("quarter", "quarters"), 5: ("fifth", "fifths"),
+                  6: ("sixth", "sixths"), 8: ("eighth", "eighths"), 10: ("tenth", "tenths")}
+
+
+@keep
+def k_fraction_words(t, rng):
+    """A simple fraction in words: "one half", "\\text{three quarters}", "two thirds"."""
+    q = exact_value(t.gt)
+    if t.form != "fraction" or q is None or not 0 < q < 1 or q.denominator not in _FRACTION_WORD:
+        return None
+    one, many = _FRACTION_WORD[q.denominator]
+    words = f"{number_words(q.numerator)} {one if q.numerator == 1 else many}"
+    return rng.choice([words, f"\\text{{{words}}}"])
+
+
+_RANGE_RE = re.compile(r"\b(?:range|domain)\s+of\s+(?:the\s+function\s+)?\$?\s*([a-zA-Z])\s*\(\s*([a-z])\s*\)", re.I)
+
+
+@keep
+def k_name_prefix(t, rng):
+    """An interval named by the function or variable of a domain/range problem, with its
+    argument: "f(x) \\in [6, \\infty)" for the range of f, "x \\in ..." for a domain."""
+    m = _RANGE_RE.search(t.problem)
+    if t.form != "interval" or not m:
+        return None
+    name = f"{m.group(1)}({m.group(2)})" if re.search(r"\brange\b", t.problem, re.I) else m.group(2)
+    return f"{name} \\in {t.gt.strip()}"
+
+
+@keep
+def k_text_noun(t, rng):
+    """An even/odd/neither answer stated with its noun: "\\text{an even function}",
+    "\\text{neither even nor odd}"."""
+    m = re.fullmatch(r"\s*(?:" + _TEXT_CMD + r"\{\s*([A-Za-z]+)\s*\}|([A-Za-z]+))\s*", t.gt)
+    if t.form != "text" or not m or (m.group(1) or m.group(2)).lower() not in ("odd", "even", "neither"):
+        return None
+    w = (m.group(1) or m.group(2)).lower()
+    if w == "neither":
+        return "\\text{neither even nor odd}"
+    return rng.choice([f"\\text{{an {w} function}}", f"\\text{{{w} function}}"])
 
 
 # ---- meaning-changing ------------------------------------------------------------------
@@ -1393,6 +1450,82 @@ def c_unrationalized(t, rng):
     return f"{m.group(1)}\\frac{{{a * b}}}{{{'' if c == 1 else c}\\sqrt{{{b}}}}}"
 
 
+#: Forms a problem names, read by the bench with its own patterns (not the reward's): a keep
+#: rewrite into a form the problem rules out is not generated, and c_wrong_form writes one on
+#: purpose (labelled "not" by the stated-form policy).
+_NAMED_FORMS = (
+    ("fraction", re.compile(r"(?:common|improper)\s+fraction|as\s+a\s+(?:simple\s+)?fraction|"
+                            r"(?:simple\s+)?fraction\s+in\s+(?:simplest|lowest)|"
+                            r"in\s+the\s+form\s+\$\\frac\{?[a-z]\}?\{?[a-z]\}?\$", re.I)),
+    ("mixed", re.compile(r"as\s+a\s+mixed\s+number|to\s+a\s+mixed\s+number", re.I)),
+    ("decimal", re.compile(r"(?:as|to|in)\s+a\s+(?:terminating\s+)?decimal(?!\s+point)|in\s+decimal\s+form", re.I)),
+    ("percent", re.compile(r"(?:as|in)\s+(?:a\s+)?percent\b", re.I)),
+    ("interval", re.compile(r"interval\s+notation", re.I)),
+)
+GEQ = "\\geq"
+_DECIMAL_LIT_RE = re.compile(r"\d\.(?=\d|\\overline)|(?<!\d)\.\d")
+
+
+def named_forms(problem: str) -> set:
+    """The forms a problem names (the bench's reading; a negated mention "(not ... decimals)"
+    names nothing)."""
+    out = set()
+    for name, rx in _NAMED_FORMS:
+        for m in rx.finditer(problem):
+            clause = re.split(r"[.?!(]\s*", problem[:m.start()])[-1]  # the demand's clause, up to it
+            if not re.search(r"\bnot\b|\bor\b", clause):
+                out.add(name)
+    return out
+
+
+def breaks_named_form(ans: str, t: Truth) -> bool:
+    """A rewrite written in a form the problem rules out (the gold has not that form)."""
+    forms = t.extras.setdefault("named_forms", named_forms(t.problem))
+    if not forms:
+        return False
+    dec = lambda s: bool(_DECIMAL_LIT_RE.search(s))
+    frac = lambda s: "\\frac" in s or bool(re.search(r"\d\s*/\s*\d", s))
+    mixed = lambda s: bool(re.search(r"(?<![\w.}{^])\d+\s*\\[dt]?frac", s))
+    pct = lambda s: "%" in s
+    ineq = lambda s: bool(re.search(r"[<>]|\\[lg]e", s))
+    checks = {"fraction": (dec, mixed, pct), "mixed": (dec, pct), "decimal": (frac, pct), "percent": (),
+              "interval": (ineq,)}
+    return any(c(ans) and not c(t.gt) for f in forms for c in checks[f])
+
+
+@change
+def c_wrong_form(t, rng):
+    """The gold's value in a form the problem rules out: a decimal (also repeating) for "as a
+    common fraction", an improper fraction for "as a mixed number", a mixed number for "as an
+    improper fraction", a fraction for "as a decimal", an inequality for "in interval notation"."""
+    forms = named_forms(t.problem)
+    q = exact_value(t.gt)
+    s = t.gt.strip()
+    if "fraction" in forms and t.form == "fraction" and q is not None and q.denominator > 1:
+        if re.search(r"improper\s+fraction", t.problem, re.I) and abs(q) > 1:
+            whole, rest = divmod(abs(q.numerator), q.denominator)
+            return f"{'-' if q < 0 else ''}{whole}\\frac{{{rest}}}{{{q.denominator}}}"
+        return decimal_str(q) if terminating(q) else repeating_decimal(q)
+    if "mixed" in forms and q is not None and q.denominator > 1 and abs(q) > 1:
+        return f"\\frac{{{q.numerator}}}{{{q.denominator}}}"
+    if "decimal" in forms and t.form == "decimal" and q is not None and q.denominator > 1:
+        return f"\\frac{{{q.numerator}}}{{{q.denominator}}}"
+    m = re.fullmatch(r"\\left\s*([\[(])\s*(-?[\w\\{}]+?)\s*,\s*(-?[\w\\{}]+?)\s*\\right\s*([\])])|"
+                     r"([\[(])\s*(-?[^,]+?)\s*,\s*(-?[^,]+?)\s*([\])])", s)
+    if "interval" in forms and t.form == "interval" and m and "\\cup" not in s:
+        lo_b, lo, hi, hi_b = [g for g in m.groups() if g is not None]
+        if "infty" in lo and "infty" in hi:
+            return None
+        lo_op = "<" if lo_b == "(" else "\\leq"
+        hi_op = "<" if hi_b == ")" else "\\leq"
+        if "infty" in hi:
+            return f"x {'>' if lo_b == '(' else GEQ} {lo}"
+        if "infty" in lo:
+            return f"x {hi_op} {hi}"
+        return f"{lo} {lo_op} x {hi_op} {hi}"
+    return None
+
+
 @change
 def c_huge_equal(t, rng):
     """An integer or fraction as a huge exact expression equal to it (n - n + g with n =
@@ -1412,7 +1545,7 @@ def c_huge_equal(t, rng):
 
 #: Rewrites whose answer keeps the gold's value but that the reward's policy (docs/reward_policy.md)
 #: does not pay; labelled "not" by that policy, exempt from the value-change guard.
-POLICY_KINDS = ("echo", "reverse_order", "unreduced", "unrationalized", "huge_equal")
+POLICY_KINDS = ("echo", "reverse_order", "unreduced", "unrationalized", "huge_equal", "wrong_form")
 
 
 # ---- label guard -----------------------------------------------------------------------
@@ -1493,8 +1626,8 @@ def changes_value(t: Truth, new: str, kind: str = "perturb") -> bool:
 # =======================================================================================
 # 4. Cases
 # =======================================================================================
-LAYOUTS = ("contract", "plain", "markdown", "hedge_or", "hedge_list", "self_correct", "late_wrong")
-LAYOUT_WEIGHTS = (35, 22, 19, 6, 6, 6, 6)
+LAYOUTS = ("contract", "plain", "markdown", "hedge_or", "hedge_list", "self_correct", "late_wrong", "hedge_trailing")
+LAYOUT_WEIGHTS = (35, 22, 19, 6, 6, 6, 6, 4)
 SINGLE = ("contract", "plain", "markdown")
 _SENTENCE_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z$\\])")
 
@@ -1548,6 +1681,8 @@ def render(layout: str, sents: list[str], right: str, wrong: Optional[str], othe
     if layout == "hedge_or":
         a, b = (right, wrong) if rng.random() < 0.5 else (wrong, right)
         return f"{text} So the answer is $\\boxed{{{a}}}$ or $\\boxed{{{b}}}$."
+    if layout == "hedge_trailing":
+        return f"{text} So the answer is $\\boxed{{{right}}}$ (or maybe ${wrong}$)."
     if layout == "hedge_list":
         cands = [right, wrong] + ([other] if other else [])
         rng.shuffle(cands)
@@ -1564,6 +1699,8 @@ def render(layout: str, sents: list[str], right: str, wrong: Optional[str], othe
 
 #: Meaning-keeping rewrites dropped because they write the problem's own task expression.
 ECHO_KEEPS_DROPPED = [0]
+#: Meaning-keeping rewrites dropped because they are in a form the problem rules out.
+WRONG_FORM_KEEPS_DROPPED = [0]
 
 
 def _candidates(t: Truth, table: "OrderedDict[str, Rewrite]", rng: random.Random, guard: bool,
@@ -1585,6 +1722,9 @@ def _candidates(t: Truth, table: "OrderedDict[str, Rewrite]", rng: random.Random
                 "tasks", task_expressions(t.problem)):
             ECHO_KEEPS_DROPPED[0] += 1
             continue  # the right value written as the problem's own expression: an echo (policy)
+        if table is KEEP and kind != "identity" and breaks_named_form(ans, t):
+            WRONG_FORM_KEEPS_DROPPED[0] += 1
+            continue  # the right value in a form the problem rules out (the stated-form policy)
         if guard and kind not in POLICY_KINDS and not changes_value(t, ans, kind):
             continue
         out.append((kind, ans))
@@ -1609,9 +1749,10 @@ def cases_for(t: Truth, per_truth: int, seed: int) -> list[dict]:
         layout = rng.choices(LAYOUTS, LAYOUT_WEIGHTS)[0]
         right_kind, right = rng.choice(keeps) if label == "not" else (kind, ans)
         wrong = ans if label == "not" else (rng.choice(changes)[1] if changes else None)
-        if layout in ("hedge_or", "hedge_list", "self_correct", "late_wrong") and (wrong is None or not keeps):
+        if layout in ("hedge_or", "hedge_list", "self_correct", "late_wrong", "hedge_trailing") and \
+                (wrong is None or not keeps):
             layout = "plain"
-        if layout in ("hedge_or", "hedge_list", "late_wrong"):
+        if layout in ("hedge_or", "hedge_list", "late_wrong", "hedge_trailing"):
             case_label = "not"
         elif layout == "self_correct":
             case_label = "equivalent"
@@ -1834,7 +1975,8 @@ def audit_lines(audit: dict) -> list[str]:
         f"{c.get('rewrite_refused', 0)} | – |",
         "", f"Refused only with the question, by rewrite kind: {kind_text}. Meaning-keeping rewrites that "
         f"wrote the problem's own task expression were dropped as echoes before labelling ({ECHO_KEEPS_DROPPED[0]} "
-        "while building the bench and the audit)."]
+        "while building the bench and the audit), and those in a form the problem rules out (\"as a common fraction\" "
+        f"answered with a decimal, ...) were dropped as well ({WRONG_FORM_KEEPS_DROPPED[0]})."]
 
 
 def report(cases, results, args, n_truths: int, form_counts: Counter, gen_s: float, audit: Optional[dict] = None) -> str:

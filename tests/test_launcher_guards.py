@@ -273,6 +273,19 @@ def test_setup_refuses_a_typo_of_its_own_knob(tmp_path):
     assert not venv.exists() and "device=" not in proc.stdout
 
 
+@pytest.mark.parametrize(("args", "message"), [
+    (["--device", "npu", "--stack", "both"],
+     "setup.sh: --stack both needs a venv per stack (cpu, cuda); in an NPU container set up its own stack"),
+    (["--device", "cpu", "--stack", "newest"], "setup.sh: --stack newest; expected reference, current or both"),
+])
+def test_setup_refuses_a_stack_it_cannot_install_in_one_line(tmp_path, args, message):
+    venv = tmp_path / "venv"
+    proc = subprocess.run(["bash", str(REPO / "setup.sh"), *args], capture_output=True, text=True, timeout=60,
+                          env=launcher_env(VENV_DIR=str(venv)))
+    assert (proc.returncode, proc.stderr.splitlines()) == (2, [message])
+    assert not venv.exists()
+
+
 def test_launcher_help_says_who_checks_hydra_overrides():
     text = subprocess.run(["bash", str(LAUNCHER), "--help"], capture_output=True, text=True, timeout=30,
                           env=launcher_env(TRAIN_BATH_SIZE="4")).stdout  # --help works even with a typo

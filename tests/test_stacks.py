@@ -3,7 +3,7 @@
 The launcher's ``DRY_RUN=1`` command is composed with the Hydra config of the verl that stack
 installs (reference: .venv, verl 0.6.0; current: .venv-current, verl 0.9.1) and validated by
 verl; the reward function verl's own loader returns must be the recipe's. Without a stack's
-environment the tests for it skip (setup.sh does not yet install the current stack).
+environment the tests for it skip (``bash setup.sh --device cpu --stack current``, or ``--stack both``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ PROFILES = ["npu_1", "npu_4", "npu_8", "npu_2x8", "cuda_1", "cuda_4", "cuda_8", 
 def stack_python(stack: str) -> str:
     python = VENVS[stack] / "bin" / "python"
     if not python.exists():
-        pytest.skip(f"{python} missing (setup.sh does not install the {stack} stack yet)")
+        pytest.skip(f"{python} missing: bash setup.sh --device cpu --stack {stack}")
     return str(python)
 
 

@@ -14,7 +14,7 @@
 #      datasets<4, the recipe pins 4.1.1, so it never shares the recipe's environment), and
 #      data/opencompass/math.json; cpu/cuda: requirements-cpu.txt's torch pin first (cpu: the CPU
 #      build); npu: a venv over the container's python (--system-site-packages) that uses its
-#      torch, torch_npu, vllm, vllm-ascend
+#      torch, torch_npu, vllm, vllm-ascend; on cpu/cuda it installs in the background meanwhile
 #   --with-swanlab  also install requirements-swanlab.txt into the recipe's environment, with
 #      constraints.txt (less the packages that file pins) and that file as constraints
 # What it does:
@@ -67,15 +67,33 @@ source "$REPO_DIR/tools/devices.sh"
 case $DEVICE in npu | cuda | cpu) ;; *) echo "setup.sh: --device $DEVICE; expected npu, cuda or cpu" >&2; exit 2 ;; esac
 if [[ $STACK == auto ]]; then STACK=$(detect_stack "$DEVICE" "$BASE_PYTHON") || exit 2; fi
 case $STACK in reference | current | both) ;; *) echo "setup.sh: --stack $STACK; expected reference, current or both" >&2; exit 2 ;; esac
-CURRENT_PID=
+# Installs that share nothing but pip's cache run beside the main one: pip spends much of its time
+# unpacking and compiling files on one core. Their output is shown when setup waits for them.
+BG_PIDS=()
+BG_NAMES=()
+BG_LOGS=()
+in_background() {  # NAME COMMAND...
+  BG_LOGS+=("$(mktemp)")
+  "${@:2}" >"${BG_LOGS[-1]}" 2>&1 &
+  BG_PIDS+=("$!")
+  BG_NAMES+=("$1")
+  trap 'kill "${BG_PIDS[@]}" 2>/dev/null || true' EXIT
+}
+wait_background() {  # exit status: the last failed job's
+  local i status failed=0
+  for i in "${!BG_PIDS[@]}"; do
+    status=0
+    wait "${BG_PIDS[i]}" || status=$?
+    sed "s/^/[${BG_NAMES[i]}] /" "${BG_LOGS[i]}"
+    rm -f "${BG_LOGS[i]}"
+    if ((status)); then echo "setup.sh: ${BG_NAMES[i]} failed (exit $status, its output above)" >&2; failed=$status; fi
+  done
+  trap - EXIT
+  return "$failed"
+}
 if [[ $STACK == both ]]; then
   if [[ $DEVICE == npu ]]; then echo "setup.sh: --stack both needs a venv per stack (cpu, cuda); in an NPU container set up its own stack" >&2; exit 2; fi
-  # the two installs share nothing but pip's cache; pip spends much of its time unpacking and
-  # compiling files on one core, so the second core installs the current stack meanwhile
-  CURRENT_LOG=$(mktemp)
-  bash "$REPO_DIR/setup.sh" --device "$DEVICE" --stack current --skip-data --skip-model >"$CURRENT_LOG" 2>&1 &
-  CURRENT_PID=$!
-  trap 'kill "$CURRENT_PID" 2>/dev/null || true' EXIT
+  in_background "stack current" bash "$REPO_DIR/setup.sh" --device "$DEVICE" --stack current --skip-data --skip-model
   STACK=reference
 fi
 # shellcheck source=stacks/reference.sh
@@ -83,6 +101,21 @@ source "$REPO_DIR/stacks/$STACK.sh"
 VENV_DIR=${VENV_DIR:-$REPO_DIR/$STACK_VENV}
 echo "setup.sh: device=$DEVICE stack=$STACK"
 cd "$REPO_DIR"
+
+install_opencompass() {  # OpenCompass's own environment (--with-opencompass)
+  local oc_flags=(--quiet --disable-pip-version-check -c "$REPO_DIR/opencompass/constraints.txt")
+  if [[ $DEVICE == npu ]]; then
+    [[ -x $OC_VENV_DIR/bin/python ]] || "$BASE_PYTHON" -m venv --system-site-packages "$OC_VENV_DIR"
+  else
+    [[ -x $OC_VENV_DIR/bin/python ]] || "$BASE_PYTHON" -m venv "$OC_VENV_DIR"
+    # torch first, the recipe's pin: on cpu its CPU build, on cuda PyPI's (CUDA)
+    "$OC_VENV_DIR/bin/python" -m pip install "${oc_flags[@]}" "$(grep -E '^torch==' "$REPO_DIR/requirements-cpu.txt")"
+  fi
+  "$OC_VENV_DIR/bin/python" -m pip install "${oc_flags[@]}" -r "$REPO_DIR/opencompass/requirements.txt"
+  "$OC_VENV_DIR/bin/python" -c 'import opencompass, math_verify; print("setup.sh: opencompass", opencompass.__version__)'
+}
+# it shares nothing with the recipe's environment except on npu (--system-site-packages)
+if [[ $WITH_OPENCOMPASS == 1 && $DEVICE != npu ]]; then in_background opencompass install_opencompass; fi
 
 # ---- 1. dependencies
 if [[ $STACK == reference ]]; then
@@ -126,19 +159,7 @@ if [[ $WITH_SWANLAB == 1 ]]; then
   "$PY" -c 'import swanlab; print(f"setup.sh: swanlab {swanlab.__version__}")'
 fi
 
-if [[ $WITH_OPENCOMPASS == 1 ]]; then
-  OC_FLAGS=(--quiet --disable-pip-version-check -c "$REPO_DIR/opencompass/constraints.txt")
-  if [[ $DEVICE == npu ]]; then
-    [[ -x $OC_VENV_DIR/bin/python ]] || "$BASE_PYTHON" -m venv --system-site-packages "$OC_VENV_DIR"
-  else
-    [[ -x $OC_VENV_DIR/bin/python ]] || "$BASE_PYTHON" -m venv "$OC_VENV_DIR"
-  fi
-  if [[ $DEVICE != npu ]]; then  # torch first, the recipe's pin: on cpu its CPU build, on cuda PyPI's (CUDA)
-    "$OC_VENV_DIR/bin/python" -m pip install "${OC_FLAGS[@]}" "$(grep -E '^torch==' requirements-cpu.txt)"
-  fi
-  "$OC_VENV_DIR/bin/python" -m pip install "${OC_FLAGS[@]}" -r opencompass/requirements.txt
-  "$OC_VENV_DIR/bin/python" -c 'import opencompass, math_verify; print("setup.sh: opencompass", opencompass.__version__)'
-fi
+if [[ $WITH_OPENCOMPASS == 1 && $DEVICE == npu ]]; then install_opencompass; fi  # over the image's python, once it is set up
 
 # ---- 2. data
 if [[ $SKIP_DATA == 0 ]]; then
@@ -175,13 +196,6 @@ if [[ $SKIP_MODEL == 0 ]]; then
     echo "setup.sh: place the model files in $QWEN_MODEL_DIR and copy $REPO_DIR/tokenizer_config.json over its tokenizer_config.json, or set MODEL_PATH for the launcher." >&2
   fi
 fi
-if [[ -n $CURRENT_PID ]]; then
-  current_status=0
-  wait "$CURRENT_PID" || current_status=$?
-  trap - EXIT
-  sed 's/^/[stack current] /' "$CURRENT_LOG"
-  rm -f "$CURRENT_LOG"
-  if ((current_status)); then echo "setup.sh: the current stack's setup failed (exit $current_status, its output above)" >&2; exit "$current_status"; fi
-fi
+wait_background
 echo "setup.sh: done. Next: bash run_qwen2_5_1_5b.sh"
 if [[ $WITH_OPENCOMPASS == 1 ]]; then echo "setup.sh: OpenCompass: bash evaluate_opencompass.sh MODEL_DIR"; fi

@@ -14,7 +14,7 @@ PPO_MINI_BATCH_SIZE=${PPO_MINI_BATCH_SIZE:-4}
 N_SAMPLES=${N_SAMPLES:-4}
 # Responses per forward pass (actor update, ref), as the stack's CPU path affords it
 # (stacks/*.sh STACK_CPU_MICRO_BATCH: the reference path's shared-prompt forward holds all 16 of a
-# step; verl 0.9.1's padded forward holds 4 within this machine's 24 GiB)
+# step; verl 0.9.1's forward of each response with its whole prompt holds 4 within this machine's 24 GiB)
 MICRO_BATCH_PER_DEVICE=${MICRO_BATCH_PER_DEVICE:-$STACK_CPU_MICRO_BATCH}
 MAX_PROMPT_LENGTH=${MAX_PROMPT_LENGTH:-320}
 MAX_RESPONSE_LENGTH=${MAX_RESPONSE_LENGTH:-128}
@@ -54,6 +54,10 @@ PROFILE_ARGS+=(
   "actor_rollout_ref.actor.use_torch_compile=False"
   "actor_rollout_ref.ref.use_torch_compile=False"
   "+ray_kwargs.ray_init.runtime_env.env_vars.CPU_THREADS='$CPU_THREADS'"
+  # Ray leaves OMP_NUM_THREADS alone when it is set (ray/_private/utils.py set_omp_num_threads_if_unset);
+  # unset, every worker's torch computes on one thread (the reference stack's patch also calls
+  # torch.set_num_threads(CPU_THREADS); the current stack's actor and ref have only this)
+  "+ray_kwargs.ray_init.runtime_env.env_vars.OMP_NUM_THREADS='$CPU_THREADS'"
   "+ray_kwargs.ray_init.runtime_env.env_vars.CPU_DTYPE='$CPU_DTYPE'"
   "+ray_kwargs.ray_init.runtime_env.env_vars.OMP_WAIT_POLICY='$OMP_WAIT_POLICY'"
   "+actor_rollout_ref.actor.fsdp_config.mixed_precision={param_dtype:$CPU_DTYPE,reduce_dtype:fp32,buffer_dtype:fp32}"

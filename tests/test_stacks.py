@@ -39,35 +39,57 @@ def dry_run(stack: str, profile: str, *extra: str, **env: str) -> list[str]:
     return lines[3:]
 
 
-def composed(stack: str, overrides: list[str]) -> dict:
-    res = subprocess.run(
-        [stack_python(stack), str(REPO / "tests" / "verl_compose.py")],
-        input="\n".join(overrides), capture_output=True, text=True, cwd=REPO,
-    )
-    assert res.returncode == 0, res.stderr[-3000:]
-    return json.loads(res.stdout.strip().splitlines()[-1])
+def legacy_reward_key(overrides: list[str]) -> list[str]:
+    """The reference's top-level reward key in place of the one verl 0.9.1 reads."""
+    return [o.replace("reward.custom_reward_function.", "custom_reward_function.", 1) for o in overrides]
+
+
+def launches(stack: str) -> dict[str, list[str]]:
+    """Every launch this module composes with the stack's verl, by name."""
+    profiles = PROFILES if stack == "current" else ["npu_4", "cpu", "cpu_learn"]
+    found = {profile: dry_run(stack, profile) for profile in profiles}
+    if stack == "current":
+        found["npu_4 with the legacy reward key"] = legacy_reward_key(found["npu_4"])
+    return found
+
+
+@pytest.fixture(scope="module")
+def composed():
+    """composed(stack, name): what the stack's verl reads from that launch. Importing verl takes
+    seconds, so each stack composes all its launches in one interpreter."""
+    done: dict[str, dict[str, dict]] = {}
+
+    def get(stack: str, name: str) -> dict:
+        if stack not in done:
+            by_name = launches(stack)
+            res = subprocess.run([stack_python(stack), str(REPO / "tests" / "verl_compose.py")],
+                                 input=json.dumps(list(by_name.values())), capture_output=True, text=True, cwd=REPO)
+            assert res.returncode == 0, res.stderr[-3000:]
+            done[stack] = dict(zip(by_name, json.loads(res.stdout.strip().splitlines()[-1])))
+        got = done[stack][name]
+        assert "error" not in got, f"{stack} stack, {name}: {got.get('error')}"
+        return got
+    return get
 
 
 @pytest.mark.parametrize("stack,verl_version", [("reference", "0.6.0"), ("current", "0.9.1")])
 @pytest.mark.parametrize("profile,reward_name", [("npu_4", "compute_score"), ("cpu", "compute_score"),
                                                  ("cpu_learn", "compute_format_score")])
-def test_verl_loads_the_recipe_reward(stack, verl_version, profile, reward_name):
-    got = composed(stack, dry_run(stack, profile))
+def test_verl_loads_the_recipe_reward(composed, stack, verl_version, profile, reward_name):
+    got = composed(stack, profile)
     assert got["verl"] == verl_version
     assert got["reward"] == {"file": str(REPO / "new_math_reward.py"), "name": reward_name}
 
 
-def test_current_ignores_the_legacy_reward_key():
+def test_current_ignores_the_legacy_reward_key(composed):
     """The trap the preflight refuses: verl 0.9.1 composes the top-level key and never reads it."""
-    overrides = [o.replace("reward.custom_reward_function.", "custom_reward_function.", 1)
-                 for o in dry_run("current", "npu_4")]
-    assert any(o.startswith("custom_reward_function.path=") for o in overrides)
-    assert composed("current", overrides)["reward"] is None
+    assert any(o.startswith("custom_reward_function.path=") for o in legacy_reward_key(dry_run("current", "npu_4")))
+    assert composed("current", "npu_4 with the legacy reward key")["reward"] is None
 
 
 @pytest.mark.parametrize("profile", PROFILES)
-def test_current_profiles_compose_and_validate(profile):
-    got = composed("current", dry_run("current", profile))
+def test_current_profiles_compose_and_validate(composed, profile):
+    got = composed("current", profile)
     device = profile.split("_")[0]
     assert got["device"] == device
     assert got["rollout"] == "vllm"

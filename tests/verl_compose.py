@@ -1,10 +1,12 @@
 """Compose main_ppo's overrides with the installed verl's own Hydra config; print what verl reads.
 
 Run with a stack's interpreter (``.venv/bin/python`` for reference, ``.venv-current/bin/python``
-for current), overrides one a line on stdin (what ``DRY_RUN=1 bash run_qwen2_5_1_5b.sh`` prints
-after ``-m verl.trainer.main_ppo``). Prints one JSON object: verl's version, the reward function
+for current), with a JSON list of launches on stdin, each a list of overrides (what
+``DRY_RUN=1 bash run_qwen2_5_1_5b.sh`` prints after ``-m verl.trainer.main_ppo``): verl is imported
+once for all of them. Prints a JSON list, one object a launch: verl's version, the reward function
 verl's own loader returns (its file and name, or null when verl would fall back to its default
-scorer), and the composed values the tests check. Used by tests/test_stacks.py; no Ray, no device.
+scorer), and the composed values the tests check; or ``{"error": ...}`` for a launch verl refuses.
+Used by tests/test_stacks.py; no Ray, no device.
 """
 
 from __future__ import annotations
@@ -50,14 +52,13 @@ def validate(cfg) -> None:
     omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout)
 
 
-def main() -> int:
+def what_verl_reads(overrides: list[str]) -> dict:
     import verl
 
-    overrides = [line for line in sys.stdin.read().splitlines() if line and not line.startswith("hydra.")]
-    cfg = compose(overrides)
+    cfg = compose([o for o in overrides if not o.startswith("hydra.")])
     validate(cfg)
     r = cfg.actor_rollout_ref.rollout
-    print(json.dumps({
+    return {
         "verl": verl.__version__,
         "reward": loaded_reward(cfg),
         "rollout": r.name,
@@ -67,7 +68,17 @@ def main() -> int:
         "n_gpus_per_node": cfg.trainer.n_gpus_per_node,
         "nnodes": cfg.trainer.nnodes,
         "train_batch_size": cfg.data.train_batch_size,
-    }))
+    }
+
+
+def main() -> int:
+    results = []
+    for overrides in json.loads(sys.stdin.read()):
+        try:
+            results.append(what_verl_reads(overrides))
+        except Exception as exc:  # one refused launch fails its own test, not the others'
+            results.append({"error": f"{type(exc).__name__}: {exc}"})
+    print(json.dumps(results))
     return 0
 
 

@@ -29,7 +29,7 @@ ROLLOUT_NAME=${ROLLOUT_NAME:-$STACK_CPU_ROLLOUT}
 ROLLOUT_TP=${ROLLOUT_TP:-1}
 # vLLM in eager mode: compiling its graphs costs more on CPU than a short run's rollouts gain
 ENFORCE_EAGER=${ENFORCE_EAGER:-True}
-# Torch threads of every Ray worker, default all cores (Ray starts workers with OMP_NUM_THREADS=1,
+# Torch threads of every Ray worker (OMP_NUM_THREADS), default all cores (unset, Ray gives each one thread,
 # leaving the other cores idle).
 CPU_THREADS=${CPU_THREADS:-$(nproc)}
 # Worker threads sleep between parallel regions instead of spinning, which would waste the time

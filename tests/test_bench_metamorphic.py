@@ -81,8 +81,7 @@ def test_keep_rewrites_are_equal(gt):
     checked = 0
     for kind, fn in bm.KEEP.items():
         ans = fn(t, random.Random(1))
-        if ans is None or kind in ("answer_is", "var_label", "unit", "percent", "mixed_number",
-                                            "fraction_words"):
+        if ans is None or kind in ("answer_is", "var_label", "unit", "percent", "mixed_number", "fraction_words"):
             continue
         assert sympy.simplify(value(ans) - value(gt)) == 0, (kind, ans)
         checked += 1

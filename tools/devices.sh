@@ -20,7 +20,7 @@ detect_device() {
 # detect_stack DEVICE PYTHON -> prints reference | current (the stacks/*.sh to use by default).
 # npu: the stack whose vllm-ascend the container's PYTHON has (0.9.x or none: reference, 0.23.x:
 # current; any other version: a one-line error, exit 2); cpu: reference (the current stack's CPU
-# step takes about 2.2x as long: docs/cpu_run.md); cuda: reference (the stack of the published numbers).
+# step is slower, docs/cpu_run.md); cuda: reference (the stack of the published numbers).
 detect_stack() {
   local v
   case $1 in

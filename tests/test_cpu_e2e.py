@@ -1,9 +1,9 @@
 """End to end on CPU: the launcher's cpu profile runs real verl GRPO steps (slow; CI runs it).
 
-What must hold: exit 0; >= 2 GRPO steps; the last step's checkpoint exists and
-``python -m verl.model_merger merge --backend fsdp`` turns it into a Hugging Face model that
-loads and generates; TensorBoard events hold the key metrics for every step; the recipe's
-reward function (new_math_reward.compute_score) is the one verl called.
+What must hold: exit 0; >= 2 GRPO steps; the last step's checkpoint exists and is tracked
+(tests/test_merge_checkpoint.py merges it, loads it and generates); TensorBoard events hold the
+key metrics for every step; the recipe's reward function (new_math_reward.compute_score) is
+the one verl called.
 """
 
 from __future__ import annotations
@@ -50,25 +50,12 @@ def test_recipe_reward_was_called(cpu_run):
     assert any(t.endswith("/format/mean@1") for t in tags) and any(t.endswith("/cot/mean@1") for t in tags)
 
 
-def test_last_checkpoint_merges_loads_and_generates(cpu_run, tmp_path):
+def test_last_step_checkpoint_is_tracked(cpu_run):
+    """verl saved the last global step's actor and named it in its tracker; merging it, loading
+    the result and generating is tests/test_merge_checkpoint.py's real-checkpoint test."""
     ckpt = cpu_run.ckpt_dir
     assert (ckpt / "latest_checkpointed_iteration.txt").read_text().strip() == str(STEPS)
-    actor = ckpt / f"global_step_{STEPS}" / "actor"
-    assert (actor / "model_world_size_1_rank_0.pt").is_file()
-    target = tmp_path / "merged"
-    subprocess.run(
-        [sys.executable, "-m", "verl.model_merger", "merge", "--backend", "fsdp",
-         "--local_dir", str(actor), "--target_dir", str(target)],
-        check=True, capture_output=True, text=True,
-    )
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(target)
-    model = AutoModelForCausalLM.from_pretrained(target, torch_dtype=torch.float32)
-    ids = tokenizer("1 + 1 =", return_tensors="pt")
-    out = model.generate(**ids, max_new_tokens=4, do_sample=False)
-    assert out.shape[1] > ids["input_ids"].shape[1]
+    assert (ckpt / f"global_step_{STEPS}" / "actor" / "model_world_size_1_rank_0.pt").is_file()
 
 
 def test_health_report_on_the_real_run(cpu_run, tmp_path):

@@ -62,8 +62,9 @@ def killed(cpu_run, tmp_path_factory):
     out = tmp_path_factory.mktemp("resume")
     ckpt = out / "checkpoints"
     shutil.copytree(cpu_run.ckpt_dir, ckpt)
+    # PREFLIGHT=0: cpu_run's launch ran preflight.py on the same settings (10 s a launch saved)
     env = {**os.environ, "DEVICE": "cpu", "OUTPUT_DIR": str(out), "CKPT_DIR": str(ckpt), "TOTAL_STEPS": "3",
-           "VAL_BEFORE_TRAIN": "False", "RESUME_MODE": "auto", "SAVE_FREQ": "3", "TEST_FREQ": "-1"}
+           "VAL_BEFORE_TRAIN": "False", "RESUME_MODE": "auto", "SAVE_FREQ": "3", "TEST_FREQ": "-1", "PREFLIGHT": "0"}
     console = tmp_path_factory.mktemp("killed_console") / "console.txt"
     shard = ckpt / "global_step_3" / "actor" / "model_world_size_1_rank_0.pt"
     start = time.monotonic()

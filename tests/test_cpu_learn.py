@@ -48,9 +48,9 @@ import pytest
 from conftest import REPO
 
 STEPS = 4
-#: the cpu_learn profile, shortened for CI: 4 steps of 4 prompts x 8 responses of 32 tokens (5 steps
-#: of 64 tokens on the current stack: STACK_SETTINGS), one PPO update per step, learning rate 1e-4, as the
-#: profile, no validation, a checkpoint at the last two steps (the reference stack's weight-sync
+#: the cpu_learn profile, shortened for CI: 4 steps of 4 prompts x 8 responses of 32 tokens (5
+#: steps of 64 tokens on the current stack: STACK_SETTINGS), one PPO update per step, learning rate
+#: 1e-4, as the profile, no validation, a checkpoint at the last two steps (the reference stack's weight-sync
 #: check reads step STEPS-1's), weights only. 32 responses a step, because about 1 in 8 of the
 #: initial model's responses follows a part of the contract: with 16, one run's step 1 had no
 #: rewarded response at all (0.875^16 = 12 %; 0.875^32 = 1.4 %).
@@ -59,7 +59,8 @@ SETTINGS = {
     "PPO_MINI_BATCH_SIZE": "4", "MAX_RESPONSE_LENGTH": "32",
     "VAL_BEFORE_TRAIN": "False", "TEST_FREQ": "-1", "SAVE_FREQ": str(STEPS - 1), "RESUME_MODE": "disable",
 }
-#: what a stack changes in SETTINGS. The current stack's responses get the profile's 64 tokens, and a fifth step.
+#: what a stack changes in SETTINGS: the current stack's responses get the profile's 64 tokens,
+#: and a fifth step.
 #: Measured on the AMD EPYC (bf16), its training reward per step:
 #: - 32 tokens, 5 steps (one CI run): 0.022, 0.036, 0.071, 0.036, 0.121, the last two steps' mean
 #:   0.001 short of MIN_RISE: in 32 tokens few responses reach the contract's later parts;
@@ -68,7 +69,8 @@ SETTINGS = {
 #:   recomputes every response's prompt, docs/cpu_run.md): 0.006, 0.024, 0.071, 0.065, 0.083,
 #:   0.107, too slow a rise to leave a margin.
 #: - 64 tokens, 4 steps (a fresh-clone rehearsal of CI): 0.031, 0.071, 0.089, 0.174, a rise of
-#:   0.081, one standard error of the step means above MIN_RISE; a fifth step adds the margin.
+#:   0.081, one standard error of the step means above MIN_RISE;
+#: - 64 tokens, 5 steps: 0.027, 0.085, 0.165, 0.321, 0.612.
 STACK_SETTINGS = {"reference": {}, "current": {"MAX_RESPONSE_LENGTH": "64", "TOTAL_STEPS": "5", "SAVE_FREQ": "4"}}
 #: how much higher the mean training reward of the last 2 steps must be than that of the first 2
 #: (the share of the contract followed). Measured on the AVX2 machine (fp32): 2 prompts x 8 x 32

@@ -86,6 +86,11 @@ STACK_PYTHON = {"reference": REPO / ".venv" / "bin" / "python", "current": REPO 
 pytestmark = pytest.mark.slow
 
 
+def run_settings(stack: str) -> dict[str, str]:
+    """The launcher knobs of a stack's run: SETTINGS with what STACK_SETTINGS changes."""
+    return {**SETTINGS, **STACK_SETTINGS[stack]}
+
+
 @dataclass
 class LearnRun:
     stack: str
@@ -95,8 +100,12 @@ class LearnRun:
     wall_s: float
 
     @property
+    def settings(self) -> dict[str, str]:
+        return run_settings(self.stack)
+
+    @property
     def steps(self) -> int:
-        return int({**SETTINGS, **STACK_SETTINGS[self.stack]}["TOTAL_STEPS"])
+        return int(self.settings["TOTAL_STEPS"])
 
     @cached_property  # read once per run: the run's files do not change after it
     def scalars(self) -> dict[str, dict[int, float]]:
@@ -133,7 +142,7 @@ def learn_run(request, tmp_path_factory) -> LearnRun:
             pytest.fail(f"{STACK_PYTHON[stack]} missing: bash setup.sh --device cpu --stack {stack}")
         pytest.skip(f"{STACK_PYTHON[stack]} missing: bash setup.sh --device cpu --stack {stack}")
     out = tmp_path_factory.mktemp(f"cpu_learn_{stack}")
-    env = {**os.environ, **SETTINGS, **STACK_SETTINGS[stack], "STACK": stack, "DEVICE": "cpu",
+    env = {**os.environ, **run_settings(stack), "STACK": stack, "DEVICE": "cpu",
            "OUTPUT_DIR": str(out), "CPU_ROLLOUT_DIGEST_FILE": str(out / "digests.jsonl")}
     env.pop("PYTHON", None)
     start = time.monotonic()
@@ -174,7 +183,8 @@ def test_run_exits_zero_and_used_the_format_reward(learn_run):
         assert "(vLLMHttpServer pid=" in learn_run.log and "CPUColocateWorkerExtension" in learn_run.log
     rows = [json.loads(line) for path in sorted((learn_run.output_dir / "rollouts").glob("*.jsonl"))
             for line in path.read_text().splitlines()]
-    assert len(rows) == learn_run.steps * 32
+    per_step_rows = int(learn_run.settings["TRAIN_BATCH_SIZE"]) * int(learn_run.settings["N_SAMPLES"])
+    assert len(rows) == learn_run.steps * per_step_rows
     for row in rows:
         assert row["score"] == pytest.approx(compute_format_score("DigitalLearningGmbH/MATH-lighteval", row["output"], row["gts"])["score"]), row
 

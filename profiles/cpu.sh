@@ -62,6 +62,9 @@ PROFILE_ARGS+=(
   "+ray_kwargs.ray_init.runtime_env.env_vars.OMP_WAIT_POLICY='$OMP_WAIT_POLICY'"
   "+actor_rollout_ref.actor.fsdp_config.mixed_precision={param_dtype:$CPU_DTYPE,reduce_dtype:fp32,buffer_dtype:fp32}"
   "+actor_rollout_ref.ref.fsdp_config.mixed_precision={param_dtype:$CPU_DTYPE,reduce_dtype:fp32,buffer_dtype:fp32}"
+  # vLLM's dtype (verl's default bfloat16 is emulated without native bf16 matmuls: the quick start's
+  # generation took 7x as long on an AVX2-only AMD EPYC); the reference stack's rollout reads CPU_DTYPE
+  "actor_rollout_ref.rollout.dtype=$([[ $CPU_DTYPE == bf16 ]] && echo bfloat16 || echo float32)"
   # the rollout returns its log-probs; verl logs how far they are from the actor's
   "actor_rollout_ref.rollout.calculate_log_probs=True"
 )

@@ -71,6 +71,16 @@ def test_other_profiles_compose_and_validate(device):
         assert cfg.trainer.device == "cuda"
 
 
+@pytest.mark.parametrize(("cpu_dtype", "rollout_dtype"), [("bf16", "bfloat16"), ("fp32", "float32")])
+def test_cpu_rollout_computes_in_the_actors_dtype(cpu_dtype, rollout_dtype):
+    # vLLM's dtype (verl's default bfloat16) is emulated, several times slower, on CPUs without
+    # native bf16 matmuls, where the profile picks fp32 for the actor and ref
+    cfg = compose(launcher_overrides("cpu", CPU_DTYPE=cpu_dtype))
+    aro = cfg.actor_rollout_ref
+    assert aro.rollout.dtype == rollout_dtype
+    assert aro.actor.fsdp_config.mixed_precision.param_dtype == aro.ref.fsdp_config.mixed_precision.param_dtype == cpu_dtype
+
+
 def test_environment_overrides_and_passthrough():
     cfg = compose(launcher_overrides("npu", "trainer.total_epochs=1", N_DEVICES="8", LOGGER="swanlab"))
     assert cfg.trainer.n_gpus_per_node == 8 and cfg.trainer.total_epochs == 1

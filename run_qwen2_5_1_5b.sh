@@ -233,6 +233,11 @@ MAIN_PPO=(
   trainer.total_training_steps="$TOTAL_STEPS"
   trainer.resume_mode="$RESUME_MODE"
   trainer.default_local_dir="$CKPT_DIR"
+  # declared with its default: verl's _save_checkpoint (trainer/ppo/ray_trainer.py) reads this deprecated
+  # key with .get(), which OmegaConf answers for an undeclared key by raising and catching an exception;
+  # that traceback's reference cycle keeps fit()'s frame, and with it the tracker, alive until a garbage
+  # collection, so after a last-step checkpoint the tracker's __del__ (SwanLab's finish()) often never ran
+  ++trainer.remove_previous_ckpt_in_save=False
   hydra.run.dir="$OUTPUT_DIR/hydra"
   "${PROFILE_ARGS[@]}"
   "$@"

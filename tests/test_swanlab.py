@@ -33,12 +33,15 @@ KEY_TAGS = ("critic/score/mean", "actor/entropy", "actor/kl_loss", "actor/pg_los
 PROJECT = "verl_grpo_example_math"  # the launcher's default trainer.project_name
 EXPERIMENT = "smollm2_135m_math_cpu"  # profiles/cpu.sh
 #: A tiny run: 2 global steps of 2 prompts x 2 responses of at most 32 tokens, validation on
-#: the profile's 8 problems at the last step only, no checkpoint.
+#: the profile's 8 problems at the last step only, a checkpoint (weights only) at the last step:
+#: after a last-step save verl's tracker, and with it SwanLab's finish(), used to outlive the run
+#: (run_qwen2_5_1_5b.sh, trainer.remove_previous_ckpt_in_save).
 RUN_KNOBS = {
     "DEVICE": "cpu", "LOGGER": "swanlab", "TOTAL_STEPS": str(STEPS), "TRAIN_BATCH_SIZE": "2",
     "PPO_MINI_BATCH_SIZE": "2", "N_SAMPLES": "2", "MICRO_BATCH_PER_DEVICE": "4", "MAX_RESPONSE_LENGTH": "32",
-    "VAL_BEFORE_TRAIN": "False", "TEST_FREQ": str(STEPS), "SAVE_FREQ": "-1",
+    "VAL_BEFORE_TRAIN": "False", "TEST_FREQ": str(STEPS), "SAVE_FREQ": str(STEPS),
 }
+OVERRIDES = ("actor_rollout_ref.actor.checkpoint.save_contents=[model]",)
 #: One verl training run at a time on a shared machine (the lock the developers use).
 TRAIN_LOCK = "/tmp/verl_train.lock"
 RUN_TIMEOUT_S = 1800  # the run, waiting for the lock included
@@ -75,7 +78,7 @@ def swan_run(tmp_path_factory):
     env = {**os.environ, **RUN_KNOBS, "OUTPUT_DIR": str(out)}
     for inherited in ("SWANLAB_LOG_DIR", "SWANLAB_MODE", "TENSORBOARD_DIR", "LOG_FILE", "CKPT_DIR"):
         env.pop(inherited, None)  # the launcher derives them from OUTPUT_DIR
-    cmd = ["bash", str(REPO / "run_qwen2_5_1_5b.sh")]
+    cmd = ["bash", str(REPO / "run_qwen2_5_1_5b.sh"), *OVERRIDES]
     if shutil.which("flock"):
         cmd = ["flock", TRAIN_LOCK, *cmd]
     start = time.monotonic()

@@ -115,7 +115,7 @@ GPU_MEMORY_UTILIZATION=${GPU_MEMORY_UTILIZATION:-0.8}  # rollout.gpu_memory_util
 ENFORCE_EAGER=${ENFORCE_EAGER:-False}         # rollout.enforce_eager (True on a single Atlas A2 card)
 ACTOR_STRATEGY=${ACTOR_STRATEGY:-fsdp}        # actor and ref strategy: fsdp | fsdp2 (cpu)
 GRADIENT_CHECKPOINTING=${GRADIENT_CHECKPOINTING:-True}  # model.enable_gradient_checkpointing
-LOGGER=${LOGGER:-tensorboard}                 # tensorboard | swanlab (offline: SWANLAB_MODE) | console
+LOGGER=${LOGGER:-tensorboard}                 # tensorboard | swanlab (offline: SWANLAB_MODE) | console, or a comma list: tensorboard,swanlab
 DRY_RUN=${DRY_RUN:-0}                         # 1: print the main_ppo command, one argument a line, and exit
 PREFLIGHT=${PREFLIGHT:-1}                     # 1: run preflight.py (model, data, batch, devices, versions, disk) before Ray; 0: skip
 ASCEND_RT_VISIBLE_DEVICES=${ASCEND_RT_VISIBLE_DEVICES:-0,1,2,3}  # NPUs to use (npu only)
@@ -142,14 +142,20 @@ done
 [[ $RESUME_MODE =~ ^(auto|disable|resume_path)$ ]] || knob_error RESUME_MODE "auto, disable or resume_path"
 [[ $REWARD_NAME =~ ^(compute_score|compute_format_score)$ ]] || knob_error REWARD_NAME "compute_score or compute_format_score"
 
-case $LOGGER in
-  tensorboard | swanlab) TRAINER_LOGGER="[console,$LOGGER]" ;;
-  console) TRAINER_LOGGER="[console]" ;;
-  *) echo "run_qwen2_5_1_5b.sh: LOGGER=$LOGGER; expected tensorboard, swanlab or console" >&2; exit 2 ;;
-esac
+TRAINER_LOGGER=console  # verl's trainer.logger: the console always, then each of LOGGER's backends
+[[ -n $LOGGER ]] || knob_error LOGGER "tensorboard, swanlab, console or a comma list of them"
+IFS=, read -ra LOGGER_BACKENDS <<<"$LOGGER"
+for backend in "${LOGGER_BACKENDS[@]}"; do
+  case $backend in
+    tensorboard | swanlab) [[ ,$TRAINER_LOGGER, == *",$backend,"* ]] || TRAINER_LOGGER+=",$backend" ;;
+    console) ;;
+    *) knob_error LOGGER "tensorboard, swanlab, console or a comma list of them" ;;
+  esac
+done
+TRAINER_LOGGER="[$TRAINER_LOGGER]"
 
-if [[ $LOGGER == swanlab && $DRY_RUN != 1 ]] && ! "$PYTHON" -c 'import swanlab, swanboard' >/dev/null 2>&1; then
-  echo "run_qwen2_5_1_5b.sh: LOGGER=swanlab needs swanlab[dashboard] (its local mode writes through the dashboard's database) in $PYTHON: bash setup.sh --with-swanlab" >&2; exit 2
+if [[ ,$LOGGER, == *,swanlab,* && $DRY_RUN != 1 ]] && ! "$PYTHON" -c 'import swanlab, swanboard' >/dev/null 2>&1; then
+  echo "run_qwen2_5_1_5b.sh: LOGGER=$LOGGER needs swanlab[dashboard] (its local mode writes through the dashboard's database) in $PYTHON: bash setup.sh --with-swanlab" >&2; exit 2
 fi
 
 # ---- device environment, in one place

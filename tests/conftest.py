@@ -4,6 +4,7 @@ gloo group."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import time
@@ -33,10 +34,17 @@ class CpuRun:
         return self.output_dir / "tensorboard"
 
 
+def swanlab_installed() -> bool:
+    """Whether swanlab[dashboard] (its local mode writes through swanboard) is importable."""
+    return all(importlib.util.find_spec(m) is not None for m in ("swanlab", "swanboard"))
+
+
 @pytest.fixture(scope="session")
 def cpu_run(tmp_path_factory) -> CpuRun:
     """Run ``bash run_qwen2_5_1_5b.sh`` (DEVICE=cpu: SmolLM2-135M, MATH Level 1, 2 GRPO steps)
-    with its outputs in a temporary folder. Needs ``bash setup.sh --device cpu`` first.
+    with its outputs in a temporary folder. Needs ``bash setup.sh --device cpu`` first. Where
+    swanlab[dashboard] is installed (``setup.sh --with-swanlab``) the run logs to SwanLab as well
+    as TensorBoard (``LOGGER=tensorboard,swanlab``), which tests/test_swanlab.py checks.
 
     Set ``RECIPE_CPU_RUN_DIR`` to the OUTPUT_DIR of an existing run to reuse it (development).
     """
@@ -49,6 +57,10 @@ def cpu_run(tmp_path_factory) -> CpuRun:
             pytest.fail(f"{needed} missing: run 'bash setup.sh --device cpu' first")
     out = tmp_path_factory.mktemp("cpu_run")
     env = {**os.environ, "DEVICE": "cpu", "OUTPUT_DIR": str(out)}
+    if swanlab_installed():
+        env["LOGGER"] = "tensorboard,swanlab"
+    for inherited in ("SWANLAB_LOG_DIR", "SWANLAB_MODE", "TENSORBOARD_DIR", "LOG_FILE", "CKPT_DIR"):
+        env.pop(inherited, None)  # the launcher derives them from OUTPUT_DIR
     start = time.monotonic()
     proc = subprocess.run(
         ["bash", str(REPO / "run_qwen2_5_1_5b.sh")], env=env, cwd=out, capture_output=True, text=True, timeout=1800

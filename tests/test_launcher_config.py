@@ -94,6 +94,15 @@ def test_a_misspelt_key_fails_composition():
         compose(launcher_overrides("npu", "actor_rollout_ref.actor.kl_los_coef=0.1"))
 
 
+@pytest.mark.parametrize(("logger", "backends"), [
+    ("tensorboard", ["console", "tensorboard"]), ("console", ["console"]),
+    ("tensorboard,swanlab", ["console", "tensorboard", "swanlab"]),
+    ("swanlab,console,swanlab", ["console", "swanlab"]),
+])
+def test_logger_backends(logger, backends):
+    assert list(compose(launcher_overrides("cpu", LOGGER=logger)).trainer.logger) == backends
+
+
 def test_indivisible_batch_fails_validation():
     # 256 prompts x 8 responses cannot be split over 3 devices
     cfg = compose(launcher_overrides("npu", N_DEVICES="3"))
@@ -103,6 +112,7 @@ def test_indivisible_batch_fails_validation():
 
 @pytest.mark.parametrize("env,message", [
     ({"DEVICE": "tpu"}, "DEVICE=tpu"), ({"LOGGER": "wandb"}, "LOGGER=wandb"),
+    ({"LOGGER": "tensorboard,wandb"}, "LOGGER=tensorboard,wandb; expected tensorboard, swanlab, console or a comma list"),
     ({"TRAIN_BATCH_SIZE": "0"}, "TRAIN_BATCH_SIZE=0; expected an integer >= 1"),
     ({"N_SAMPLES": "abc"}, "N_SAMPLES=abc; expected an integer >= 1"),
     # every count preflight.py receives is validated here, before preflight runs

@@ -1,20 +1,21 @@
 """SwanLab logging end to end on CPU (slow; CI runs it after 'bash setup.sh --with-swanlab').
 
-A short launcher run with LOGGER=swanlab (the launcher sets SWANLAB_MODE=local) writes the
-local database ``OUTPUT_DIR/swanlog/runs.swanlab`` with the key metrics at every global
-step; ``swanlab watch`` serves that folder (the page and the experiment list of its HTTP
-API, ``GET /api/v1/project``, route of swanboard's app.py); health_report.py reads it.
+The session's quick-start run (tests/conftest.py ``cpu_run``) logs with
+LOGGER=tensorboard,swanlab where swanlab[dashboard] is installed (the launcher sets
+SWANLAB_MODE=local). It writes the local database ``OUTPUT_DIR/swanlog/runs.swanlab`` with the
+key metrics at every global step; it saves a checkpoint at its last step, after which verl's
+tracker, and with it SwanLab's finish(), used to outlive the run (run_qwen2_5_1_5b.sh,
+trainer.remove_previous_ckpt_in_save). ``swanlab watch`` serves that folder (the page and the
+experiment list of its HTTP API, ``GET /api/v1/project``, route of swanboard's app.py);
+health_report.py reads it.
 
 Without swanlab[dashboard] the tests skip, except under CI=true, where they fail.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -22,84 +23,30 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, swanlab_installed
 
-STEPS = 2
+STEPS = 2  # profiles/cpu.sh TOTAL_STEPS
 KEY_TAGS = ("critic/score/mean", "actor/entropy", "actor/kl_loss", "actor/pg_loss", "response_length/mean")
 PROJECT = "verl_grpo_example_math"  # the launcher's default trainer.project_name
 EXPERIMENT = "smollm2_135m_math_cpu"  # profiles/cpu.sh
-#: A tiny run: 2 global steps of 2 prompts x 2 responses of at most 32 tokens, validation on
-#: the profile's 8 problems at the last step only, a checkpoint (weights only) at the last step:
-#: after a last-step save verl's tracker, and with it SwanLab's finish(), used to outlive the run
-#: (run_qwen2_5_1_5b.sh, trainer.remove_previous_ckpt_in_save).
-RUN_KNOBS = {
-    "DEVICE": "cpu", "LOGGER": "swanlab", "TOTAL_STEPS": str(STEPS), "TRAIN_BATCH_SIZE": "2",
-    "PPO_MINI_BATCH_SIZE": "2", "N_SAMPLES": "2", "MICRO_BATCH_PER_DEVICE": "4", "MAX_RESPONSE_LENGTH": "32",
-    "VAL_BEFORE_TRAIN": "False", "TEST_FREQ": str(STEPS), "SAVE_FREQ": str(STEPS),
-}
-OVERRIDES = ("actor_rollout_ref.actor.checkpoint.save_contents=[model]",)
-#: One verl training run at a time on a shared machine (the lock the developers use).
-TRAIN_LOCK = "/tmp/verl_train.lock"
-RUN_TIMEOUT_S = 1800  # the run, waiting for the lock included
 
 pytestmark = pytest.mark.slow
 
 
-def _require_swanlab() -> None:
-    missing = [m for m in ("swanlab", "swanboard") if importlib.util.find_spec(m) is None]
-    if missing:
-        reason = (f"swanlab[dashboard] is not installed ({', '.join(missing)} missing): "
-                  "run 'bash setup.sh --with-swanlab'")
+@pytest.fixture(scope="module")
+def swan_run(cpu_run):
+    """(exit status, OUTPUT_DIR, console log, wall seconds) of the session's CPU run."""
+    if not swanlab_installed():
+        reason = "swanlab[dashboard] is not installed: run 'bash setup.sh --with-swanlab'"
         if os.environ.get("CI") == "true":
             pytest.fail(reason)
         pytest.skip(reason)
-
-
-@pytest.fixture(scope="module")
-def swan_run(tmp_path_factory):
-    """(exit status, OUTPUT_DIR, console log, wall seconds) of the tiny LOGGER=swanlab run.
-
-    Set ``RECIPE_SWANLAB_RUN_DIR`` to the OUTPUT_DIR of an existing LOGGER=swanlab run with
-    these knobs to reuse it (development).
-    """
-    _require_swanlab()
-    reuse = os.environ.get("RECIPE_SWANLAB_RUN_DIR")
-    if reuse:
-        out = Path(reuse)
-        return 0, out, (out / "train.log").read_text(errors="replace"), 0.0
-    for needed in ("models/SmolLM2-135M-Instruct/config.json", "data/verl/math_level1/train.parquet"):
-        if not (REPO / needed).exists():
-            pytest.fail(f"{needed} missing: run 'bash setup.sh --device cpu' first")
-    out = tmp_path_factory.mktemp("swan_run")
-    env = {**os.environ, **RUN_KNOBS, "OUTPUT_DIR": str(out)}
-    for inherited in ("SWANLAB_LOG_DIR", "SWANLAB_MODE", "TENSORBOARD_DIR", "LOG_FILE", "CKPT_DIR"):
-        env.pop(inherited, None)  # the launcher derives them from OUTPUT_DIR
-    cmd = ["bash", str(REPO / "run_qwen2_5_1_5b.sh"), *OVERRIDES]
-    if shutil.which("flock"):
-        cmd = ["flock", TRAIN_LOCK, *cmd]
-    start = time.monotonic()
-    # own session: on a timeout the launcher, main_ppo and its Ray processes all end together
-    proc = subprocess.Popen(cmd, env=env, cwd=out, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
-    try:
-        log, _ = proc.communicate(timeout=RUN_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        for sig, wait_s in ((signal.SIGTERM, 30), (signal.SIGKILL, 30)):
-            try:
-                os.killpg(proc.pid, sig)
-                proc.wait(timeout=wait_s)
-                break
-            except ProcessLookupError:
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        tail = (out / "train.log").read_text(errors="replace")[-2000:] if (out / "train.log").is_file() else ""
-        pytest.fail(f"LOGGER=swanlab run still running after {RUN_TIMEOUT_S} s (killed); log tail:\n{tail}")
-    return proc.returncode, out, log, time.monotonic() - start
+    if not (cpu_run.output_dir / "swanlog").is_dir():
+        pytest.fail(f"{cpu_run.output_dir} has no swanlog/: the CPU run did not log to SwanLab")
+    return cpu_run.returncode, cpu_run.output_dir, cpu_run.log, cpu_run.wall_s
 
 
 def _free_port() -> int:
@@ -116,7 +63,7 @@ def _get(url: str, timeout: float = 10.0):
 def test_run_writes_the_local_database_with_every_step(swan_run):
     rc, out, log, wall_s = swan_run
     assert rc == 0, log[-4000:]
-    print(f"LOGGER=swanlab run: {wall_s:.0f} s")
+    print(f"LOGGER=tensorboard,swanlab run: {wall_s:.0f} s")
     assert "SwanLabLocalCallbacker" not in log, "swanlab's local mode failed (is swanboard installed?)"
     swanlog = out / "swanlog"
     assert (swanlog / "runs.swanlab").is_file()

@@ -143,7 +143,6 @@ done
 [[ $REWARD_NAME =~ ^(compute_score|compute_format_score)$ ]] || knob_error REWARD_NAME "compute_score or compute_format_score"
 
 TRAINER_LOGGER=console  # verl's trainer.logger: the console always, then each of LOGGER's backends
-[[ -n $LOGGER ]] || knob_error LOGGER "tensorboard, swanlab, console or a comma list of them"
 IFS=, read -ra LOGGER_BACKENDS <<<"$LOGGER"
 for backend in "${LOGGER_BACKENDS[@]}"; do
   case $backend in

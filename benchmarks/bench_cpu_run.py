@@ -351,8 +351,8 @@ def stack_table(runs: dict[str, list[tuple[dict, float | None, int | None]]], he
     lines = [text, ""]
     if bounds:
         lines.append("What bounds a step, the largest phase: " + "; ".join(bounds) + ". The rollout's "
-                     "hardware limit on this machine: benchmarks/results/rollout_engines.md "
-                     "(benchmarks/bench_rollout_engines.py).")
+                     "hardware limit: the 'Estimated limit' line of benchmarks/bench_rollout_engines.py run "
+                     "on the same machine (benchmarks/results/rollout_engines*.md, one file per CPU measured).")
     lines += ["", *STACK_NOTES]
     return "\n".join(lines)
 

@@ -20,18 +20,19 @@ cpu_learn profile (format reward, new_math_reward.compute_format_score) fails wh
   (reference), Pearson of the token probabilities at least ROLLOUT_PEARSON_MIN (current);
 - the reward named by REWARD_NAME is not the one verl calls: every dumped response's score must
   be what ``new_math_reward.compute_format_score`` gives it;
+- the update does not make the rewarded behaviour more frequent (a wrong advantage sign, a
+  reward not wired in, a rollout left on the initial weights): the training reward, the
+  share of the answer contract followed, must rise over the global steps, by a rank test
+  (test_the_rewarded_behaviour_becomes_more_frequent).
 
 Both stacks run it (``STACK=reference`` and ``STACK=current``; the current one skips without
 .venv-current).
-- the update does not make the rewarded behaviour more frequent (a wrong advantage sign, a
-  reward not wired in, a rollout left on the initial weights): the training reward, the
-  share of the answer contract followed, must be higher over the last steps than the first.
 
-verl seeds the rollout's sampling (``manual_seed(1000 + rank)`` in its FSDP worker) and the
-data order (``data.seed``), yet two runs on the recipe's machine were not identical (a token
-sampled differently changes the rest of the run), so the settings below leave a margin rather
-than rely on one trajectory: enough responses per step that a step without any rewarded
-response is unlikely, and a learning rate at which the reward rises within a few steps.
+Runs are not identical: verl seeds the rollout's sampling and the data order, yet a token
+sampled differently (another CPU's kernels, another dtype) changes the rest of the run, and at
+this scale the reward rises fast in some runs and slowly in others. So the rise is judged by a
+significance test over the run's own noise rather than by a fixed margin, and the settings give
+enough responses per step that a step without any rewarded response is unlikely.
 """
 
 from __future__ import annotations
@@ -59,24 +60,15 @@ SETTINGS = {
     "PPO_MINI_BATCH_SIZE": "4", "MAX_RESPONSE_LENGTH": "32",
     "VAL_BEFORE_TRAIN": "False", "TEST_FREQ": "-1", "SAVE_FREQ": str(STEPS - 1), "RESUME_MODE": "disable",
 }
-#: what a stack changes in SETTINGS: the current stack's responses get the profile's 64 tokens,
-#: and a fifth step.
-#: Measured on the AMD EPYC (bf16), its training reward per step:
-#: - 32 tokens, 5 steps (one CI run): 0.022, 0.036, 0.071, 0.036, 0.121, the last two steps' mean
-#:   0.001 short of MIN_RISE: in 32 tokens few responses reach the contract's later parts;
-#: - 64 tokens: 0.045, 0.085, 0.134, 0.281, 0.339, at 100-150 s a step;
-#: - 64 tokens, 6 responses per prompt (a quarter cheaper a step: the current stack's step
-#:   recomputes every response's prompt, docs/cpu_run.md): 0.006, 0.024, 0.071, 0.065, 0.083,
-#:   0.107, too slow a rise to leave a margin.
-#: - 64 tokens, 4 steps (a fresh-clone rehearsal of CI): 0.031, 0.071, 0.089, 0.174, a rise of
-#:   0.081, one standard error of the step means above MIN_RISE;
-#: - 64 tokens, 5 steps: 0.027, 0.085, 0.165, 0.321, 0.612.
+#: what a stack changes in SETTINGS: the current stack's responses get the profile's 64 tokens (in
+#: 32, few of SmolLM2's responses on vLLM reach the contract's later parts, so the reward is rare
+#: and rises slowly), and a fifth step (the rise is a trend over the steps: more steps, more power).
 STACK_SETTINGS = {"reference": {}, "current": {"MAX_RESPONSE_LENGTH": "64", "TOTAL_STEPS": "5", "SAVE_FREQ": "4"}}
-#: how much higher the mean training reward of the last 2 steps must be than that of the first 2
-#: (the share of the contract followed). Measured on the AVX2 machine (fp32): 2 prompts x 8 x 32
-#: tokens rose from 0.05 to 0.42 and from 0.05 to 0.28 in two runs (5 steps). These settings on the
-#: AMD EPYC (bf16): reference 0.054, 0.058, 0.179, 0.308; current, 64 tokens: above.
-MIN_RISE = 0.05
+#: one-sided significance level of the reward's rise: the chance that a run whose policy does not
+#: change passes. The unit is a group (one prompt's responses: they share the prompt, so they are
+#: not independent draws), scored by its mean; under an unchanged policy the groups of different
+#: steps are exchangeable, since each step draws its prompts from the shuffled training set.
+RISE_P_MAX = 0.01
 OVERRIDES = ("actor_rollout_ref.actor.checkpoint.save_contents=[model]",)
 #: rollout/actor agreement the current stack must keep at every step: healthy vLLM-on-CPU runs
 #: are far above it, a sync that left the tied LM head stale fell far below it (tests/test_cpu_platform.py)
@@ -264,6 +256,18 @@ def test_kl_loss_is_above_zero_after_the_first_update(learn_run):
 
 
 def test_the_rewarded_behaviour_becomes_more_frequent(learn_run):
+    """The training reward rises: Kendall's tau between the global step and each group's mean
+    score is positive at RISE_P_MAX (scipy's test, which corrects for the many tied groups that
+    score 0), and the last 2 steps' reward is above the first 2 steps'.
+
+    Steps of 32 responses are noisy, and a slow run's step means rise unevenly: a fixed margin
+    between the first and last steps' means fails such runs or passes runs that do not learn.
+    The rank test uses every group of every step, and its threshold follows from their spread."""
+    from scipy.stats import kendalltau
+
+    groups = learn_run.rollout_groups
+    steps = [step for step in sorted(groups) for _ in groups[step]]
+    means = [sum(group) / len(group) for step in sorted(groups) for group in groups[step]]
+    trend = kendalltau(steps, means, alternative="greater")
     score = per_step(learn_run, "critic/score/mean")
-    first, last = sum(score[:2]) / 2, sum(score[-2:]) / 2
-    assert last >= first + MIN_RISE, score
+    assert trend.pvalue < RISE_P_MAX and sum(score[-2:]) > sum(score[:2]), (trend, score)

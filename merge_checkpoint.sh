@@ -26,8 +26,15 @@
 #   recipe  copy RECIPE_TOKENIZER_CONFIG over the merged tokenizer_config.json; when that file
 #           carries a chat_template, drop the merged chat_template.jinja (in transformers 4.56, the
 #           pinned version, chat_template.jinja overrides the template in tokenizer_config.json).
-#   keep    leave the tokenizer files verl saved with the checkpoint.
+#   keep    leave the tokenizer files verl saved with the checkpoint, except one name: a checkpoint
+#           of the current stack (transformers 5) names its tokenizer class "TokenizersBackend",
+#           which transformers 4.56 (the reference stack, evaluate.py's .venv, OpenCompass's
+#           environment) cannot load; it becomes "PreTrainedTokenizerFast", the same tokenizer
+#           to both versions.
 #   Either way the merged tokenizer must load and render a chat prompt, or the merge fails.
+# Interpreter (PYTHON): the merger must be the verl of the stack that trained (the checkpoint
+#   layout is verl's): the STACK knob in CKPT_DIR/launch_settings.json (written by the launcher;
+#   reference when absent) names stacks/<STACK>.sh, whose STACK_VENV's python is used, else python3.
 # Exit status: 0 on success or when TARGET_DIR already holds merged weights (FORCE=1 redoes it);
 #   1 with one line on stderr for a missing checkpoint root, a missing step, a partial checkpoint
 #   (no fsdp_config.json, a missing model_world_size_* shard, no huggingface/config.json), a
@@ -46,8 +53,7 @@ for arg in "$@"; do
   case $arg in -h | --help) usage; exit 0 ;; esac
 done
 
-if [[ -x $REPO_DIR/.venv/bin/python ]]; then DEFAULT_PYTHON=$REPO_DIR/.venv/bin/python; else DEFAULT_PYTHON=python3; fi
-PYTHON=${PYTHON:-$DEFAULT_PYTHON}                          # interpreter with verl installed (repo .venv if present)
+PYTHON=${PYTHON:-}                                         # interpreter with verl; default: that of the run's stack (see Interpreter)
 EXPERIMENT_NAME=${EXPERIMENT_NAME:-}                       # picks outputs/<experiment>/checkpoints when CKPT_DIR is unset
 CKPT_DIR=${1:-${CKPT_DIR:-}}                               # checkpoint root holding global_step_N/ (see Usage)
 STEP=${2:-${STEP:-latest}}                                 # step number or "latest"
@@ -80,6 +86,20 @@ if [[ -z $CKPT_DIR ]]; then
   fi
 fi
 [[ -d $CKPT_DIR ]] || die "$CKPT_DIR: checkpoint root not found; expected trainer.default_local_dir of a run (holding global_step_N/)"
+
+# ---- interpreter: the stack that wrote the checkpoint (its verl's checkpoint layout and merger)
+if [[ -z $PYTHON ]]; then
+  settings=$CKPT_DIR/launch_settings.json
+  stack=reference
+  if [[ -f $settings ]]; then
+    stack=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["knobs"].get("STACK", "reference"))' "$settings" 2>/dev/null) \
+      || die "$settings: expected the launcher's JSON with a 'knobs' object"
+  fi
+  [[ -f $REPO_DIR/stacks/$stack.sh ]] || die "$settings: knob STACK=$stack; expected reference or current"
+  # shellcheck source=/dev/null
+  source "$REPO_DIR/stacks/$stack.sh"  # STACK_VENV
+  if [[ -x $REPO_DIR/$STACK_VENV/bin/python ]]; then PYTHON=$REPO_DIR/$STACK_VENV/bin/python; else PYTHON=python3; fi
+fi
 
 # ---- step
 if [[ $STEP == latest ]]; then
@@ -127,7 +147,7 @@ fi
 if [[ $TOKENIZER_POLICY == recipe ]]; then
   [[ -f $RECIPE_TOKENIZER_CONFIG ]] || die "$RECIPE_TOKENIZER_CONFIG: missing; expected the recipe's tokenizer_config.json for model_type '$MODEL_TYPE' (or TOKENIZER_POLICY=keep)"
 fi
-echo "$ME: step $STEP of $CKPT_DIR (world size $WORLD_SIZE, model_type $MODEL_TYPE) -> $TARGET_DIR; tokenizer config: $TOKENIZER_POLICY"
+echo "$ME: step $STEP of $CKPT_DIR (world size $WORLD_SIZE, model_type $MODEL_TYPE) -> $TARGET_DIR; tokenizer config: $TOKENIZER_POLICY; python: $PYTHON"
 
 # ---- merge into a temporary sibling, then swap it in
 mkdir -p "$(dirname "$TARGET_DIR")"
@@ -148,6 +168,18 @@ if [[ $TOKENIZER_POLICY == recipe ]]; then
   if "$PYTHON" -c 'import json, sys; sys.exit(0 if json.load(open(sys.argv[1])).get("chat_template") else 1)' "$RECIPE_TOKENIZER_CONFIG"; then
     rm -f "$TMP_DIR/chat_template.jinja"
   fi
+fi
+if [[ $TOKENIZER_POLICY == keep ]]; then
+  "$PYTHON" - "$TMP_DIR/tokenizer_config.json" <<'PY' || die "$TMP_DIR/tokenizer_config.json: field 'tokenizer_class': could not be rewritten; expected a JSON object"
+import json, sys
+path = sys.argv[1]
+with open(path) as f:
+    config = json.load(f)
+if config.get("tokenizer_class") == "TokenizersBackend":  # transformers 5's name, unknown to 4.56
+    config["tokenizer_class"] = "PreTrainedTokenizerFast"
+    with open(path, "w") as f:
+        json.dump(config, f, indent=2, ensure_ascii=False)
+PY
 fi
 "$PYTHON" - "$TMP_DIR" <<'PY' || die "$TMP_DIR: the merged tokenizer does not load or has no chat template (tokenizer policy $TOKENIZER_POLICY)"
 import sys

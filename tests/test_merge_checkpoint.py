@@ -23,6 +23,8 @@ from conftest import REPO
 SCRIPT = REPO / "merge_checkpoint.sh"
 TOKENIZER = REPO.parent / "shared" / "data" / "qwen2_5_tokenizer"
 PYTHON = sys.executable
+CURRENT_PYTHON = REPO / ".venv-current" / "bin" / "python"
+SMOLLM2 = REPO / "models" / "SmolLM2-135M-Instruct"  # setup.sh --device cpu converts it
 
 
 def run_merge(*args: str, **env: str) -> subprocess.CompletedProcess:
@@ -152,29 +154,44 @@ def test_failed_merge_leaves_the_target_untouched(tmp_path):
 # ------------------------------------------------------------------------------------------
 # a real merge of a tiny synthetic Qwen2 FSDP checkpoint (tokenizer policy "recipe")
 # ------------------------------------------------------------------------------------------
-def test_qwen2_merge_carries_the_recipe_tokenizer_config(tmp_path):
-    if not (TOKENIZER / "tokenizer.json").exists():
-        pytest.skip("shared Qwen2.5 tokenizer not present")
+def synthetic_checkpoint(root: Path, tokenizer_dir: Path = TOKENIZER, architecture: str = "Qwen2"):
+    """A one-step FSDP checkpoint of a 2-layer model (Qwen2 or Llama) with the tokenizer of
+    tokenizer_dir, saved as verl saves one (world size 1). Returns the huggingface/ folder and
+    the model."""
+    if not (tokenizer_dir / "tokenizer.json").exists():
+        pytest.skip(f"{tokenizer_dir}: no tokenizer.json")
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
+    import transformers
+    from transformers import AutoTokenizer
 
-    root = tmp_path / "checkpoints"
+    config_class = getattr(transformers, f"{architecture}Config")
+    model_class = getattr(transformers, f"{architecture}ForCausalLM")
+
     actor = root / "global_step_3" / "actor"
     hf = actor / "huggingface"
     hf.mkdir(parents=True)
     (root / "latest_checkpointed_iteration.txt").write_text("3")
-    tok = AutoTokenizer.from_pretrained(TOKENIZER)
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
     tok.save_pretrained(hf)  # as verl's checkpoint manager does: writes chat_template.jinja too
     assert (hf / "chat_template.jinja").exists()
     torch.manual_seed(0)
-    cfg = Qwen2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=True,
-                      bos_token_id=151643, eos_token_id=151645)
-    cfg.architectures = ["Qwen2ForCausalLM"]  # verl's merger picks the model class from it
-    model = Qwen2ForCausalLM(cfg)
+    cfg = config_class(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                       num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=True,
+                       bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+    cfg.architectures = [model_class.__name__]  # verl's merger picks the model class from it
+    model = model_class(cfg)
     cfg.save_pretrained(hf)
     torch.save(model.state_dict(), actor / "model_world_size_1_rank_0.pt")
     (actor / "fsdp_config.json").write_text(json.dumps({"FSDP_version": 2, "world_size": 1}))
+    return hf, model
+
+
+def test_qwen2_merge_carries_the_recipe_tokenizer_config(tmp_path):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    root = tmp_path / "checkpoints"
+    hf, model = synthetic_checkpoint(root)
     # a recipe tokenizer config whose default system prompt is recognisable
     recipe = json.loads((TOKENIZER / "tokenizer_config.json").read_text())
     recipe["chat_template"] = recipe["chat_template"].replace(
@@ -195,6 +212,48 @@ def test_qwen2_merge_carries_the_recipe_tokenizer_config(tmp_path):
     merged = AutoModelForCausalLM.from_pretrained(hf, dtype=torch.float32)
     for key, value in model.state_dict().items():  # the merger stores bfloat16
         assert torch.equal(merged.state_dict()[key], value.to(torch.bfloat16).float()), key
+
+
+def test_transformers5_tokenizer_class_is_renamed_for_the_evaluators(tmp_path):
+    """The current stack's merger (transformers 5) saves a tokenizer without a model-specific
+    class, such as SmolLM2's PreTrainedTokenizerFast, as "TokenizersBackend", a name the
+    evaluators' transformers 4.56 cannot load. The merged copy must load there and encode as
+    the original does."""
+    from transformers import AutoTokenizer
+
+    if not CURRENT_PYTHON.exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{CURRENT_PYTHON} missing: bash setup.sh --device cpu --stack current")
+        pytest.skip(f"{CURRENT_PYTHON} missing: bash setup.sh --device cpu --stack current")
+    root = tmp_path / "checkpoints"
+    hf, _ = synthetic_checkpoint(root, SMOLLM2, "Llama")
+    assert json.loads((hf / "tokenizer_config.json").read_text())["tokenizer_class"] == "PreTrainedTokenizerFast"
+    proc = run_merge(str(root), TOKENIZER_POLICY="keep", PYTHON=str(CURRENT_PYTHON))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads((hf / "tokenizer_config.json").read_text())["tokenizer_class"] == "PreTrainedTokenizerFast"
+    text = "Solve $x^2 = 4$: \\boxed{2}"
+    assert AutoTokenizer.from_pretrained(hf).encode(text) == AutoTokenizer.from_pretrained(SMOLLM2).encode(text)
+
+
+@pytest.mark.parametrize("stack", ["reference", "current"])
+def test_the_interpreter_is_that_of_the_runs_stack(tmp_path, stack):
+    """Without PYTHON, the merger runs in the environment of the stack named in the launcher's
+    launch_settings.json (each verl writes its own checkpoint layout)."""
+    fake_checkpoint(tmp_path, hf_config={"model_type": "llama"})
+    (tmp_path / "launch_settings.json").write_text(json.dumps({"knobs": {"STACK": stack}}))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHON"}
+    proc = subprocess.run(["bash", str(SCRIPT), str(tmp_path)], env=env, capture_output=True, text=True, timeout=600)
+    venv_python = REPO / {"reference": ".venv", "current": ".venv-current"}[stack] / "bin" / "python"
+    expected = str(venv_python) if venv_python.exists() else "python3"
+    assert f"; python: {expected}\n" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_unknown_stack_in_launch_settings(tmp_path):
+    fake_checkpoint(tmp_path, hf_config={"model_type": "llama"})
+    (tmp_path / "launch_settings.json").write_text(json.dumps({"knobs": {"STACK": "nightly"}}))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHON"}
+    proc = subprocess.run(["bash", str(SCRIPT), str(tmp_path)], env=env, capture_output=True, text=True, timeout=600)
+    assert_one_line_error(proc, "launch_settings.json: knob STACK=nightly; expected reference or current")
 
 
 # ------------------------------------------------------------------------------------------

@@ -46,7 +46,7 @@ from functools import cached_property
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import REPO, missing_environment
 
 STEPS = 4
 #: the cpu_learn profile, shortened for CI: 4 steps of 4 prompts x 8 responses of 32 tokens (5
@@ -133,9 +133,7 @@ def learn_run(request, tmp_path_factory) -> LearnRun:
         if not (REPO / needed).exists():
             pytest.fail(f"{needed} missing: run 'bash setup.sh --device cpu' first")
     if not STACK_PYTHON[stack].exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{STACK_PYTHON[stack]} missing: bash setup.sh --device cpu --stack {stack}")
-        pytest.skip(f"{STACK_PYTHON[stack]} missing: bash setup.sh --device cpu --stack {stack}")
+        missing_environment(f"{STACK_PYTHON[stack]} missing: bash setup.sh --device cpu --stack {stack}")
     out = tmp_path_factory.mktemp(f"cpu_learn_{stack}")
     env = {**os.environ, **run_settings(stack), "STACK": stack, "DEVICE": "cpu",
            "OUTPUT_DIR": str(out), "CPU_ROLLOUT_DIGEST_FILE": str(out / "digests.jsonl")}

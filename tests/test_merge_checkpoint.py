@@ -18,12 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from benchmarks.bench_cpu_run import stack_python
+from conftest import REPO, missing_environment
 
 SCRIPT = REPO / "merge_checkpoint.sh"
 TOKENIZER = REPO.parent / "shared" / "data" / "qwen2_5_tokenizer"
 PYTHON = sys.executable
-CURRENT_PYTHON = REPO / ".venv-current" / "bin" / "python"
+CURRENT_PYTHON = stack_python("current")
 SMOLLM2 = REPO / "models" / "SmolLM2-135M-Instruct"  # setup.sh --device cpu converts it
 
 
@@ -222,9 +223,7 @@ def test_transformers5_tokenizer_class_is_renamed_for_the_evaluators(tmp_path):
     from transformers import AutoTokenizer
 
     if not CURRENT_PYTHON.exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{CURRENT_PYTHON} missing: bash setup.sh --device cpu --stack current")
-        pytest.skip(f"{CURRENT_PYTHON} missing: bash setup.sh --device cpu --stack current")
+        missing_environment(f"{CURRENT_PYTHON} missing: bash setup.sh --device cpu --stack current")
     root = tmp_path / "checkpoints"
     hf, _ = synthetic_checkpoint(root, SMOLLM2, "Llama")
     assert json.loads((hf / "tokenizer_config.json").read_text())["tokenizer_class"] == "PreTrainedTokenizerFast"
@@ -243,7 +242,7 @@ def test_the_interpreter_is_that_of_the_runs_stack(tmp_path, stack):
     (tmp_path / "launch_settings.json").write_text(json.dumps({"knobs": {"STACK": stack}}))
     env = {k: v for k, v in os.environ.items() if k != "PYTHON"}
     proc = subprocess.run(["bash", str(SCRIPT), str(tmp_path)], env=env, capture_output=True, text=True, timeout=600)
-    venv_python = REPO / {"reference": ".venv", "current": ".venv-current"}[stack] / "bin" / "python"
+    venv_python = stack_python(stack)
     expected = str(venv_python) if venv_python.exists() else "python3"
     assert f"; python: {expected}\n" in proc.stdout, proc.stdout + proc.stderr
 

@@ -15,7 +15,6 @@ Without swanlab[dashboard] the tests skip, except under CI=true, where they fail
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -26,7 +25,7 @@ import urllib.request
 
 import pytest
 
-from conftest import REPO, swanlab_installed
+from conftest import REPO, missing_environment, swanlab_installed
 
 STEPS = 2  # profiles/cpu.sh TOTAL_STEPS
 KEY_TAGS = ("critic/score/mean", "actor/entropy", "actor/kl_loss", "actor/pg_loss", "response_length/mean")
@@ -40,10 +39,7 @@ pytestmark = pytest.mark.slow
 def swan_run(cpu_run):
     """(exit status, OUTPUT_DIR, console log, wall seconds) of the session's CPU run."""
     if not swanlab_installed():
-        reason = "swanlab[dashboard] is not installed: run 'bash setup.sh --with-swanlab'"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
+        missing_environment("swanlab[dashboard] is not installed: run 'bash setup.sh --with-swanlab'")
     if not (cpu_run.output_dir / "swanlog").is_dir():
         pytest.fail(f"{cpu_run.output_dir} has no swanlog/: the CPU run did not log to SwanLab")
     return cpu_run.returncode, cpu_run.output_dir, cpu_run.log, cpu_run.wall_s

@@ -39,7 +39,7 @@ KNOB_NAMES=$(python3 "$REPO_DIR/tools/launch_guard.py" typos run_qwen2_5_1_5b.sh
 
 # ---- device, stack and profile (resolved first: they supply defaults for the knobs below)
 DEVICE=${DEVICE:-auto}        # npu | cuda | cpu | auto (detect)
-STACK=${STACK:-auto}          # stacks/STACK.sh: reference (verl 0.6.0) | current (verl 0.9.1) | auto (npu: from the installed vllm-ascend; cpu, cuda: reference)
+STACK=${STACK:-auto}          # stacks/STACK.sh: reference (verl 0.6.0) | current (verl 0.9.1) | auto (npu: from the installed vllm-ascend; cpu: current; cuda: reference)
 PROFILE=${PROFILE:-auto}      # profiles/PROFILE.sh, whose values are defaults a variable you set overrides; auto = DEVICE_1, _4 or _8 by visible device count, or cpu
 # shellcheck source=tools/devices.sh
 source "$REPO_DIR/tools/devices.sh"

@@ -17,6 +17,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
+import subprocess
 import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -284,6 +286,20 @@ STACK_MATRIX: dict[str, dict[str, dict[str, Pin]]] = {
         },
     },
 }
+
+
+REPO = Path(__file__).resolve().parent
+
+
+def stack_var(stack: str, name: str, repo: Path = REPO) -> str:
+    """The value stacks/<stack>.sh gives the shell variable ``name`` ('' when it sets none)."""
+    return subprocess.run(["bash", "-c", f"source {shlex.quote(str(repo / 'stacks' / f'{stack}.sh'))} && "
+                           f"printf %s \"${{{name}:-}}\""], capture_output=True, text=True, check=True).stdout
+
+
+def stack_python(stack: str, repo: Path = REPO) -> Path:
+    """The Python of ``stack``'s venv: ``$STACK_VENV/bin/python`` as stacks/<stack>.sh sets it."""
+    return repo / stack_var(stack, "STACK_VENV", repo) / "bin" / "python"
 
 
 def version_matches(installed: str, expected: str) -> bool:

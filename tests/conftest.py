@@ -1,17 +1,22 @@
-"""Shared fixtures. ``cpu_run``: the README's main job on CPU, run once per test session;
+"""Shared fixtures. ``cpu_run``: the README's main job on CPU (the default stack), run once per
+test session;
 ``tiny_model_dir``: a tiny random Llama saved to disk; ``single_process_group``: a one-process
 gloo group."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from script_utils import stack_python
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -23,10 +28,17 @@ def missing_environment(reason: str):
     pytest.skip(reason)
 
 
+def default_cpu_stack() -> str:
+    """The stack the launcher and setup.sh pick on a CPU machine (tools/devices.sh detect_stack)."""
+    return subprocess.run(["bash", "-c", f"source {REPO / 'tools' / 'devices.sh'}; detect_stack cpu python3"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
 @dataclass
 class CpuRun:
-    """A finished CPU GRPO run of the launcher: its exit status, folders and timing."""
+    """A finished CPU GRPO run of the launcher: its stack, exit status, folders and timing."""
 
+    stack: str
     returncode: int
     output_dir: Path
     log: str
@@ -41,38 +53,48 @@ class CpuRun:
         return self.output_dir / "tensorboard"
 
 
-def swanlab_installed() -> bool:
-    """Whether swanlab[dashboard] (its local mode writes through swanboard) is importable."""
-    return all(importlib.util.find_spec(m) is not None for m in ("swanlab", "swanboard"))
+def swanlab_installed(python: str | Path = sys.executable) -> bool:
+    """Whether swanlab[dashboard] (its local mode writes through swanboard) is importable by ``python``."""
+    if str(python) == sys.executable:
+        return all(importlib.util.find_spec(m) is not None for m in ("swanlab", "swanboard"))
+    return subprocess.run([str(python), "-c", "import swanlab, swanboard"], capture_output=True).returncode == 0
 
 
 @pytest.fixture(scope="session")
 def cpu_run(tmp_path_factory) -> CpuRun:
-    """Run ``bash run_qwen2_5_1_5b.sh`` (DEVICE=cpu: SmolLM2-135M, MATH Level 1, 2 GRPO steps)
-    with its outputs in a temporary folder. Needs ``bash setup.sh --device cpu`` first. Where
-    swanlab[dashboard] is installed (``setup.sh --with-swanlab``) the run logs to SwanLab as well
-    as TensorBoard (``LOGGER=tensorboard,swanlab``), which tests/test_swanlab.py checks.
+    """``bash run_qwen2_5_1_5b.sh`` on CPU as the README's quick start runs it (the default stack;
+    profile cpu: SmolLM2-135M, MATH Level 1, 2 GRPO steps), once per test session, with its outputs
+    in a temporary folder, and verl's dump of every rollout response with its score in
+    ``OUTPUT_DIR/rollouts`` (``trainer.rollout_data_dir``). Needs ``bash setup.sh --device cpu`` first. Where swanlab[dashboard] is
+    installed in the stack's environment (``setup.sh --with-swanlab``) the run logs to SwanLab as
+    well as TensorBoard (``LOGGER=tensorboard,swanlab``), which tests/test_swanlab.py checks.
 
     Set ``RECIPE_CPU_RUN_DIR`` to the OUTPUT_DIR of an existing run to reuse it (development).
     """
     reuse = os.environ.get("RECIPE_CPU_RUN_DIR")
     if reuse:
         out = Path(reuse)
-        return CpuRun(0, out, (out / "train.log").read_text(errors="replace"), 0.0)
+        stack = json.loads((out / "checkpoints" / "launch_settings.json").read_text())["knobs"]["STACK"]
+        return CpuRun(stack, 0, out, (out / "train.log").read_text(errors="replace"), 0.0)
     for needed in ("models/SmolLM2-135M-Instruct/config.json", "data/verl/math_level1/train.parquet"):
         if not (REPO / needed).exists():
             pytest.fail(f"{needed} missing: run 'bash setup.sh --device cpu' first")
+    stack = default_cpu_stack()
+    python = stack_python(stack)
+    if not python.exists():
+        missing_environment(f"{python} missing: bash setup.sh --device cpu --stack {stack}")
     out = tmp_path_factory.mktemp("cpu_run")
     env = {**os.environ, "DEVICE": "cpu", "OUTPUT_DIR": str(out)}
-    if swanlab_installed():
+    if swanlab_installed(python):
         env["LOGGER"] = "tensorboard,swanlab"
-    for inherited in ("SWANLAB_LOG_DIR", "SWANLAB_MODE", "TENSORBOARD_DIR", "LOG_FILE", "CKPT_DIR"):
-        env.pop(inherited, None)  # the launcher derives them from OUTPUT_DIR
+    for inherited in ("STACK", "PYTHON", "SWANLAB_LOG_DIR", "SWANLAB_MODE", "TENSORBOARD_DIR", "LOG_FILE", "CKPT_DIR"):
+        env.pop(inherited, None)  # the launcher derives them from the default stack and OUTPUT_DIR
     start = time.monotonic()
     proc = subprocess.run(
-        ["bash", str(REPO / "run_qwen2_5_1_5b.sh")], env=env, cwd=out, capture_output=True, text=True, timeout=1800
+        ["bash", str(REPO / "run_qwen2_5_1_5b.sh"), f"trainer.rollout_data_dir={out / 'rollouts'}"],
+        env=env, cwd=out, capture_output=True, text=True, timeout=1800
     )
-    return CpuRun(proc.returncode, out, proc.stdout + proc.stderr, time.monotonic() - start)
+    return CpuRun(stack, proc.returncode, out, proc.stdout + proc.stderr, time.monotonic() - start)
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,6 @@
-"""End to end on CPU: the launcher's cpu profile runs real verl GRPO steps (slow; CI runs it).
+"""End to end on CPU: the README's quick start (``cpu_run``: the launcher's cpu profile on the
+default stack, current) runs real verl GRPO steps through verl's vLLM rollout (slow; CI runs it).
+The reference stack's launch end to end is tests/test_cpu_learn.py's.
 
 What must hold: exit 0; >= 2 GRPO steps; the last step's checkpoint exists and is tracked
 (tests/test_merge_checkpoint.py merges it, loads it and generates); TensorBoard events hold the
@@ -8,8 +10,8 @@ the one verl called.
 
 from __future__ import annotations
 
+import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ import pytest
 from conftest import REPO
 
 STEPS = 2  # profiles/cpu.sh TOTAL_STEPS
+RESPONSES_PER_STEP = 4 * 4  # profiles/cpu.sh TRAIN_BATCH_SIZE x N_SAMPLES
 TRAIN_TAGS = ("actor/pg_loss", "actor/kl_loss", "actor/entropy", "critic/score/mean", "response_length/mean")
 VAL_PREFIX = "val-core/DigitalLearningGmbH/MATH-lighteval"
 
@@ -43,11 +46,19 @@ def test_metrics_logged_for_every_step(cpu_run):
 
 
 def test_recipe_reward_was_called(cpu_run):
-    reward_path = REPO / "new_math_reward.py"
-    assert f"using customized reward function 'compute_score' from '{reward_path}'" in cpu_run.log
-    # only new_math_reward returns the format / cot credits that verl logs as extra reward info
+    """verl 0.9.1 loads the reward in its reward-loop workers without a log line: the evidence is
+    the format / cot credits only new_math_reward returns, in the validation metrics, and the
+    score verl gave every training response, which is what compute_score gives it."""
+    from new_math_reward import compute_score
+    from prepare_math import HUB_ID  # the rows' data_source
+
     tags = scalars(cpu_run.tensorboard_dir)
     assert any(t.endswith("/format/mean@1") for t in tags) and any(t.endswith("/cot/mean@1") for t in tags)
+    rows = [json.loads(line) for path in sorted((cpu_run.output_dir / "rollouts").glob("*.jsonl"))
+            for line in path.read_text().splitlines()]
+    assert len(rows) == STEPS * RESPONSES_PER_STEP
+    for row in rows:
+        assert row["score"] == pytest.approx(compute_score(HUB_ID, row["output"], row["gts"])["score"]), row
 
 
 def test_last_step_checkpoint_is_tracked(cpu_run):
@@ -59,13 +70,14 @@ def test_last_step_checkpoint_is_tracked(cpu_run):
 
 
 def test_health_report_on_the_real_run(cpu_run, tmp_path):
-    """health_report.py reads the CPU run's real logs: report, JSON and figures are produced,
-    and the run's known pathology (no learning signal from a 135M model) is named."""
-    import json
+    """health_report.py, in the run's own environment as the README has it, reads the CPU run's
+    real logs: report, JSON and figures are produced, and the run's known pathology (no learning
+    signal from a 135M model) is named."""
+    from script_utils import stack_python
 
     out = tmp_path / "health"
     proc = subprocess.run(
-        [sys.executable, str(REPO / "health_report.py"), str(cpu_run.tensorboard_dir),
+        [str(stack_python(cpu_run.stack)), str(REPO / "health_report.py"), str(cpu_run.tensorboard_dir),
          "--output-dir", str(out), "--json", str(tmp_path / "health.json")],
         capture_output=True, text=True,
     )

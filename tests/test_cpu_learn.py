@@ -47,6 +47,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, missing_environment
+from script_utils import stack_python
 
 STEPS = 4
 #: the cpu_learn profile, shortened for CI: 4 steps of 4 prompts x 8 responses of 32 tokens (5
@@ -76,7 +77,6 @@ ROLLOUT_PEARSON_MIN = 0.99
 #: seconds a learning run may take: the recipe's 30-minute bar for a CPU learning run (the current
 #: stack's 5 steps took 1,133-1,182 s on the 2-core AVX2-only EPYC and passed 1,200 s on CI)
 RUN_TIMEOUT_S = 1800
-STACK_PYTHON = {"reference": REPO / ".venv" / "bin" / "python", "current": REPO / ".venv-current" / "bin" / "python"}
 
 pytestmark = pytest.mark.slow
 
@@ -132,8 +132,8 @@ def learn_run(request, tmp_path_factory) -> LearnRun:
     for needed in ("models/SmolLM2-135M-Instruct/config.json", "data/verl/math_level1/train.parquet"):
         if not (REPO / needed).exists():
             pytest.fail(f"{needed} missing: run 'bash setup.sh --device cpu' first")
-    if not STACK_PYTHON[stack].exists():
-        missing_environment(f"{STACK_PYTHON[stack]} missing: bash setup.sh --device cpu --stack {stack}")
+    if not stack_python(stack).exists():
+        missing_environment(f"{stack_python(stack)} missing: bash setup.sh --device cpu --stack {stack}")
     out = tmp_path_factory.mktemp(f"cpu_learn_{stack}")
     env = {**os.environ, **run_settings(stack), "STACK": stack, "DEVICE": "cpu",
            "OUTPUT_DIR": str(out), "CPU_ROLLOUT_DIGEST_FILE": str(out / "digests.jsonl")}
@@ -283,7 +283,7 @@ def test_the_last_checkpoint_merges_for_the_evaluators(learn_run, tmp_path):
     proc = subprocess.run(["bash", str(REPO / "merge_checkpoint.sh"), str(root), str(learn_run.steps)],
                           env={**env, "TARGET_DIR": str(target)}, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert f"; python: {STACK_PYTHON[learn_run.stack]}\n" in proc.stdout, proc.stdout
+    assert f"; python: {stack_python(learn_run.stack)}\n" in proc.stdout, proc.stdout
     out = tmp_path / "eval"
     proc = subprocess.run(
         [sys.executable, str(REPO / "evaluate.py"), "--model", str(target), "--data",

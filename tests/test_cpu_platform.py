@@ -16,8 +16,9 @@ import textwrap
 import pytest
 
 from conftest import REPO
+from script_utils import stack_python
 
-CURRENT_PYTHON = REPO / ".venv-current" / "bin" / "python"
+CURRENT_PYTHON = stack_python("current")
 MODEL = REPO / "models" / "SmolLM2-135M-Instruct"
 PLATFORM_ENV = {"VERL_USE_EXTERNAL_MODULES": "cpu_support.verl_cpu_platform", "VERL_PLATFORM": "cpu"}
 

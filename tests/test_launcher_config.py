@@ -23,8 +23,9 @@ LAUNCHER = REPO / "run_qwen2_5_1_5b.sh"
 
 
 def launcher_overrides(device: str, *extra: str, **env: str) -> list[str]:
-    """Hydra overrides the launcher would pass to main_ppo for ``DEVICE=device``."""
-    run_env = dict(os.environ, DEVICE=device, DRY_RUN="1", **env)
+    """Hydra overrides the launcher would pass to main_ppo for ``DEVICE=device``, on the reference
+    stack unless ``STACK`` is given: this file composes them with this environment's verl 0.6.0."""
+    run_env = {**os.environ, "STACK": "reference", "DEVICE": device, "DRY_RUN": "1", **env}
     out = subprocess.run(
         ["bash", str(LAUNCHER), *extra], env=run_env, capture_output=True, text=True, check=True
     ).stdout.splitlines()

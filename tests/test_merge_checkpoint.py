@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.bench_cpu_run import stack_python
+from script_utils import stack_python
 from conftest import REPO, missing_environment
 
 SCRIPT = REPO / "merge_checkpoint.sh"
@@ -298,12 +298,12 @@ def test_real_cpu_checkpoint_merges_loads_and_generates(cpu_run, tmp_path):
     assert out.shape[1] > ids["input_ids"].shape[1]
     assert isinstance(tok.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True), str)
 
-    # evaluate the merged model on 10 MATH test problems, from the copy this repository ships
-    # (short responses keep CI fast)
+    # evaluate the merged model on 10 MATH test problems, from the copy this repository ships, in the
+    # run's own environment as the README has it (short responses keep CI fast)
     out = tmp_path / "eval"
     math_test = REPO / "data" / "math-lighteval" / "data" / "test-00000-of-00001.parquet"
     proc = subprocess.run(
-        [sys.executable, str(REPO / "evaluate.py"), "--model", str(hf), "--data", str(math_test),
+        [str(stack_python(cpu_run.stack)), str(REPO / "evaluate.py"), "--model", str(hf), "--data", str(math_test),
          "--limit", "10", "--max-new-tokens", "48", "--batch-size", "10", "--output-dir", str(out)],
         capture_output=True, text=True,
     )

@@ -1,14 +1,15 @@
 """Resume (RESUME_MODE=auto -> verl's trainer.resume_mode=auto) on CPU after a kill during a
 checkpoint save: slow, CI runs it.
 
-The session's ``cpu_run`` trained GRPO steps 1-2 and saved ``global_step_2``. A copy of its
+The session's quick-start run on the default stack (``cpu_run``, STACK=current) trained GRPO
+steps 1-2 and saved ``global_step_2``. A copy of its
 checkpoint folder is given to a launcher run with TOTAL_STEPS=3, which trains step 3 and is
 killed (SIGKILL, its whole process group and every descendant) as soon as the model shard of
 ``global_step_3`` appears, i.e. while verl writes that checkpoint. The same launch is then
 repeated: it must name the partial ``global_step_3``, load the last complete checkpoint,
 global_step_2, and train only step 3 again, with the data loader continuing where it stopped.
-verl 0.6.0 writes ``latest_checkpointed_iteration.txt`` only after a complete save and loads
-the folder it names, so the tracker must still say 2 after the kill.
+verl (0.6.0 and 0.9.1, ``ray_trainer.py``) writes ``latest_checkpointed_iteration.txt`` only
+after a complete save and loads the folder it names, so the tracker must still say 2 after the kill.
 
 Evidence, most direct first:
 - the log says it loaded ``global_step_2`` and set the global step to 2;
@@ -46,6 +47,24 @@ TRAIN = REPO / "data" / "verl" / "math_level1" / "train.parquet"
 
 KILL_TIMEOUT_S = 1200
 
+#: what each stack's verl prints when it resumes from FOLDER at global step 2
+#: (verl 0.6.0 verl/trainer/ppo/ray_trainer.py; verl 0.9.1 verl/trainer/ppo/v1/trainer_base.py)
+RESUME_LINES = {"reference": ("Load from checkpoint folder: {folder}", "Setting global step to 2"),
+                "current": ("Resuming from {folder}, setting global step to 2",)}
+
+#: verl's own sampler order, run by the stack's python on the run's composed data config
+#: (create_rl_sampler: verl 0.9.1 verl/trainer/ppo/utils.py, verl 0.6.0 verl/trainer/main_ppo.py)
+SAMPLER_ORDER = """
+import json, sys
+from omegaconf import OmegaConf
+try:
+    from verl.trainer.ppo.utils import create_rl_sampler
+except ImportError:
+    from verl.trainer.main_ppo import create_rl_sampler
+data = OmegaConf.load(sys.argv[1]).data
+print(json.dumps(list(iter(create_rl_sampler(data, range(int(sys.argv[2])))))))
+"""
+
 
 def launch_command(out):
     return ["bash", str(REPO / "run_qwen2_5_1_5b.sh"), f"trainer.rollout_data_dir={out / 'rollouts'}"]
@@ -54,16 +73,17 @@ def launch_command(out):
 @pytest.fixture(scope="module")
 def killed(cpu_run, tmp_path_factory):
     """(OUTPUT_DIR, environment, console log, seconds to the kill) of a launch resumed from a copy
-    of cpu_run's checkpoints and killed while it writes global_step_3."""
+    of the quick-start run's checkpoints, on its stack, and killed while it writes global_step_3."""
     import psutil
 
-    assert cpu_run.returncode == 0, cpu_run.log[-3000:]
-    assert (cpu_run.ckpt_dir / "global_step_2" / "data.pt").is_file()
+    source = cpu_run
+    assert source.returncode == 0, source.log[-3000:]
+    assert (source.ckpt_dir / "global_step_2" / "data.pt").is_file()
     out = tmp_path_factory.mktemp("resume")
     ckpt = out / "checkpoints"
-    shutil.copytree(cpu_run.ckpt_dir, ckpt)
-    # PREFLIGHT=0: cpu_run's launch ran preflight.py on the same settings (10 s a launch saved)
-    env = {**os.environ, "DEVICE": "cpu", "OUTPUT_DIR": str(out), "CKPT_DIR": str(ckpt), "TOTAL_STEPS": "3",
+    shutil.copytree(source.ckpt_dir, ckpt)
+    # PREFLIGHT=0: the source run's launch ran preflight.py on the same settings (10 s a launch saved)
+    env = {**os.environ, "STACK": source.stack, "DEVICE": "cpu", "OUTPUT_DIR": str(out), "CKPT_DIR": str(ckpt), "TOTAL_STEPS": "3",
            "VAL_BEFORE_TRAIN": "False", "RESUME_MODE": "auto", "SAVE_FREQ": "3", "TEST_FREQ": "-1", "PREFLIGHT": "0"}
     console = tmp_path_factory.mktemp("killed_console") / "console.txt"
     shard = ckpt / "global_step_3" / "actor" / "model_world_size_1_rank_0.pt"
@@ -113,37 +133,38 @@ def resumed(killed):
     proc = subprocess.run(launch_command(out), env=env, cwd=out, capture_output=True, text=True, timeout=1800)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-4000:]
-    return out, log
+    return out, log, env["STACK"]
 
 
 def test_relaunch_names_the_partial_checkpoint_and_keeps_the_killed_runs_log(resumed):
-    out, log = resumed
+    out, log, stack = resumed
     ckpt = out / "checkpoints"
     assert (f"run_qwen2_5_1_5b.sh: global_step_3 in {ckpt} is not the tracked checkpoint (stopped during the "
             "save?); resuming from global_step_2, the last complete one") in log
     assert "the earlier train.log kept as train.1.log" in log
-    assert f"Load from checkpoint folder: {ckpt / 'global_step_2'}" in (out / "train.1.log").read_text()  # the killed run's
-    assert f"Load from checkpoint folder: {ckpt / 'global_step_3'}" not in log
+    loaded = RESUME_LINES[stack][0]
+    assert loaded.format(folder=ckpt / "global_step_2") in (out / "train.1.log").read_text()  # the killed run's
+    assert loaded.format(folder=ckpt / "global_step_3") not in log
 
 
 def test_loads_global_step_2(resumed):
-    out, log = resumed
-    assert f"Load from checkpoint folder: {out / 'checkpoints' / 'global_step_2'}" in log
-    assert "Setting global step to 2" in log
+    out, log, stack = resumed
+    for line in RESUME_LINES[stack]:
+        assert line.format(folder=out / "checkpoints" / "global_step_2") in log
     assert "Training from scratch" not in log
 
 
 def test_trains_step_3_only(resumed):
     from test_cpu_e2e import scalars
 
-    out, _ = resumed
+    out, _, _ = resumed
     tags = scalars(out / "tensorboard")
     assert sorted(tags["actor/pg_loss"]) == [3]
     assert sorted(tags["critic/score/mean"]) == [3]
 
 
 def test_saves_global_step_3(resumed):
-    out, _ = resumed
+    out, _, _ = resumed
     ckpt = out / "checkpoints"
     assert (ckpt / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
     assert (ckpt / "global_step_3" / "actor" / "model_world_size_1_rank_0.pt").is_file()
@@ -153,25 +174,27 @@ def test_saves_global_step_3(resumed):
 def test_data_loader_continues(resumed):
     import torch
 
-    out, _ = resumed
+    out, _, _ = resumed
 
     def yielded(step: int) -> int:
         state = torch.load(out / "checkpoints" / f"global_step_{step}" / "data.pt", weights_only=False)
-        return state["_snapshot"]["_main_snapshot"]["_sampler_iter_state"]["samples_yielded"]
+        # a loader with worker processes (dataloader_num_workers > 0) nests its own state in a snapshot
+        state = state.get("_snapshot", {}).get("_main_snapshot", state)
+        return state["_sampler_iter_state"]["samples_yielded"]
 
     assert yielded(2) == 2 * BATCH
     assert yielded(3) == 3 * BATCH  # a restart from the first batch would read 1 * BATCH
 
 
 def test_step_3_prompts_are_the_next_rows_of_the_sampler(resumed):
-    """The prompts of step 3 are positions 8-11 of verl's seeded sampler order."""
+    """The prompts of step 3 are positions 8-11 of verl's seeded sampler order, as the stack's own
+    verl draws it from the run's data config (shuffle, seed)."""
     import pyarrow.parquet as pq
-    from test_launcher_config import compose, launcher_overrides
 
     import preflight
-    from verl.trainer.main_ppo import create_rl_sampler
+    from script_utils import stack_python
 
-    out, log = resumed
+    out, log, stack = resumed
     # verl's RLHFDataset keeps rows whose templated prompt fits MAX_PROMPT (filter_overlong_prompts);
     # counted as verl counts them: len(apply_chat_template(messages, add_generation_prompt=True))
     rows = pq.read_table(TRAIN, columns=["prompt"]).column("prompt").to_pylist()
@@ -179,8 +202,9 @@ def test_step_3_prompts_are_the_next_rows_of_the_sampler(resumed):
     lengths = [len(tok.apply_chat_template(messages, add_generation_prompt=True)) for messages in rows]
     kept = [messages[0]["content"] for messages, n in zip(rows, lengths) if n <= MAX_PROMPT]
     assert f"filter dataset len: {len(kept)}" in log
-    cfg = compose(launcher_overrides("cpu"))  # the run's data config: shuffle, seed, sampler
-    order = list(iter(create_rl_sampler(cfg.data, range(len(kept)))))
+    order = json.loads(subprocess.run(
+        [str(stack_python(stack)), "-c", SAMPLER_ORDER, str(out / "hydra" / ".hydra" / "config.yaml"), str(len(kept))],
+        capture_output=True, text=True, check=True).stdout)
     dumped = [json.loads(line) for line in (out / "rollouts" / "3.jsonl").read_text().splitlines()]
     assert {d["step"] for d in dumped} == {3}
 

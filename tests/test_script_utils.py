@@ -159,9 +159,7 @@ def test_the_current_cpu_environment_is_its_row():
     """The venv the current stack's CPU runs use (.venv-current) holds the row's versions."""
     import subprocess
 
-    from conftest import REPO
-
-    python = REPO / ".venv-current" / "bin" / "python"
+    python = su.stack_python("current")
     if not python.exists():
         pytest.skip(".venv-current missing (the current stack's environment)")
     code = ("import importlib.metadata as m, json; print(json.dumps({p: m.version(p) for p in "

@@ -14,15 +14,15 @@ import subprocess
 
 import pytest
 
+import script_utils
 from conftest import REPO
 
 LAUNCHER = REPO / "run_qwen2_5_1_5b.sh"
-VENVS = {"reference": REPO / ".venv", "current": REPO / ".venv-current"}
 PROFILES = ["npu_1", "npu_4", "npu_8", "npu_2x8", "cuda_1", "cuda_4", "cuda_8", "cuda_2x8", "cpu", "cpu_learn"]
 
 
 def stack_python(stack: str) -> str:
-    python = VENVS[stack] / "bin" / "python"
+    python = script_utils.stack_python(stack)
     if not python.exists():
         pytest.skip(f"{python} missing: bash setup.sh --device cpu --stack {stack}")
     return str(python)
@@ -35,7 +35,8 @@ def dry_run(stack: str, profile: str, *extra: str, **env: str) -> list[str]:
     out = subprocess.run(["bash", str(LAUNCHER), *extra], env=run_env, capture_output=True, text=True, check=True).stdout
     lines = out.splitlines()
     assert lines[1:3] == ["-m", "verl.trainer.main_ppo"], lines[:3]
-    assert lines[0] == str(VENVS[stack] / "bin" / "python") or not VENVS[stack].exists(), lines[0]
+    python = script_utils.stack_python(stack)
+    assert lines[0] == str(python) or not python.exists(), lines[0]
     return lines[3:]
 
 

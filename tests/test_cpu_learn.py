@@ -46,7 +46,7 @@ from functools import cached_property
 from pathlib import Path
 
 import pytest
-from conftest import REPO, missing_environment
+from conftest import REPO, missing_environment, rollout_rows
 from script_utils import stack_python
 
 STEPS = 4
@@ -174,8 +174,7 @@ def test_run_exits_zero_and_used_the_format_reward(learn_run):
     if learn_run.stack == "current":
         # verl's vLLM server started with the CPU weight-sync extension (verl keeps vLLM's own log at WARN)
         assert "(vLLMHttpServer pid=" in learn_run.log and "CPUColocateWorkerExtension" in learn_run.log
-    rows = [json.loads(line) for path in sorted((learn_run.output_dir / "rollouts").glob("*.jsonl"))
-            for line in path.read_text().splitlines()]
+    rows = rollout_rows(learn_run.output_dir)
     per_step_rows = int(learn_run.settings["TRAIN_BATCH_SIZE"]) * int(learn_run.settings["N_SAMPLES"])
     assert len(rows) == learn_run.steps * per_step_rows
     for row in rows:

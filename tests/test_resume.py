@@ -8,8 +8,8 @@ killed (SIGKILL, its whole process group and every descendant) as soon as the mo
 ``global_step_3`` appears, i.e. while verl writes that checkpoint. The same launch is then
 repeated: it must name the partial ``global_step_3``, load the last complete checkpoint,
 global_step_2, and train only step 3 again, with the data loader continuing where it stopped.
-verl (0.6.0 and 0.9.1, ``ray_trainer.py``) writes ``latest_checkpointed_iteration.txt`` only
-after a complete save and loads the folder it names, so the tracker must still say 2 after the kill.
+verl (0.6.0 ``ray_trainer.py``, 0.9.1 ``v1/trainer_base.py``) writes ``latest_checkpointed_iteration.txt``
+only after a complete save and loads the folder it names, so the tracker must still say 2 after the kill.
 
 Evidence, most direct first:
 - the log says it loaded ``global_step_2`` and set the global step to 2;
@@ -76,14 +76,13 @@ def killed(cpu_run, tmp_path_factory):
     of the quick-start run's checkpoints, on its stack, and killed while it writes global_step_3."""
     import psutil
 
-    source = cpu_run
-    assert source.returncode == 0, source.log[-3000:]
-    assert (source.ckpt_dir / "global_step_2" / "data.pt").is_file()
+    assert cpu_run.returncode == 0, cpu_run.log[-3000:]
+    assert (cpu_run.ckpt_dir / "global_step_2" / "data.pt").is_file()
     out = tmp_path_factory.mktemp("resume")
     ckpt = out / "checkpoints"
-    shutil.copytree(source.ckpt_dir, ckpt)
-    # PREFLIGHT=0: the source run's launch ran preflight.py on the same settings (10 s a launch saved)
-    env = {**os.environ, "STACK": source.stack, "DEVICE": "cpu", "OUTPUT_DIR": str(out), "CKPT_DIR": str(ckpt), "TOTAL_STEPS": "3",
+    shutil.copytree(cpu_run.ckpt_dir, ckpt)
+    # PREFLIGHT=0: cpu_run's launch ran preflight.py on the same settings (10 s a launch saved)
+    env = {**os.environ, "STACK": cpu_run.stack, "DEVICE": "cpu", "OUTPUT_DIR": str(out), "CKPT_DIR": str(ckpt), "TOTAL_STEPS": "3",
            "VAL_BEFORE_TRAIN": "False", "RESUME_MODE": "auto", "SAVE_FREQ": "3", "TEST_FREQ": "-1", "PREFLIGHT": "0"}
     console = tmp_path_factory.mktemp("killed_console") / "console.txt"
     shard = ckpt / "global_step_3" / "actor" / "model_world_size_1_rank_0.pt"

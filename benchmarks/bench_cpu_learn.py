@@ -11,9 +11,9 @@ OUTPUT_DIR=DIR, then reads its TensorBoard events and prints:
 
 - per global step: training reward ``critic/score/mean`` (the share of the contract
   followed, 0..1), ``critic/score/max``, ``actor/kl_loss``, ``actor/grad_norm``,
-  ``actor/entropy`` (nats per token), mean response length (tokens), the mean and maximum
-  absolute difference between the rollout's and the actor's log-probs of the sampled tokens
-  (nats per token) and the step's wall time (``timing_s/step``, s);
+  ``actor/entropy`` (nats per token), mean response length (tokens), verl's agreement of the
+  rollout and the actor on the sampled tokens (the Pearson correlation and the largest difference
+  of their token probabilities) and the step's wall time (``timing_s/step``, s);
 - the bar the profile is meant to clear: the mean training reward over the last 3 steps is
   at least twice, and at least 0.15 above, the mean over the first 3 steps;
 - validation (greedy, held-out Level-1 problems) before training and at the last step:
@@ -36,13 +36,11 @@ from benchmarks.bench_cpu_run import run_launcher
 from health_report import scalars_by_step
 from script_utils import cpu_description, write_text_atomic
 
-#: per-step columns and their number formats (log-prob differences are ~1e-5 nats: scientific).
-#: The rollout/actor agreement is logged by verl 0.6.0's CPU rollout as log-prob differences and
-#: by verl 0.9.1 (trainer/ppo/metric_utils.py) as the Pearson correlation and the largest
-#: difference of the token probabilities; a column a run does not log is left out.
+#: per-step columns and their number formats. The rollout/actor agreement is logged by verl
+#: (verl/utils/debug/metrics.py) as the Pearson correlation and the largest difference of the token
+#: probabilities; a column a run does not log is left out.
 TAGS = {"critic/score/mean": ".3f", "critic/score/max": ".3f", "actor/kl_loss": ".3f", "actor/grad_norm": ".3f",
-        "actor/entropy": ".2f", "response_length/mean": ".1f", "training/rollout_log_prob_absdiff_mean": ".1e",
-        "training/rollout_log_prob_absdiff_max": ".1e", "training/rollout_actor_probs_pearson_corr": ".4f",
+        "actor/entropy": ".2f", "response_length/mean": ".1f", "training/rollout_actor_probs_pearson_corr": ".4f",
         "training/rollout_probs_diff_max": ".3f", "timing_s/step": ".0f"}
 
 

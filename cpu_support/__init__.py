@@ -1,1 +1,1 @@
-"""CPU-only support for the recipe: verl patches (verl_cpu_patch) and the SmolLM2 model (prepare_smollm2)."""
+"""CPU-only support for the recipe: verl's CPU platform (verl_cpu_platform) and the SmolLM2 model (prepare_smollm2)."""

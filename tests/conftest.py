@@ -1,7 +1,5 @@
 """Shared fixtures. ``cpu_run``: the README's main job on CPU (the default stack), run once per
-test session;
-``tiny_model_dir``: a tiny random Llama saved to disk; ``single_process_group``: a one-process
-gloo group."""
+test session."""
 
 from __future__ import annotations
 
@@ -99,32 +97,3 @@ def cpu_run(tmp_path_factory) -> CpuRun:
         env=env, cwd=out, capture_output=True, text=True, timeout=1800
     )
     return CpuRun(stack, proc.returncode, out, proc.stdout + proc.stderr, time.monotonic() - start)
-
-
-@pytest.fixture(scope="module")
-def tiny_model_dir(tmp_path_factory) -> Path:
-    """A tiny random Llama (2 layers, hidden 32, 4 heads, 2 KV heads, vocabulary 64, tied
-    embeddings) saved as a Hugging Face model directory."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True)
-    path = tmp_path_factory.mktemp("tiny_llama")
-    LlamaForCausalLM(cfg).save_pretrained(path)
-    return path
-
-
-@pytest.fixture
-def single_process_group(tmp_path):
-    """A one-process gloo group, as verl's CPU workers have (world size 1)."""
-    import torch.distributed as dist
-
-    if dist.is_initialized():
-        pytest.skip("a process group is already initialized in this process")
-    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0, world_size=1)
-    try:
-        yield
-    finally:
-        dist.destroy_process_group()

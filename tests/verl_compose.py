@@ -68,6 +68,8 @@ def what_verl_reads(overrides: list[str]) -> dict:
         "n_gpus_per_node": cfg.trainer.n_gpus_per_node,
         "nnodes": cfg.trainer.nnodes,
         "train_batch_size": cfg.data.train_batch_size,
+        "ppo_mini_batch_size": cfg.actor_rollout_ref.actor.ppo_mini_batch_size,
+        "ppo_micro_batch_size_per_gpu": cfg.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu,
     }
 
 

@@ -206,3 +206,10 @@ def test_a_changed_pin_makes_the_readmes_stale(monkeypatch):
     monkeypatch.setitem(su.STACK_MATRIX["current"], "npu", row)
     assert sync_readme.synced(readme) != readme and sync_readme.synced(docker) != docker
     assert dataclasses.is_dataclass(su.Pin)
+
+
+def test_each_stacks_venv_is_the_one_its_stack_file_names():
+    from conftest import REPO
+
+    assert su.stack_python("reference") == REPO / ".venv/bin/python"
+    assert su.stack_python("current") == REPO / ".venv-current/bin/python"

@@ -49,12 +49,10 @@ TAG_MFU = "perf/mfu/actor"  # fsdp_workers.py, fraction of peak FLOPS
 TAG_MAX_MEM = "perf/max_memory_allocated_gb"  # fsdp_workers.py; 0 at every step on a CPU run
 # Rollout vs actor on the rollout's sampled tokens (verl/utils/debug/metrics.py, verl 0.6.0 and
 # 0.9.1, logged with rollout.calculate_log_probs=True): Pearson correlation and absolute
-# difference of the token probabilities; the reference stack's CPU patch adds the absolute
-# log-prob difference (cpu_support/verl_cpu_patch.py _patch_debug_metrics).
+# difference of the token probabilities.
 TAG_ROLLOUT_PEARSON = "training/rollout_actor_probs_pearson_corr"
 TAG_ROLLOUT_PROBS_DIFF = "training/rollout_probs_diff_mean"
-TAG_ROLLOUT_LOGP_DIFF = "training/rollout_log_prob_absdiff_mean"
-ROLLOUT_TAGS = (TAG_ROLLOUT_PEARSON, TAG_ROLLOUT_LOGP_DIFF, TAG_ROLLOUT_PROBS_DIFF)
+ROLLOUT_TAGS = (TAG_ROLLOUT_PEARSON, TAG_ROLLOUT_PROBS_DIFF)
 #: The recipe's validation tag (verl names it val-core/<data_source>/<var>/mean@<n>, where
 #: <var> is "acc" when the reward function returns an "acc" extra, else "reward").
 DEFAULT_VAL_TAG = "val-core/DigitalLearningGmbH/MATH-lighteval/reward/mean@1"
@@ -75,7 +73,7 @@ SRC_FSDP_WORKERS = "verl 0.6.0 verl/workers/fsdp_workers.py"
 SRC_GRPO = "GRPO, Shao et al. 2024 (DeepSeekMath, arXiv:2402.03300)"
 SRC_DAPO = "DAPO, Yu et al. 2025 (arXiv:2503.14476)"
 SRC_REAL_CLIPFRAC = "public verl GRPO step logs at actor/lr 1e-6..2e-6: pg_clipfrac 0.0003-0.0013"
-SRC_DEBUG_METRICS = "verl 0.6.0 / 0.9.1 verl/utils/debug/metrics.py; cpu_support/verl_cpu_patch.py"
+SRC_DEBUG_METRICS = "verl 0.6.0 / 0.9.1 verl/utils/debug/metrics.py"
 SRC_RECORDED = "the recorded CPU runs in tests/data/health_*"
 SRC_SIMPLERL = ("hkust-nlp/simpleRL-reason issues #65 (Qwen2.5-1.5B on MATH: response_length/mean fell) "
                 "and #90 (it fell from over-long, cut-off step-0 responses)")
@@ -161,8 +159,6 @@ class Thresholds:
     # Rollout vs actor agreement on the rollout's tokens (derivations: RULE_WHY).
     #: Pearson correlation of the token probabilities below this -> alert.
     rollout_pearson_min: float = 0.8
-    #: mean absolute log-prob difference (nats/token, reference CPU path) above this -> alert.
-    rollout_logp_diff_max: float = 0.5
 
     # The first validation after step 0 against the step-0 validation.
     #: below this fraction of the step-0 value ...
@@ -1259,9 +1255,8 @@ MISMATCH = "the rollout is not generating with the actor's weights"
 
 
 def check_rollout_mismatch(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
-    """The first step where any logged rollout-vs-actor signal is past its threshold."""
-    tests = ((TAG_ROLLOUT_PEARSON, lambda v: v < th.rollout_pearson_min, f"< {th.rollout_pearson_min:g}"),
-             (TAG_ROLLOUT_LOGP_DIFF, lambda v: v > th.rollout_logp_diff_max, f"> {th.rollout_logp_diff_max:g} nats/token"))
+    """The first step where the rollout-vs-actor Pearson correlation is below its threshold."""
+    tests = ((TAG_ROLLOUT_PEARSON, lambda v: v < th.rollout_pearson_min, f"< {th.rollout_pearson_min:g}"),)
     first = None
     for tag, bad, limit in tests:
         s = run.get(tag)
@@ -1446,21 +1441,17 @@ RULES: Tuple[Rule, ...] = (
          f"{TAG_MAX_MEM} is 0 at every step (a CPU run: not meaningful)",
          f"{SRC_GUIDE}; {SRC_FSDP_WORKERS}", check_mfu),
     Rule("rollout_actor_mismatch", TAG_ROLLOUT_PEARSON, (),
-         f"alert \"{MISMATCH}\" at the first step with {TAG_ROLLOUT_PEARSON} < {_T.rollout_pearson_min:g} or "
-         f"{TAG_ROLLOUT_LOGP_DIFF} (reference CPU path) > {_T.rollout_logp_diff_max:g} nats/token; "
+         f"alert \"{MISMATCH}\" at the first step with {TAG_ROLLOUT_PEARSON} < {_T.rollout_pearson_min:g}; "
          f"{TAG_ROLLOUT_PROBS_DIFF} is quoted (logged with rollout.calculate_log_probs=True)",
-         f"{SRC_DEBUG_METRICS}; {SRC_RECORDED}", check_rollout_mismatch, needs_any=ROLLOUT_TAGS[:2],
+         f"{SRC_DEBUG_METRICS}; {SRC_RECORDED}", check_rollout_mismatch, needs_any=(TAG_ROLLOUT_PEARSON,),
          why=("the rollout and the actor compute the same model, so on the rollout's tokens they agree up to "
-             "rounding: on the recorded healthy CPU runs (bf16) Pearson 0.9992-0.9996 and mean |log-prob "
-             "difference| 0.023-0.042 nats/token (the learning run of benchmarks/results/cpu_learn.md: "
-             "0.015-0.041; about 1e-5 in fp32); in public reports a fully asynchronous "
+             "rounding: on the recorded healthy CPU runs (bf16) Pearson 0.9992-0.9996 (the learning run of "
+             "benchmarks/results/cpu_learn_current.md: 0.9986-0.9996); in public reports a fully asynchronous "
              "vLLM rollout starts near 0.95 (verl-project/verl #6780) and a vLLM decode against a Hugging Face "
              "prefill of the same tokens gives 0.977 (verl-project/verl-omni #254). Rollouts that do not come from the "
              "actor's weights do not correlate: a CPU weight sync that skipped the tied lm_head gave Pearson "
              "-0.03 (entropy 7.4), rollout inputs misaligned with the actor's 0.13 (verl-omni #254). 0.8 lies "
-             "far from both groups. 0.5 nats/token is 12x the largest healthy bf16 mean, a factor "
-             "e^0.5 = 1.65 on every token's probability; a garbage rollout's tokens are unlikely for the "
-             "actor (several nats). training/rollout_probs_diff_mean is only quoted: its healthy value "
+             "far from both groups. training/rollout_probs_diff_mean is only quoted: its healthy value "
              "(0.006-0.008) is small, and a garbage rollout's would be too, as at entropy 7.4 both sides "
              "give its tokens probabilities below 1e-3")),
     Rule("val_drop_after_first_update", "<val tag>", (),
@@ -1620,8 +1611,6 @@ def plot_specs(run: Run, th: Thresholds, ctx: Context) -> List[Tuple[str, List[s
          [], "score"),
         ("rollout vs actor: Pearson of token probabilities", [TAG_ROLLOUT_PEARSON],
          [Band(th.rollout_pearson_min, 1.0, "tab:green", f">= {th.rollout_pearson_min:g}", True)], "correlation"),
-        ("rollout vs actor: mean |log-prob difference|", [TAG_ROLLOUT_LOGP_DIFF],
-         [Band(0, th.rollout_logp_diff_max, "tab:green", f"<= {th.rollout_logp_diff_max:g}", True)], "nats/token"),
         ("perf/throughput", [TAG_THROUGHPUT], [], "tokens/s/GPU"),
     ]
     if not ctx.on_cpu:
@@ -1635,8 +1624,6 @@ MARK_ON = {
     TAG_ADV_MAX: (TAG_SCORE_MEAN,), TAG_ADV_MIN: (TAG_SCORE_MEAN,), TAG_SCORE_MAX: (TAG_SCORE_MEAN,),
     "rollout dumps (--rollout-dir)": (TAG_SCORE_MEAN,),
 }
-#: Curves a verdict is marked on as well as its own: the two views of the rollout/actor agreement.
-MARK_ALSO = {TAG_ROLLOUT_PEARSON: (TAG_ROLLOUT_LOGP_DIFF,), TAG_ROLLOUT_LOGP_DIFF: (TAG_ROLLOUT_PEARSON,)}
 
 #: (marker, line style, marker size, hollow) per series of a panel: series drawn on top of each
 #: other stay visible (each later one a larger hollow marker around the earlier).
@@ -1658,7 +1645,6 @@ def verdict_marks(findings: Sequence[Finding], specs) -> List[Tuple[Finding, str
         target = next((t for t in (f.tag, *MARK_ON.get(f.tag, ())) if t in plotted), None)
         if target is not None:
             out.append((f, target))
-        out += [(f, t) for t in MARK_ALSO.get(f.tag, ()) if t in plotted]
     return out
 
 
@@ -1878,9 +1864,8 @@ Sources of the rules and numbers (per rule: --list-rules):
           2e-6: the GUIDE's clip band (from classic PPO learning rates) is informational below
           clipfrac_band_min_lr. KL, truncation and validation thresholds are heuristics.
   rollout verl/utils/debug/metrics.py (0.6.0 and 0.9.1) logs the Pearson correlation and the
-          absolute difference of the rollout's and the actor's token probabilities;
-          cpu_support/verl_cpu_patch.py adds the absolute log-prob difference. The
-          rollout_actor_mismatch thresholds come from recorded healthy CPU runs and a broken
+          absolute difference of the rollout's and the actor's token probabilities. The
+          rollout_actor_mismatch threshold comes from recorded healthy CPU runs and a broken
           weight sync (docs/health_rules.md, "How these thresholds were chosen").
   length  hkust-nlp/simpleRL-reason issues #65 and #90: response_length/mean falling over a run
           of Qwen2.5 on MATH.

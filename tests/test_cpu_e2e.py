@@ -1,6 +1,5 @@
 """End to end on CPU: the README's quick start (``cpu_run``: the launcher's cpu profile on the
 default stack, current) runs real verl GRPO steps through verl's vLLM rollout (slow; CI runs it).
-The reference stack's launch end to end is tests/test_cpu_learn.py's.
 
 What must hold: exit 0; >= 2 GRPO steps; the last step's checkpoint exists and is tracked
 (tests/test_merge_checkpoint.py merges it, loads it and generates); TensorBoard events hold the

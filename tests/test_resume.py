@@ -8,7 +8,7 @@ killed (SIGKILL, its whole process group and every descendant) as soon as the mo
 ``global_step_3`` appears, i.e. while verl writes that checkpoint. The same launch is then
 repeated: it must name the partial ``global_step_3``, load the last complete checkpoint,
 global_step_2, and train only step 3 again, with the data loader continuing where it stopped.
-verl (0.6.0 ``ray_trainer.py``, 0.9.1 ``v1/trainer_base.py``) writes ``latest_checkpointed_iteration.txt``
+verl (0.9.1 ``v1/trainer_base.py``) writes ``latest_checkpointed_iteration.txt``
 only after a complete save and loads the folder it names, so the tracker must still say 2 after the kill.
 
 Evidence, most direct first:
@@ -47,20 +47,16 @@ TRAIN = REPO / "data" / "verl" / "math_level1" / "train.parquet"
 
 KILL_TIMEOUT_S = 1200
 
-#: what each stack's verl prints when it resumes from FOLDER at global step 2
-#: (verl 0.6.0 verl/trainer/ppo/ray_trainer.py; verl 0.9.1 verl/trainer/ppo/v1/trainer_base.py)
-RESUME_LINES = {"reference": ("Load from checkpoint folder: {folder}", "Setting global step to 2"),
-                "current": ("Resuming from {folder}, setting global step to 2",)}
+#: what the stack's verl prints when it resumes from FOLDER at global step 2 (the CPU runs' stack,
+#: current: verl 0.9.1 verl/trainer/ppo/v1/trainer_base.py)
+RESUME_LINES = {"current": ("Resuming from {folder}, setting global step to 2",)}
 
 #: verl's own sampler order, run by the stack's python on the run's composed data config
-#: (create_rl_sampler: verl 0.9.1 verl/trainer/ppo/utils.py, verl 0.6.0 verl/trainer/main_ppo.py)
+#: (create_rl_sampler: verl 0.9.1 verl/trainer/ppo/utils.py)
 SAMPLER_ORDER = """
 import json, sys
 from omegaconf import OmegaConf
-try:
-    from verl.trainer.ppo.utils import create_rl_sampler
-except ImportError:
-    from verl.trainer.main_ppo import create_rl_sampler
+from verl.trainer.ppo.utils import create_rl_sampler
 data = OmegaConf.load(sys.argv[1]).data
 print(json.dumps(list(iter(create_rl_sampler(data, range(int(sys.argv[2])))))))
 """

@@ -123,6 +123,7 @@ ENFORCE_EAGER=${ENFORCE_EAGER:-False}         # rollout.enforce_eager (True on a
 ACTOR_STRATEGY=${ACTOR_STRATEGY:-fsdp}        # actor and ref strategy: fsdp | fsdp2 (cpu)
 GRADIENT_CHECKPOINTING=${GRADIENT_CHECKPOINTING:-True}  # model.enable_gradient_checkpointing
 LOGGER=${LOGGER:-tensorboard}                 # tensorboard | swanlab (offline: SWANLAB_MODE) | console, or a comma list: tensorboard,swanlab
+CONSOLE=${CONSOLE:-summary}                   # terminal: summary (a line per global step: its phase times, reward, rollout/actor agreement) | full (all of main_ppo's output); LOG_FILE always gets all of it
 DRY_RUN=${DRY_RUN:-0}                         # 1: print the main_ppo command, one argument a line, and exit
 PREFLIGHT=${PREFLIGHT:-1}                     # 1: run preflight.py (model, data, batch, devices, versions, disk) before Ray; 0: skip
 ASCEND_RT_VISIBLE_DEVICES=${ASCEND_RT_VISIBLE_DEVICES:-0,1,2,3}  # NPUs to use (npu only)
@@ -147,6 +148,7 @@ for knob in VAL_BEFORE_TRAIN ENFORCE_EAGER GRADIENT_CHECKPOINTING; do
   [[ ${!knob} =~ ^(True|False|true|false)$ ]] || knob_error "$knob" "True or False"
 done
 [[ $RESUME_MODE =~ ^(auto|disable|resume_path)$ ]] || knob_error RESUME_MODE "auto, disable or resume_path"
+[[ $CONSOLE =~ ^(summary|full)$ ]] || knob_error CONSOLE "summary or full"
 [[ $REWARD_NAME =~ ^(compute_score|compute_format_score)$ ]] || knob_error REWARD_NAME "compute_score or compute_format_score"
 
 TRAINER_LOGGER=console  # verl's trainer.logger: the console always, then each of LOGGER's backends
@@ -166,6 +168,9 @@ fi
 
 # ---- device environment, in one place
 export HYDRA_FULL_ERROR=1
+# verl 0.9.1's engine registry (verl/workers/engine/__init__.py) warns in every process about each
+# training engine it cannot import (torchtitan, veomni, megatron, ...); the recipe trains with FSDP
+export PYTHONWARNINGS="ignore::UserWarning:verl.workers.engine${PYTHONWARNINGS:+,$PYTHONWARNINGS}"
 if [[ $DEVICE == npu ]]; then
   for env_script in "$CANN_HOME/ascend-toolkit/set_env.sh" "$CANN_HOME/nnal/atb/set_env.sh"; do
     # shellcheck disable=SC1090
@@ -267,8 +272,19 @@ if ((guard == 3)); then exit 0; elif ((guard != 0)); then exit "$guard"; fi
 
 mkdir -p "$OUTPUT_DIR" "$(dirname "$LOG_FILE")"
 echo "run_qwen2_5_1_5b.sh: stack=$STACK device=$DEVICE profile=$PROFILE model=$MODEL_PATH log=$LOG_FILE"
-status=0
-"${MAIN_PPO[@]}" 2>&1 | tee "$LOG_FILE" || status=$?
+if [[ $CONSOLE == summary ]]; then
+  set +e
+  "${MAIN_PPO[@]}" 2>&1 | tee "$LOG_FILE" | python3 "$REPO_DIR/tools/console_summary.py" "$LOG_FILE"
+  status=${PIPESTATUS[0]}
+  set -e
+  if ((status != 0)); then
+    echo "run_qwen2_5_1_5b.sh: main_ppo failed; the last 40 lines of $LOG_FILE:" >&2
+    tail -n 40 "$LOG_FILE" >&2
+  fi
+else
+  status=0
+  "${MAIN_PPO[@]}" 2>&1 | tee "$LOG_FILE" || status=$?
+fi
 echo "run_qwen2_5_1_5b.sh: main_ppo exited $status. Log: $LOG_FILE; checkpoints: $CKPT_DIR;" \
   "TensorBoard: $TENSORBOARD_DIR. Next: bash merge_checkpoint.sh $CKPT_DIR; $PYTHON health_report.py $TENSORBOARD_DIR (writes $OUTPUT_DIR/health)"
 exit "$status"

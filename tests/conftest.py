@@ -38,8 +38,17 @@ class CpuRun:
     stack: str
     returncode: int
     output_dir: Path
-    log: str
+    log: str  # main_ppo's whole console (LOG_FILE), then what the launcher printed
     wall_s: float
+    terminal: str = ""  # what the launcher printed to the terminal
+
+
+def launch_output(proc: subprocess.CompletedProcess, output_dir: Path) -> tuple[str, str]:
+    """(the run's whole console: its train.log then the launcher's own output, the terminal
+    output alone) of a finished launch."""
+    terminal = proc.stdout + proc.stderr
+    log_file = output_dir / "train.log"
+    return (log_file.read_text(errors="replace") if log_file.is_file() else "") + terminal, terminal
 
     @property
     def ckpt_dir(self) -> Path:
@@ -96,4 +105,5 @@ def cpu_run(tmp_path_factory) -> CpuRun:
         ["bash", str(REPO / "run_qwen2_5_1_5b.sh"), f"trainer.rollout_data_dir={out / 'rollouts'}"],
         env=env, cwd=out, capture_output=True, text=True, timeout=1800
     )
-    return CpuRun(stack, proc.returncode, out, proc.stdout + proc.stderr, time.monotonic() - start)
+    log, terminal = launch_output(proc, out)
+    return CpuRun(stack, proc.returncode, out, log, time.monotonic() - start, terminal)

@@ -87,3 +87,15 @@ def test_health_report_on_the_real_run(cpu_run, tmp_path):
     # every response of the 135M model scores 0: GRPO has no signal, and the report says so
     if max(scalars(cpu_run.tensorboard_dir)["critic/score/max"].values()) == 0:
         assert rules["no_learning_signal"]["level"] in ("warn", "alert")
+
+
+def test_terminal_shows_a_line_per_global_step(cpu_run):
+    """The launcher's terminal output is a summary (CONSOLE=summary): its own lines, preflight's,
+    and one line per global step with the phase times and the reward; main_ppo's whole console is
+    in train.log."""
+    lines = cpu_run.terminal.splitlines()
+    steps = [line for line in lines if line.startswith("global step ")]
+    assert [line.split(":")[0] for line in steps] == [f"global step {s}/{STEPS}" for s in range(1, STEPS + 1)], lines
+    assert all("update_actor" in line and "reward" in line for line in steps), steps
+    assert len(lines) <= 12 + STEPS, "\n".join(lines)
+    assert "Training Progress" in (cpu_run.output_dir / "train.log").read_text()

@@ -42,7 +42,7 @@ from functools import cached_property
 from pathlib import Path
 
 import pytest
-from conftest import REPO, missing_environment, rollout_rows
+from conftest import REPO, launch_output, missing_environment, rollout_rows
 from script_utils import stack_python
 
 STEPS = 5
@@ -117,7 +117,7 @@ def learn_run(tmp_path_factory) -> LearnRun:
     overrides = [*OVERRIDES, f"trainer.rollout_data_dir={out / 'rollouts'}"]
     proc = subprocess.run(["bash", str(REPO / "run_qwen2_5_1_5b.sh"), *overrides], env=env, cwd=out,
                           capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
-    return LearnRun(proc.returncode, out, proc.stdout + proc.stderr, time.monotonic() - start)
+    return LearnRun(proc.returncode, out, launch_output(proc, out)[0], time.monotonic() - start)
 
 
 def weights_digest(named_tensors, dtype) -> str:

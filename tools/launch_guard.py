@@ -245,7 +245,7 @@ NOT_COMPARED = {
     # where and how the run logs and saves
     "PROJECT_NAME": "logging", "EXPERIMENT_NAME": "logging", "OUTPUT_DIR": "paths", "CKPT_DIR": "paths",
     "LOG_FILE": "logging", "TENSORBOARD_DIR": "logging", "SWANLAB_LOG_DIR": "logging", "SWANLAB_MODE": "logging",
-    "LOGGER": "logging", "SAVE_FREQ": "saving", "TEST_FREQ": "validation", "VAL_BEFORE_TRAIN": "validation",
+    "LOGGER": "logging", "CONSOLE": "logging", "SAVE_FREQ": "saving", "TEST_FREQ": "validation", "VAL_BEFORE_TRAIN": "validation",
     "VAL_FILE": "validation",
     # how this launch runs: the same computation at another speed or memory use
     "PROFILE": "its values are compared", "PYTHON": "interpreter path (STACK is compared)", "DRY_RUN": "launch",

@@ -1,0 +1,66 @@
+"""The launcher's terminal view of main_ppo: one line per global step.
+
+The launcher writes main_ppo's whole console to LOG_FILE and, with ``CONSOLE=summary``, pipes it
+through this filter, which prints only: a start line, the validation score before training, and
+for each global step the wall seconds, the phases that take them, the reward, the response
+length and the rollout/actor agreement (the weight-sync check). It reads verl's console logger,
+which prints each global step's metrics as one line ``step:N - name:value - name:value ...``
+(``verl/utils/tracking.py``), and the total from the ``Training Progress`` bar. Stdlib only: it
+runs in whatever interpreter the launcher has.
+
+Usage: ``main_ppo ... | python tools/console_summary.py LOG_FILE``
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+
+STEP_LINE = re.compile(r"\bstep:(\d+) - (.*)$")
+METRIC = re.compile(r"([\w/@.\-]+):(?:np\.float\d*\()?(-?[\d.]+(?:e[-+]?\d+)?|nan|inf)\)?")
+TOTAL = re.compile(r"Training Progress:.*?\| *\d+/(\d+)")
+#: the phases of verl 0.9.1's ``fit`` shown for a step, in their order (``timing_s/<name>``)
+PHASES = ("gen", "old_log_prob", "ref", "update_actor", "update_weights", "save_checkpoint", "testing")
+#: the rollout/actor agreement: verl's decoupled mode logs the Pearson correlation of the two
+#: probabilities, its bypass mode the actor's KL to the rollout (``actor/ppo_kl``) at the update
+AGREEMENT = (("training/rollout_actor_probs_pearson_corr", "rollout/actor prob corr {:.4f}"),
+             ("actor/ppo_kl", "actor/rollout KL {:.1e}"))
+
+
+def metrics(text: str) -> dict[str, float]:
+    return {name: float(value) for name, value in METRIC.findall(text)}
+
+
+def step_line(step: int, total: int | None, m: dict[str, float]) -> str:
+    """One global step's summary, from its console metrics."""
+    if "timing_s/step" not in m:  # step 0: the validation before training
+        acc = next((v for k, v in m.items() if k.startswith("val-core/") and "/acc/" in k), None)
+        return f"validation before training: acc {acc:.3f}" if acc is not None else f"step {step}"
+    phases = ", ".join(f"{p} {m[f'timing_s/{p}']:.1f}" for p in PHASES if m.get(f"timing_s/{p}", 0) >= 0.05)
+    parts = [f"global step {step}/{total or '?'}: {m['timing_s/step'] + m.get('timing_s/testing', 0):.1f} s ({phases})"]
+    if "critic/score/mean" in m:
+        parts.append(f"reward {m['critic/score/mean']:.3f}")
+    if "response_length/mean" in m:
+        parts.append(f"response {m['response_length/mean']:.0f} tokens")
+    parts += [fmt.format(m[key]) for key, fmt in AGREEMENT if key in m][:1]
+    acc = next((v for k, v in m.items() if k.startswith("val-core/") and "/acc/" in k), None)
+    if acc is not None:
+        parts.append(f"validation acc {acc:.3f}")
+    return "; ".join(parts)
+
+
+def main(argv: list[str]) -> int:
+    log = argv[1] if len(argv) > 1 else "the log file"
+    print(f"main_ppo: starting Ray, the actor/ref worker and the rollout; its whole console goes to {log}",
+          flush=True)
+    total = None
+    for line in sys.stdin:
+        if total is None and (found := TOTAL.search(line)):
+            total = int(found.group(1))
+        if found := STEP_LINE.search(line):
+            print(step_line(int(found.group(1)), total, metrics(found.group(2))), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

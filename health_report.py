@@ -30,6 +30,11 @@ from script_utils import ArgumentParser, DataError, one_line, positive_int, writ
 # Metric tags, as verl 0.6.0 logs them.
 # --------------------------------------------------------------------------------------
 TAG_ENTROPY = "actor/entropy"  # ray_trainer.py, from the old-log-prob pass
+#: a tag's stand-in where verl logs the same quantity under another name: without the old-log-prob
+#: pass (rollout-correction bypass mode), the policy's entropy is the update's, actor/entropy_loss
+#: (verl/workers/utils/losses.py, logged with actor.calculate_entropy=True), on the same responses
+#: under the same weights when the update is on-policy
+SAME_QUANTITY = {TAG_ENTROPY: "actor/entropy_loss"}
 TAG_KL_LOSS = "actor/kl_loss"  # dp_actor.py, only with actor.use_kl_loss=True
 TAG_KL_COEF = "actor/kl_coef"  # dp_actor.py, = actor.kl_loss_coef
 TAG_PG_LOSS = "actor/pg_loss"  # dp_actor.py
@@ -159,6 +164,9 @@ class Thresholds:
     # Rollout vs actor agreement on the rollout's tokens (derivations: RULE_WHY).
     #: Pearson correlation of the token probabilities below this -> alert.
     rollout_pearson_min: float = 0.8
+    #: without the old-log-prob pass (bypass mode): actor/ppo_kl, the mean of (rollout - actor)
+    #: log-prob over the rollout's tokens at the on-policy update, above this -> alert.
+    rollout_ppo_kl_max: float = 0.05
 
     # The first validation after step 0 against the step-0 validation.
     #: below this fraction of the step-0 value ...
@@ -245,6 +253,8 @@ class Run:
 
     def get(self, tag: str) -> Optional[Series]:
         s = self.scalars.get(tag)
+        if (s is None or not len(s)) and tag in SAME_QUANTITY:
+            s = self.scalars.get(SAME_QUANTITY[tag])
         return s if s is not None and len(s) else None
 
     @property
@@ -1255,8 +1265,12 @@ MISMATCH = "the rollout is not generating with the actor's weights"
 
 
 def check_rollout_mismatch(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
-    """The first step where the rollout-vs-actor Pearson correlation is below its threshold."""
-    tests = ((TAG_ROLLOUT_PEARSON, lambda v: v < th.rollout_pearson_min, f"< {th.rollout_pearson_min:g}"),)
+    """The first step where the rollout-vs-actor Pearson correlation is below its threshold or,
+    in a run without the old-log-prob pass (no Pearson logged), where the update's actor/ppo_kl
+    against the rollout's log-probs is above its threshold."""
+    tests = [(TAG_ROLLOUT_PEARSON, lambda v: v < th.rollout_pearson_min, f"< {th.rollout_pearson_min:g}")]
+    if run.get(TAG_ROLLOUT_PEARSON) is None:
+        tests.append((TAG_PPO_KL, lambda v: v > th.rollout_ppo_kl_max, f"> {th.rollout_ppo_kl_max:g}"))
     first = None
     for tag, bad, limit in tests:
         s = run.get(tag)
@@ -1280,6 +1294,9 @@ def check_rollout_mismatch(run: Run, th: Thresholds, ctx: Context) -> CheckResul
         if s is not None and s.finite.any():
             v = s.values[s.finite]
             parts.append(f"{tag} {_fmt(float(v.min()))}..{_fmt(float(v.max()))}")
+    if run.get(TAG_ROLLOUT_PEARSON) is None and (kl := run.get(TAG_PPO_KL)) is not None and kl.finite.any():
+        v = kl.values[kl.finite]
+        parts.append(f"{TAG_PPO_KL} {_fmt(float(v.min()))}..{_fmt(float(v.max()))}")
     return "ok", None, _last_finite(run.get(TAG_ROLLOUT_PEARSON)), "rollout and actor agree: " + "; ".join(parts)
 
 
@@ -1441,9 +1458,10 @@ RULES: Tuple[Rule, ...] = (
          f"{TAG_MAX_MEM} is 0 at every step (a CPU run: not meaningful)",
          f"{SRC_GUIDE}; {SRC_FSDP_WORKERS}", check_mfu),
     Rule("rollout_actor_mismatch", TAG_ROLLOUT_PEARSON, (),
-         f"alert \"{MISMATCH}\" at the first step with {TAG_ROLLOUT_PEARSON} < {_T.rollout_pearson_min:g}; "
+         f"alert \"{MISMATCH}\" at the first step with {TAG_ROLLOUT_PEARSON} < {_T.rollout_pearson_min:g}, or, "
+         f"in a run without the old-log-prob pass, {TAG_PPO_KL} > {_T.rollout_ppo_kl_max:g}; "
          f"{TAG_ROLLOUT_PROBS_DIFF} is quoted (logged with rollout.calculate_log_probs=True)",
-         f"{SRC_DEBUG_METRICS}; {SRC_RECORDED}", check_rollout_mismatch, needs_any=(TAG_ROLLOUT_PEARSON,),
+         f"{SRC_DEBUG_METRICS}; {SRC_RECORDED}", check_rollout_mismatch, needs_any=(TAG_ROLLOUT_PEARSON, TAG_PPO_KL),
          why=("the rollout and the actor compute the same model, so on the rollout's tokens they agree up to "
              "rounding: on the recorded healthy CPU runs (bf16) Pearson 0.9992-0.9996 (the learning run of "
              "benchmarks/results/cpu_learn_current.md: 0.9986-0.9996); in public reports a fully asynchronous "
@@ -1453,7 +1471,11 @@ RULES: Tuple[Rule, ...] = (
              "-0.03 (entropy 7.4), rollout inputs misaligned with the actor's 0.13 (verl-omni #254). 0.8 lies "
              "far from both groups. training/rollout_probs_diff_mean is only quoted: its healthy value "
              "(0.006-0.008) is small, and a garbage rollout's would be too, as at entropy 7.4 both sides "
-             "give its tokens probabilities below 1e-3")),
+             "give its tokens probabilities below 1e-3. Without the old-log-prob pass (verl's rollout-correction "
+             "bypass mode, the CPU profiles) no Pearson is logged, and the update's actor/ppo_kl, the mean "
+             "(rollout - actor) log-prob over the rollout's tokens, stands in: on healthy CPU runs (bf16) "
+             "|ppo_kl| <= 0.004; the stale-lm_head sync of tests/vllm_sync_probe.py gives 2.3 (fp32, healthy "
+             "1e-5); 0.05 lies far from both")),
     Rule("val_drop_after_first_update", "<val tag>", (),
          f"warn if the first validation after step 0 is below {_T.val_first_drop_frac:g}x the step-0 validation "
          f"and at least {_T.val_first_drop_abs:g} lower", "thresholds heuristic, see below",

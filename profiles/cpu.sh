@@ -56,8 +56,12 @@ PROFILE_ARGS+=(
   # unset, every worker's torch computes on one thread
   "+ray_kwargs.ray_init.runtime_env.env_vars.OMP_NUM_THREADS='$CPU_THREADS'"
   "+ray_kwargs.ray_init.runtime_env.env_vars.OMP_WAIT_POLICY='$OMP_WAIT_POLICY'"
+  # TransferQueue's tensor threads (transfer_queue/client.py, default 8, which it caps at the cores with a warning)
+  "+ray_kwargs.ray_init.runtime_env.env_vars.TQ_NUM_THREADS='$CPU_THREADS'"
   "+actor_rollout_ref.actor.fsdp_config.mixed_precision={param_dtype:$CPU_DTYPE,reduce_dtype:fp32,buffer_dtype:fp32}"
   "+actor_rollout_ref.ref.fsdp_config.mixed_precision={param_dtype:$CPU_DTYPE,reduce_dtype:fp32,buffer_dtype:fp32}"
+  # the ref is never updated: its weights are kept in the compute dtype, not cast from fp32 at every forward
+  "actor_rollout_ref.ref.fsdp_config.model_dtype=$CPU_DTYPE"
   # vLLM's dtype (verl's default bfloat16 is emulated without native bf16 matmuls: the quick start's
   # generation took 7x as long on an AVX2-only AMD EPYC)
   "actor_rollout_ref.rollout.dtype=$([[ $CPU_DTYPE == bf16 ]] && echo bfloat16 || echo float32)"

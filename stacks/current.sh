@@ -26,8 +26,20 @@ STACK_CPU_ARGS=(
   # one agent-loop worker and one reward worker: each is a process holding a tokenizer
   "actor_rollout_ref.rollout.agent.num_workers=1"
   "reward.num_workers=1"
-  # the weight sync's shared-memory bucket (verl's default 2 GB doubles the 135M model's need)
-  "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes=1024"
+  # the weight sync's shared-memory bucket (verl's default 2 GB is 7x the 135M model's bf16 weights)
+  "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes=512"
+  # One PPO mini-batch and epoch make the update on-policy: the rollout's own log-probs
+  # (rollout.calculate_log_probs) are the old policy's, so verl's rollout-correction bypass mode
+  # skips the actor's recomputation of them (verl/trainer/ppo/v1/trainer_base.py
+  # _compute_old_log_prob), a forward over every token, a fifth of a step. The weight-sync check is
+  # then the update's actor/ppo_kl, the mean (rollout - actor) log-prob of the rollout's tokens.
+  "algorithm.rollout_correction.bypass_mode=True"
+  # without that pass the policy's entropy comes from the update (actor/entropy_loss)
+  "actor_rollout_ref.actor.calculate_entropy=True"
+  # offloading the ref's parameters "to the CPU" only copies them within host memory
+  "actor_rollout_ref.ref.fsdp_config.param_offload=False"
+  # Ray's dashboard is a head process and 10 helper processes, about 1 GB, that a CPU run never shows
+  "+ray_kwargs.ray_init.include_dashboard=False"
   # verl starts 8 TransferQueue storage actors by default; one holds a CPU run's batches
   "transfer_queue.backend.SimpleStorage.num_data_storage_units=1"
   "data.dataloader_num_workers=0"

@@ -66,8 +66,22 @@ def test_rollout_actor_mismatch_at_its_threshold(tmp_path):
         ("alert", 5), entries["rollout_actor_mismatch"]
 
 
+def test_without_pearson_the_updates_ppo_kl_judges_the_sync(tmp_path):
+    """A run without the old-log-prob pass (bypass mode) logs no Pearson: the on-policy update's
+    actor/ppo_kl against the rollout's log-probs fires past its threshold, and a healthy one is ok."""
+    th = hr.DEFAULT_THRESHOLDS
+    write_run(tmp_path / "run", override=_set(hr.TAG_PPO_KL, lambda s: 2.3 if s >= 6 else 2e-3, 1), drop=(PEARSON,))
+    _, entries = report(tmp_path / "run")
+    e = entries["rollout_actor_mismatch"]
+    assert (e["level"], e["step"], e["tag"]) == ("alert", 6, hr.TAG_PPO_KL), e
+    write_run(tmp_path / "edge", override=_set(hr.TAG_PPO_KL, th.rollout_ppo_kl_max * 0.9, 1), drop=(PEARSON,))
+    _, entries = report(tmp_path / "edge")
+    assert entries["rollout_actor_mismatch"]["level"] == "ok", entries["rollout_actor_mismatch"]
+    assert hr.TAG_PPO_KL in entries["rollout_actor_mismatch"]["message"]
+
+
 def test_rollout_actor_mismatch_skipped_without_the_metrics(tmp_path):
-    write_run(tmp_path / "run", override=_agreement((PROBS_DIFF,), broken_from=3))
+    write_run(tmp_path / "run", override=_agreement((PROBS_DIFF,), broken_from=3), drop=(hr.TAG_PPO_KL,))
     _, entries = report(tmp_path / "run")
     assert entries["rollout_actor_mismatch"]["level"] == "skipped"
     assert PEARSON in entries["rollout_actor_mismatch"]["message"]

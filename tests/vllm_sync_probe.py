@@ -5,7 +5,7 @@ verl 0.9.1). It starts vLLM's offline engine in this process on MODEL, then twic
 transformers copy of the model (the "actor" after an update), loads the new weights into vLLM
 through cpu_support.verl_cpu_platform.reload_weights (the path of the CPU run's weight sync),
 scores one fixed token sequence with both, and prints one JSON line per sync:
-``{"sync": "healthy"|"skip_lm_head_retie", "pearson": r, "max_abs_logprob_diff": d}``.
+``{"sync": "healthy"|"skip_lm_head_retie", "pearson": r, "max_abs_logprob_diff": d, "ppo_kl": k}``.
 The second sync sets CPU_SYNC_FAULT=skip_lm_head_retie, the broken sync the check must catch.
 The Pearson coefficient is verl's own (verl/utils/debug/metrics.py), on token probabilities,
 as verl logs training/rollout_actor_probs_pearson_corr.
@@ -26,6 +26,7 @@ os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 
 import torch  # noqa: E402
 
+PROMPT_TOKENS = 12  # the sampled response's prompt: TEXT's first tokens
 TEXT = ("Problem: What is $2+3$?\n<think>Two plus three is five.</think>\n"
         "<answer>The answer is $\\boxed{5}$.</answer>")
 
@@ -66,8 +67,18 @@ def main(model_dir: str) -> int:
         logp = torch.log_softmax(logits, -1).gather(1, torch.tensor(ids[1:])[:, None])[:, 0]
         mask = torch.ones_like(logp, dtype=torch.bool)
         pearson = float(pearson_correlation_coefficient(logp.exp()[None], rollout.exp()[None], mask[None]))
+        # the bypass mode's signal: a response sampled by the rollout, scored by both; verl's
+        # actor/ppo_kl at an on-policy update is the mean of (rollout - actor) log-prob over it
+        sample = llm.generate({"prompt_token_ids": ids[:PROMPT_TOKENS]},
+                              SamplingParams(max_tokens=32, logprobs=0, seed=0, temperature=1.0))[0].outputs[0]
+        sampled_rollout = torch.tensor([d[t].logprob for t, d in zip(sample.token_ids, sample.logprobs)])
+        full = ids[:PROMPT_TOKENS] + list(sample.token_ids)
+        with torch.no_grad():
+            logits = actor(torch.tensor([full])).logits[0, PROMPT_TOKENS - 1:-1].float()
+        sampled_actor = torch.log_softmax(logits, -1).gather(1, torch.tensor(sample.token_ids)[:, None])[:, 0]
         print(json.dumps({"sync": sync, "pearson": pearson,
-                          "max_abs_logprob_diff": float((logp - rollout).abs().max())}), flush=True)
+                          "max_abs_logprob_diff": float((logp - rollout).abs().max()),
+                          "ppo_kl": float((sampled_rollout - sampled_actor).mean())}), flush=True)
     return 0
 
 

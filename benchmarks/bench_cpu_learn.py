@@ -18,7 +18,8 @@ OUTPUT_DIR=DIR, then reads its TensorBoard events and prints:
   at least twice, and at least 0.15 above, the mean over the first 3 steps;
 - validation (greedy, held-out Level-1 problems) before training and at the last step:
   format compliance (``val-core/<data_source>/format/mean@1``) and accuracy (``acc``);
-- wall time (s) from launcher start to exit and peak memory (GiB, sum of RSS: an upper bound).
+- wall time (s) from launcher start to exit and peak memory (GiB, the machine's used memory over
+  the run).
 
 ``--plot`` draws the training reward per step with the two validation points (matplotlib).
 Exit status: the launcher's, else 1 when the bar is not met, else 0.
@@ -38,10 +39,13 @@ from script_utils import cpu_description, write_text_atomic
 
 #: per-step columns and their number formats. The rollout/actor agreement is logged by verl
 #: (verl/utils/debug/metrics.py) as the Pearson correlation and the largest difference of the token
-#: probabilities; a column a run does not log is left out.
+#: probabilities where the old-log-prob pass runs, and as the on-policy update's actor/ppo_kl
+#: without it (bypass mode, the cpu profiles); the policy's entropy is then actor/entropy_loss.
+#: A column a run does not log is left out.
 TAGS = {"critic/score/mean": ".3f", "critic/score/max": ".3f", "actor/kl_loss": ".3f", "actor/grad_norm": ".3f",
-        "actor/entropy": ".2f", "response_length/mean": ".1f", "training/rollout_actor_probs_pearson_corr": ".4f",
-        "training/rollout_probs_diff_max": ".3f", "timing_s/step": ".0f"}
+        "actor/entropy": ".2f", "actor/entropy_loss": ".2f", "response_length/mean": ".1f",
+        "training/rollout_actor_probs_pearson_corr": ".4f", "training/rollout_probs_diff_max": ".3f",
+        "actor/ppo_kl": ".1e", "timing_s/step": ".0f"}
 
 
 def val_tag(scalars: dict, key: str) -> str | None:
@@ -78,7 +82,7 @@ def report(scalars: dict, wall_s: float | None, peak: int | None, header: str = 
     if wall_s is not None:
         lines.append(f"| wall time, launcher start to exit (s) | {wall_s:.0f} |")
     if peak is not None:
-        lines.append(f"| peak memory, sum of RSS over the process tree (GiB) | {peak / 2**30:.1f} |")
+        lines.append(f"| peak memory: the machine's used memory over the run (GiB) | {peak / 2**30:.1f} |")
     return ok, "\n".join(lines)
 
 
@@ -125,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         run_dir = args.output_dir or Path(tempfile.mkdtemp(prefix="bench_cpu_learn-"))
         load = os.getloadavg()[0]
-        rc, wall_s, peak = run_launcher(run_dir, args.extra, env_extra={"PROFILE": "cpu_learn"})
+        run = run_launcher(run_dir, args.extra, env_extra={"PROFILE": "cpu_learn"})
+        rc, wall_s, peak = run.returncode, run.wall_s, run.peak_used
         header = f"`PROFILE=cpu_learn` on {cpu_description()}; load average {load:.2f} at the start."
     events = run_dir / "tensorboard"
     scalars = scalars_by_step(events) if events.is_dir() else {}

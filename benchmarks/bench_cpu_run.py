@@ -1,45 +1,41 @@
-"""Time the CPU profile's GRPO run phase by phase and measure its peak memory.
+"""Time the CPU quick start phase by phase, with its memory, output and hardware limit.
 
 Usage::
 
-    python -m benchmarks.bench_cpu_run [--output-dir DIR] [--markdown FILE] [-- EXTRA_HYDRA_OVERRIDES...]
-    python -m benchmarks.bench_cpu_run --run-dir DIR        # only read an existing run
+    python -m benchmarks.bench_cpu_run [--markdown FILE] [-- EXTRA_HYDRA_OVERRIDES...]
     python -m benchmarks.bench_cpu_run --compare REF [--rounds N] [--markdown FILE]
-    python -m benchmarks.bench_cpu_run --compare-runs REF_DIR NEW_DIR [--step N] [--markdown FILE]
 
-``--compare REF`` measures this checkout against a git commit side by side in one
-invocation: REF is checked out into a temporary git worktree (sharing this checkout's
-``.venv``, ``.venv-current``, ``models/`` and ``data/verl/``), and the two launchers run in turns,
-REF first, ``--rounds`` times each, so that a busy machine slows both alike. The table gives each
-phase's mean seconds per GRPO step for REF and for this checkout, and their ratio.
-``--compare-runs`` makes the same table from two runs that already finished (for a REF too
-slow to run in rounds), optionally for one global step (``--step``).
+Runs ``DEVICE=cpu bash run_qwen2_5_1_5b.sh`` (profile ``cpu``: SmolLM2-135M-Instruct, MATH
+Level 1, 4 prompts x 4 responses, 2 GRPO steps) and prints:
+  * each phase's seconds per global step (verl's ``timing_s/*`` from the run's TensorBoard
+    events), and the whole global step: ``step`` plus ``testing``, which verl 0.9.1 times after
+    its step timer closes;
+  * the run: wall time, the machine's peak used memory over the run (total minus available,
+    less what was used before the launch: it counts Ray's workers and shared memory, which a
+    process-tree sum misses or double counts), the lines the launcher printed to the terminal,
+    and per step the rollout/actor agreement (``actor/ppo_kl`` at the on-policy update, or
+    verl's Pearson correlation where the old-log-prob pass runs);
+  * who holds the memory at the peak: each process's proportional set size (shared pages split
+    among their users);
+  * the hardware limit of the same work (``benchmarks/hardware_limit.py``), with its arithmetic.
 
-Runs ``DEVICE=cpu bash run_qwen2_5_1_5b.sh`` (profiles/cpu.sh: SmolLM2-135M-Instruct, MATH Level
-1, 2 GRPO steps) with OUTPUT_DIR=DIR, samples the memory of the launcher's whole process tree
-(driver, Ray, TaskRunner, the actor/ref/rollout worker) every 0.5 s, then prints one markdown
-table of verl's per-phase timings (``timing_s/*`` from the run's TensorBoard events, seconds)
-per global step, and a second of run-level facts: wall time (s), peak memory (GiB, the sum of
-resident set sizes over the tree: an upper bound, shared pages counted once per process),
-reward and response statistics (``critic/score/mean``, ``response_length/mean`` in tokens,
-``response_length/clip_ratio``, validation ``acc/mean@1``).
-
-Phase meanings (verl 0.9.1 ``ray_trainer.fit``, the cpu profile's stack): gen = rollout generation,
-old_log_prob / ref = log-probabilities under the actor / reference policy, adv = GRPO advantages,
-update_actor = the PPO update, update_weights = the actor's weights sent to the vLLM rollout,
-testing = validation, save_checkpoint, step = the step timer, which closes before testing.
-Exit status: the launcher's (the tables are printed either way when events exist).
+``--compare REF`` runs a git commit's launcher (a temporary worktree sharing this checkout's
+``.venv-current``, ``models/`` and ``data/verl/``) and this checkout's in turns, REF first,
+``--rounds`` times each, so that a busy machine slows both alike, and puts them side by side.
+Exit status: the launchers' (the tables are printed either way).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
@@ -48,76 +44,180 @@ from health_report import scalars_by_step  # TensorBoard's reader, one place
 from script_utils import cpu_description, positive_int, write_text_atomic
 
 REPO = Path(__file__).resolve().parent.parent
-PHASES = ("gen", "reward", "old_log_prob", "ref", "adv", "update_actor", "update_weights", "testing", "save_checkpoint",
-          "step")
-RUN_FACTS = ("critic/score/mean", "response_length/mean", "response_length/clip_ratio", "perf/throughput")
+PHASES = ("gen", "old_log_prob", "ref", "adv", "update_actor", "update_weights", "save_checkpoint", "testing")
+WHOLE = "whole global step (step + testing)"
+AGREEMENT = (("actor/ppo_kl", "actor/ppo_kl (rollout vs actor, on-policy)", ".1e"),
+             ("training/rollout_actor_probs_pearson_corr", "rollout/actor Pearson", ".4f"))
 
 
-def tree_rss_bytes(pid: int) -> int:
-    """Sum of RSS (bytes) of ``pid`` and all its descendants; 0 once it is gone."""
-    try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return 0
-    total = 0
-    for proc in procs:
+@dataclass
+class Run:
+    """One finished launch: its metrics, wall time, memory and terminal output."""
+
+    returncode: int
+    output_dir: Path
+    scalars: dict[str, dict[int, float]]
+    wall_s: float
+    peak_used: int                       # bytes over the machine's used memory before the launch
+    processes: list[tuple[str, int]] = field(default_factory=list)  # (name, PSS bytes) at the peak
+    terminal_lines: int = 0
+
+
+def used_bytes() -> int:
+    vm = psutil.virtual_memory()
+    return vm.total - vm.available
+
+
+def process_name(proc: psutil.Process) -> str:
+    """A Ray actor's class (``ray::WorkerDict.update_actor`` -> ``ray::WorkerDict``), vLLM's
+    process titles, ``main_ppo`` for the driver, else the program's name."""
+    cmd = proc.cmdline()
+    if not cmd:
+        return proc.name()
+    first = cmd[0]
+    if first.startswith(("ray::", "VLLM::")):
+        return first.split(".")[0].split()[0]
+    if "verl.trainer.main_ppo" in cmd:
+        return "main_ppo (driver)"
+    if "ray" in " ".join(cmd[:3]) or "raylet" in first or "gcs_server" in first:
+        return "Ray's own processes"
+    return Path(first).name
+
+
+def snapshot(root: psutil.Process) -> list[tuple[str, int]]:
+    """(name, PSS bytes) of every process under ``root``, summed by name, largest first."""
+    sums: dict[str, int] = {}
+    for proc in [root, *root.children(recursive=True)]:
         try:
-            total += proc.memory_info().rss
-        except psutil.NoSuchProcess:
+            sums[process_name(proc)] = sums.get(process_name(proc), 0) + proc.memory_full_info().pss
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
             pass
-    return total
+    return sorted(sums.items(), key=lambda kv: -kv[1])
 
 
 def run_launcher(output_dir: Path, extra: list[str], repo: Path = REPO,
-                 env_extra: dict[str, str] | None = None) -> tuple[int, float, int]:
-    """Run ``repo``'s launcher on CPU (the cpu profile unless ``env_extra`` names another);
-    return (exit status, wall seconds, peak tree RSS bytes)."""
+                 env_extra: dict[str, str] | None = None) -> Run:
+    """Run ``repo``'s launcher on CPU (the cpu profile unless ``env_extra`` names another) while
+    sampling the machine's used memory every 0.5 s and, at each new peak, who holds it."""
     env = {**os.environ, "DEVICE": "cpu", "OUTPUT_DIR": str(output_dir), **(env_extra or {})}
+    before = used_bytes()
     start = time.monotonic()
     proc = subprocess.Popen(["bash", str(repo / "run_qwen2_5_1_5b.sh"), *extra], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    peak = 0
-    done = threading.Event()
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    root = psutil.Process(proc.pid)
+    peak, processes, done = 0, [], threading.Event()
 
     def sample() -> None:
-        nonlocal peak
+        nonlocal peak, processes
         while not done.is_set():
-            peak = max(peak, tree_rss_bytes(proc.pid))
+            used = used_bytes() - before
+            if used > peak + 2**26:  # a new peak by 64 MiB: who holds it (reading smaps takes a while)
+                processes = snapshot(root)
+            peak = max(peak, used)
             done.wait(0.5)
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
+    terminal = proc.stdout.read()
     rc = proc.wait()
     done.set()
     sampler.join()
-    return rc, time.monotonic() - start, peak
+    events = output_dir / "tensorboard"
+    return Run(rc, output_dir, scalars_by_step(events) if events.is_dir() else {}, time.monotonic() - start, peak,
+               processes, len(terminal.splitlines()))
 
 
-def tables(scalars: dict[str, dict[int, float]], wall_s: float | None, peak_bytes: int | None) -> str:
-    """Markdown: per-phase seconds by global step, then run-level facts."""
-    steps = sorted(scalars.get("timing_s/step", {}))
-    lines = ["| phase (s) | " + " | ".join(f"step {s}" for s in steps) + " | mean |",
-             "|---" * (len(steps) + 2) + "|"]
-    for phase in PHASES:
-        values = scalars.get(f"timing_s/{phase}", {})
-        if not values:
+def mean(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def phase_mean(run: Run, phase: str) -> float | None:
+    if phase == WHOLE:
+        steps = run.scalars.get("timing_s/step", {})
+        testing = run.scalars.get("timing_s/testing", {})
+        return mean(v + testing.get(s, 0.0) for s, v in steps.items())
+    values = run.scalars.get(f"timing_s/{phase}", {})
+    return mean(values.values())
+
+
+def per_step(run: Run, tag: str, fmt: str) -> str:
+    values = run.scalars.get(tag, {})
+    return ", ".join(format(v, fmt) for _, v in sorted(values.items())) or "-"
+
+
+def side_by_side(runs: dict[str, list[Run]]) -> str:
+    """Markdown: phases per step (mean over steps and rounds) and the run facts, one column per side."""
+    names = list(runs)
+    head = "| phase (s per step) | " + " | ".join(names) + (f" | {names[0]} / {names[1]} |" if len(names) == 2 else " |")
+    lines = [head, "|---" * (len(names) + 1 + (len(names) == 2)) + "|"]
+    for phase in (*PHASES, WHOLE):
+        values = [mean(phase_mean(r, phase) for r in runs[n]) for n in names]
+        if all(v is None for v in values):
             continue
-        cells = [f"{values[s]:.1f}" if s in values else "-" for s in steps]
-        mean = sum(values.values()) / len(values)
-        lines.append(f"| {phase} | " + " | ".join(cells) + f" | {mean:.1f} |")
-    lines += ["", "| run | value |", "|---|---|"]
-    if wall_s is not None:
-        lines.append(f"| wall time, launcher start to exit (s) | {wall_s:.0f} |")
-    if peak_bytes is not None:
-        lines.append(f"| peak memory, sum of RSS over the process tree (GiB) | {peak_bytes / 2**30:.1f} |")
-    for tag in RUN_FACTS:
-        for step, value in sorted(scalars.get(tag, {}).items()):
-            lines.append(f"| {tag} @ step {step} | {value:.3f} |")
-    for tag, values in sorted(scalars.items()):
-        if tag.startswith("val-core/"):
-            for step, value in sorted(values.items()):
-                lines.append(f"| {tag} @ step {step} | {value:.3f} |")
+        cells = ["-" if v is None else f"{v:.1f}" for v in values]
+        if len(names) == 2:
+            a, b = values
+            cells.append(f"{a / b:.2f}x" if a and b else "-")
+        label = f"**{phase}**" if phase == WHOLE else phase
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    facts = [("wall time, launcher start to exit (s)", lambda r: f"{r.wall_s:.0f}"),
+             ("peak memory: the machine's used memory over the run (GiB)", lambda r: f"{r.peak_used / 2**30:.1f}"),
+             ("lines printed to the terminal", lambda r: f"{r.terminal_lines}"),
+             ("exit status", lambda r: f"{r.returncode}")]
+    facts += [(f"{label} per step", lambda r, t=tag, f=fmt: per_step(r, t, f)) for tag, label, fmt in AGREEMENT]
+    facts += [("critic/score/mean per step", lambda r: per_step(r, "critic/score/mean", ".3f")),
+              ("response_length/mean per step", lambda r: per_step(r, "response_length/mean", ".0f"))]
+    lines += ["", "| run | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    for label, fn in facts:
+        lines.append(f"| {label} | " + " | ".join("; ".join(fn(r) for r in runs[n]) for n in names) + " |")
+    return "\n".join(lines)
+
+
+def memory_table(run: Run, name: str) -> str:
+    rows = [f"| {proc} | {pss / 2**30:.2f} |" for proc, pss in run.processes if pss >= 2**24]
+    return "\n".join([f"Who holds the memory at the peak of `{name}` (proportional set size, GiB; "
+                      f"sum {sum(p for _, p in run.processes) / 2**30:.1f}):", "",
+                      "| process | GiB |", "|---|---|", *rows])
+
+
+def limit_table(run: Run) -> str:
+    """The hardware limit of the run's work (mean over its global steps) beside its measured time."""
+    import pyarrow.parquet as pq
+    import torch
+
+    from benchmarks import hardware_limit as hl
+
+    knobs = json.loads((run.output_dir / "checkpoints" / "launch_settings.json").read_text())["knobs"]
+    dtype = torch.bfloat16 if knobs.get("CPU_DTYPE") == "bf16" else torch.float32
+    machine = hl.measure(dtype, int(knobs.get("CPU_THREADS") or os.cpu_count() or 1))
+    model = hl.model_facts(Path(knobs["MODEL_PATH"]), dtype)
+    prompts, n = int(knobs["TRAIN_BATCH_SIZE"]), int(knobs["N_SAMPLES"])
+    val_prompts = pq.read_metadata(knobs["VAL_FILE"]).num_rows
+    steps = sorted(run.scalars.get("timing_s/step", {}))
+    limits: dict[str, float] = {}
+    arithmetic: dict[str, str] = {}
+    for s in steps:
+        m = {tag: values[s] for tag, values in run.scalars.items() if s in values}
+        tested = s in run.scalars.get("timing_s/testing", {})
+        for phase, (sec, how) in hl.step_limits(
+                machine, model, m, prompts, prompts * n, val_prompts,
+                val_response_max=float(knobs["MAX_RESPONSE_LENGTH"]) if tested else None,
+                saved=s in run.scalars.get("timing_s/save_checkpoint", {})).items():
+            limits[phase] = limits.get(phase, 0.0) + sec / len(steps)
+            arithmetic[phase] = how
+    lines = [f"Hardware limit of the same work on this machine: matmuls {machine.flops / 1e9:.0f} GFLOP/s "
+             f"({str(machine.dtype).replace('torch.', '')}, {machine.threads} threads, the best 2048^3 matmul), memory "
+             f"{machine.bandwidth / 1e9:.1f} GB/s (the best copy of 512 MiB); {model.params / 1e6:.1f}M parameters; "
+             "seconds per global step, the mean over the run's steps (testing and the checkpoint fall on the last).",
+             "", "| phase | limit | measured | measured / limit | the work |", "|---|---|---|---|---|"]
+    for phase, lim in limits.items():
+        got = sum(run.scalars.get(f"timing_s/{phase}", {}).values()) / len(steps)
+        ratio = f"{got / lim:.1f}x" if lim > 0 else "-"
+        lines.append(f"| {phase} | {lim:.2f} | {got:.1f} | {ratio} | {arithmetic[phase]} |")
+    total, whole = sum(limits.values()), phase_mean(run, WHOLE)
+    lines.append(f"| **whole global step** | **{total:.1f}** | **{whole:.1f}** | **{whole / total:.1f}x** | the "
+                 "phases above; what Python, Ray, the TransferQueue and vLLM's scheduler add is not in the limit |")
     return "\n".join(lines)
 
 
@@ -126,20 +226,15 @@ def checkout(ref: str, where: Path) -> Path:
     environment, model and prepared data (all git-ignored, so absent from a worktree)."""
     subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(where), ref],
                    check=True, capture_output=True, text=True)
-    for shared in (".venv", ".venv-current", "models", "data/verl"):
+    for shared in (".venv-current", "models", "data/verl"):
         if (REPO / shared).exists():
             (where / shared).parent.mkdir(parents=True, exist_ok=True)
             (where / shared).symlink_to(REPO / shared)
     return where
 
 
-def mean_per_step(scalars: dict[str, dict[int, float]], phase: str) -> float | None:
-    values = scalars.get(f"timing_s/{phase}", {})
-    return sum(values.values()) / len(values) if values else None
-
-
-def compare(ref: str, rounds: int, extra: list[str]) -> tuple[int, str]:
-    """Run REF's launcher and this checkout's in turns; markdown of mean seconds per step."""
+def compare(ref: str, rounds: int, extra: list[str]) -> tuple[int, str, Run]:
+    """Run REF's launcher and this checkout's in turns; markdown side by side, and the last new run."""
     load = os.getloadavg()[0]
     work = Path(tempfile.mkdtemp(prefix="bench_cpu_compare-"))
     ref_repo = checkout(ref, work / "ref")
@@ -147,108 +242,42 @@ def compare(ref: str, rounds: int, extra: list[str]) -> tuple[int, str]:
                           text=True).stdout.strip()
     dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
                            capture_output=True, text=True).stdout.strip()
-    names = {"ref": ref, "new": f"{head}{' + uncommitted changes' if dirty else ''}"}
-    runs: dict[str, list[tuple[dict, float, int]]] = {"ref": [], "new": []}
-    status = 0
+    names = {"ref": f"`{ref}`", "new": f"`{head}`{' + uncommitted changes' if dirty else ''}"}
+    runs: dict[str, list[Run]] = {names["ref"]: [], names["new"]: []}
     try:
         for i in range(rounds):
             for label, repo in (("ref", ref_repo), ("new", REPO)):
-                out = work / f"{label}_{i}"
-                rc, wall_s, peak = run_launcher(out, extra, repo)
-                status = status or rc
-                events = out / "tensorboard"
-                runs[label].append((scalars_by_step(events) if events.is_dir() else {}, wall_s, peak))
-                print(f"bench_cpu_run: {label} round {i + 1}: exit {rc}, {wall_s:.0f} s", file=sys.stderr)
+                run = run_launcher(work / f"{label}_{i}", extra, repo)
+                runs[names[label]].append(run)
+                print(f"bench_cpu_run: {label} round {i + 1}: exit {run.returncode}, {run.wall_s:.0f} s",
+                      file=sys.stderr)
     finally:
         subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(ref_repo)], capture_output=True)
-
-    header = (f"Side by side, {rounds} run(s) each in turns: ref = `{names['ref']}`, new = `{names['new']}`; "
-              f"seconds per GRPO step (mean over the run's steps and rounds); {cpu_description()}, "
-              f"load average {load:.2f} at the start.")
-    return status, side_by_side(runs, header)
-
-
-def side_by_side(runs: dict[str, list[tuple[dict, float | None, int | None]]], header: str,
-                 step: int | None = None) -> str:
-    """Markdown: each phase's seconds per step for ``ref`` and ``new`` (the mean over steps and
-    runs, or global step ``step`` only) and their ratio; wall time and peak memory when known."""
-
-    def value(label: str, phase: str) -> float | None:
-        if step is None:
-            found = [v for sc, _, _ in runs[label] if (v := mean_per_step(sc, phase)) is not None]
-        else:
-            found = [sc[f"timing_s/{phase}"][step] for sc, _, _ in runs[label] if step in sc.get(f"timing_s/{phase}", {})]
-        return sum(found) / len(found) if found else None
-
-    lines = [header, "", "| phase (s per step) | ref | new | ref / new |", "|---|---|---|---|"]
-    for phase in PHASES:
-        a, b = value("ref", phase), value("new", phase)
-        if a is None and b is None:
-            continue
-        ratio = f"{a / b:.1f}x" if a and b else "-"
-        lines.append(f"| {phase} | {'-' if a is None else f'{a:.1f}'} | {'-' if b is None else f'{b:.1f}'} | {ratio} |")
-    if all(w is not None for v in runs.values() for _, w, _ in v) and all(runs.values()):
-        walls = {k: sum(w for _, w, _ in v) / len(v) for k, v in runs.items()}
-        peaks = {k: max(p for _, _, p in v) / 2**30 for k, v in runs.items()}
-        lines.append(f"| wall time, launcher start to exit (s) | {walls['ref']:.0f} | {walls['new']:.0f} | "
-                     f"{walls['ref'] / walls['new']:.1f}x |")
-        lines.append(f"| peak memory, sum of RSS over the process tree (GiB) | {peaks['ref']:.1f} | "
-                     f"{peaks['new']:.1f} | - |")
-    return "\n".join(lines)
+    header = (f"The quick start (`DEVICE=cpu bash run_qwen2_5_1_5b.sh`{' ' + ' '.join(extra) if extra else ''}) "
+              f"side by side, {rounds} run(s) each in turns, {names['ref']} first; seconds per global step, the "
+              f"mean over the run's 2 steps and the rounds; {cpu_description()}, load average {load:.2f} at the start.")
+    status = max(r.returncode for rs in runs.values() for r in rs)
+    return status, header + "\n\n" + side_by_side(runs), runs[names["new"]][-1]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--output-dir", type=Path, help="OUTPUT_DIR of the new run (default: a temp dir)")
-    parser.add_argument("--run-dir", type=Path, help="read this finished run instead of running one")
     parser.add_argument("--markdown", type=Path, help="also write the tables to this file")
     parser.add_argument("--compare", metavar="REF", help="git commit to run side by side with this checkout")
-    parser.add_argument("--rounds", type=positive_int, default=1,
-                        help="with --compare: runs of each, in turns (default 1)")
-    parser.add_argument("--compare-runs", nargs=2, type=Path, metavar=("REF_DIR", "NEW_DIR"),
-                        help="only read two finished runs (their OUTPUT_DIR or tensorboard folder) side by side")
-    parser.add_argument("--step", type=int, help="with --compare-runs: compare this global step only "
-                        "(default: the mean over each run's steps)")
+    parser.add_argument("--rounds", type=positive_int, default=1, help="with --compare: runs of each, in turns")
     parser.add_argument("extra", nargs="*", help="Hydra overrides passed to the launcher (after --)")
     args = parser.parse_args(argv)
     if args.compare:
-        rc, text = compare(args.compare, args.rounds, args.extra)
-        print(text)
-        if args.markdown:
-            write_text_atomic(args.markdown, text + "\n")
-        return rc
-
-    if args.compare_runs:
-        runs = {}
-        for label, folder in zip(("ref", "new"), args.compare_runs):
-            events = folder / "tensorboard" if (folder / "tensorboard").is_dir() else folder
-            scalars = scalars_by_step(events) if events.is_dir() else {}
-            if "timing_s/step" not in scalars or (args.step and args.step not in scalars["timing_s/step"]):
-                print(f"bench_cpu_run: {events}: no timing_s/step{f' at step {args.step}' if args.step else ''}; "
-                      "expected a finished run's TensorBoard events", file=sys.stderr)
-                return 2
-            runs[label] = [(scalars, None, None)]
-        which = f"global step {args.step}" if args.step else "mean over each run's steps"
-        text = side_by_side(runs, f"Two finished runs: ref = `{args.compare_runs[0]}`, new = "
-                            f"`{args.compare_runs[1]}`; seconds, {which}.", args.step)
-        print(text)
-        if args.markdown:
-            write_text_atomic(args.markdown, text + "\n")
-        return 0
-
-    rc, wall_s, peak = 0, None, None
-    if args.run_dir:
-        run_dir = args.run_dir
+        rc, text, new = compare(args.compare, args.rounds, args.extra)
+        name = "new"
     else:
-        run_dir = args.output_dir or Path(tempfile.mkdtemp(prefix="bench_cpu_run-"))
-        rc, wall_s, peak = run_launcher(run_dir, args.extra)
-    events = run_dir / "tensorboard"
-    scalars = scalars_by_step(events) if events.is_dir() else {}
-    if not scalars:
-        print(f"bench_cpu_run: {run_dir / 'tensorboard'}: no TensorBoard scalars (exit status {rc})", file=sys.stderr)
-        return rc or 1
-    text = tables(scalars, wall_s, peak)
+        new = run_launcher(Path(tempfile.mkdtemp(prefix="bench_cpu_run-")), args.extra)
+        rc, name = new.returncode, "this checkout"
+        text = (f"The quick start (`DEVICE=cpu bash run_qwen2_5_1_5b.sh`{' ' + ' '.join(args.extra) if args.extra else ''}); "
+                f"seconds per global step; {cpu_description()}.\n\n" + side_by_side({name: [new]}))
+    if new.scalars.get("timing_s/step"):
+        text += "\n\n" + memory_table(new, name) + "\n\n" + limit_table(new)
     print(text)
     if args.markdown:
         write_text_atomic(args.markdown, text + "\n")

@@ -1,26 +1,54 @@
-"""The side-by-side step table of benchmarks/bench_cpu_run.py (--compare, --compare-runs), on synthetic
-TensorBoard scalars."""
+"""benchmarks/bench_cpu_run.py's tables and benchmarks/hardware_limit.py's arithmetic, on synthetic
+runs (the benchmark itself trains; these check what it prints)."""
 
 from __future__ import annotations
 
-from benchmarks.bench_cpu_run import side_by_side
+from pathlib import Path
+
+import pytest
+
+from benchmarks.bench_cpu_run import WHOLE, Run, phase_mean, side_by_side
 
 
-def scalars(step_s: dict[int, float], gen_s: dict[int, float]) -> dict[str, dict[int, float]]:
-    return {"timing_s/step": step_s, "timing_s/gen": gen_s}
+def run(step_s: dict[int, float], gen_s: dict[int, float], testing: dict[int, float] | None = None,
+        wall: float = 300.0) -> Run:
+    scalars = {"timing_s/step": step_s, "timing_s/gen": gen_s, "actor/ppo_kl": {1: 1e-3, 2: -2e-3}}
+    if testing:
+        scalars["timing_s/testing"] = testing
+    return Run(0, Path("."), scalars, wall, 3 * 2**30, [], 9)
 
 
-def test_one_global_step_is_compared_and_the_ratio_is_ref_over_new():
-    runs = {"ref": [(scalars({1: 300.0}, {1: 60.0}), None, None)],
-            "new": [(scalars({1: 100.0, 2: 50.0}, {1: 20.0, 2: 10.0}), None, None)]}
-    text = side_by_side(runs, "header", step=1)
-    assert "| gen | 60.0 | 20.0 | 3.0x |" in text and "| step | 300.0 | 100.0 | 3.0x |" in text
-    assert "wall time" not in text  # unknown for runs that were only read
+def test_the_whole_global_step_adds_testing_which_verl_times_after_the_step():
+    assert phase_mean(run({1: 50.0, 2: 60.0}, {1: 10.0}, testing={2: 10.0}), WHOLE) == 60.0
 
 
-def test_without_a_step_each_phase_is_the_mean_over_steps_and_runs():
-    runs = {"ref": [(scalars({1: 300.0, 2: 100.0}, {1: 60.0}), 900.0, 2**30)],
-            "new": [(scalars({1: 100.0, 2: 50.0}, {1: 20.0, 2: 10.0}), 300.0, 2**31)]}
-    text = side_by_side(runs, "header")
-    assert "| step | 200.0 | 75.0 | 2.7x |" in text and "| gen | 60.0 | 15.0 | 4.0x |" in text
-    assert "| wall time, launcher start to exit (s) | 900 | 300 | 3.0x |" in text
+def test_side_by_side_gives_each_phase_the_mean_over_steps_and_rounds_and_the_ratio():
+    ref = [run({1: 300.0, 2: 100.0}, {1: 60.0}, wall=900.0)]
+    new = [run({1: 100.0, 2: 50.0}, {1: 20.0, 2: 10.0}), run({1: 100.0, 2: 50.0}, {1: 20.0, 2: 10.0})]
+    text = side_by_side({"ref": ref, "new": new})
+    assert "| gen | 60.0 | 15.0 | 4.00x |" in text
+    assert f"| **{WHOLE}** | 200.0 | 75.0 | 2.67x |" in text
+    assert "| wall time, launcher start to exit (s) | 900 | 300; 300 |" in text
+    assert "| peak memory: the machine's used memory over the run (GiB) | 3.0 | 3.0; 3.0 |" in text
+    assert "| actor/ppo_kl (rollout vs actor, on-policy) per step | 1.0e-03, -2.0e-03 |" in text
+    assert "| lines printed to the terminal | 9 | 9; 9 |" in text
+
+
+def test_the_hardware_limit_of_a_step_is_its_flops_and_bytes_at_the_measured_rates():
+    torch = pytest.importorskip("torch")
+    from benchmarks import hardware_limit as hl
+
+    machine = hl.Machine(flops=1e11, bandwidth=1e9, dtype=torch.bfloat16, threads=2)
+    model = hl.Model(params=10**8, layers=10, hidden=500, bytes_per_param=2)
+    m = {"global_seqlen/mean": 1000.0, "prompt_length/mean": 150.0, "response_length/mean": 100.0,
+         "response_length/max": 128.0}
+    limits = hl.step_limits(machine, model, m, prompts=4, responses=16, val_prompts=8, val_response_max=None,
+                            saved=True)
+    fwd = 1000 * (2e8 + 4 * 10 * 500 * 125)  # tokens x (2N + attention at the mean context)
+    assert limits["ref"][0] == pytest.approx(fwd / 1e11)
+    assert limits["update_actor"][0] == pytest.approx(3 * fwd / 1e11)
+    assert limits["old_log_prob"][0] == 0.0 and "testing" not in limits
+    # decode: each of 128 steps reads 2e8 bytes of weights (0.2 s), longer than computing 16 tokens (0.03 s)
+    prefill = 4 * 150 * (2e8 + 4 * 10 * 500 * 75) / 1e11
+    assert limits["gen"][0] == pytest.approx(prefill + 128 * 0.2)
+    assert limits["save_checkpoint"][0] == pytest.approx(12e8 / 1e9)

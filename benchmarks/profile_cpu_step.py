@@ -1,0 +1,165 @@
+"""Where the CPU run's actor/ref worker spends its time, phase by phase.
+
+Usage::
+
+    python -m benchmarks.profile_cpu_step [--markdown FILE] [--raw FILE] [-- EXTRA_HYDRA_OVERRIDES...]
+    python -m benchmarks.profile_cpu_step --from-raw FILE [--markdown FILE]
+
+Runs the quick start (``DEVICE=cpu bash run_qwen2_5_1_5b.sh``, profile ``cpu``) with py-spy
+attached to verl's actor/ref worker (the Ray actor ``WorkerDict``) at 20 samples a second, then
+sorts every sample twice: by the worker method it falls in (the phase: ``update_actor``,
+``compute_ref_log_prob`` = ref, ``compute_log_prob`` = old_log_prob, ``update_weights``,
+``save_checkpoint``) and by what the innermost recognised frame is doing (the category: the
+decoder's matmuls, attention, the LM head, log-softmax, entropy, autograd's backward, the
+optimizer, FSDP's casts and gathers, padding and packing, TransferQueue I/O). The table gives
+seconds (samples / rate) per phase and category, and each category's share of the phase.
+``--from-raw`` re-reads a saved py-spy raw file instead of running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from script_utils import cpu_description, write_text_atomic
+
+RATE = 20  # py-spy samples per second
+
+#: the worker methods that name a phase (verl 0.9.1 ``workers/engine_workers.py``)
+PHASES = (
+    ("update_actor", "update_actor"),
+    ("compute_ref_log_prob", "ref"),
+    ("compute_log_prob", "old_log_prob"),
+    ("update_weights", "update_weights"),
+    ("save_checkpoint", "save_checkpoint"),
+)
+
+#: (category, test on one frame "function (file:line)"); the innermost frame that passes a test
+#: names the sample's category, so the more specific tests come first
+CATEGORIES = (
+    ("optimizer step", lambda f: "optim/" in f or "clip_grad" in f or "_foreach" in f),
+    ("FSDP casts, gathers, reduce", lambda f: "distributed/fsdp" in f or "distributed/_composable" in f
+     or "distributed/tensor" in f or "c10d" in f),
+    ("entropy", lambda f: "entropy" in f.split(" (")[0]),
+    ("log-softmax / log-probs", lambda f: f.startswith(("logprobs_from_logits", "log_softmax",
+                                                         "logprobs_from_logits_v2", "_scale_logits"))),
+    ("attention (sdpa, masks)", lambda f: "sdpa" in f or "scaled_dot_product" in f or "masking_utils" in f
+     or f.startswith(("eager_attention", "_preprocess_mask"))),
+    ("LM head", lambda f: f.startswith("lm_head ")),
+    ("autograd backward", lambda f: "autograd" in f and "backward" in f or f.startswith("_engine_run_backward")),
+    ("decoder matmuls (Linear)", lambda f: f.startswith("Linear.forward (")),
+    ("padding, packing, nested tensors", lambda f: "pad" in f.split(" (")[0] or "nested" in f
+     or "attention_utils" in f),
+    ("TransferQueue / data movement", lambda f: "transfer_queue" in f or "tensordict" in f),
+    ("model forward, other", lambda f: "transformers/models" in f or "nn/modules" in f),
+)
+
+
+def categorise(frames: list[str]) -> str:
+    """The category of one sample's stack (root first): its innermost recognised frame's."""
+    for frame in reversed(frames):
+        for name, test in CATEGORIES:
+            if test(frame):
+                # the LM head is a Linear whose caller names it
+                return name
+    return "other"
+
+
+def lm_head_aware(frames: list[str]) -> list[str]:
+    """Mark the LM head: transformers calls ``self.lm_head(...)`` from the causal LM's forward,
+    the outermost ``modeling_*`` frame, so a Linear frame right under that one is the head."""
+    out = list(frames)
+    outer = next((j for j, f in enumerate(out) if "/modeling_" in f), None)
+    if outer is not None:
+        for i in range(outer + 1, len(out)):
+            if "nn/modules/linear.py" in out[i] and all("/modeling_" not in f for f in out[outer + 1:i]):
+                out[i] = "lm_head " + out[i]
+    return out
+
+
+def read_raw(path: Path) -> dict[str, collections.Counter]:
+    """{phase: Counter(category -> samples)} from py-spy's raw (collapsed-stack) output."""
+    table: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        frames = stack.split(";")
+        phase = next((label for method, label in PHASES
+                      if any(f.split(" (")[0].rpartition(".")[2] == method for f in frames)), None)
+        if phase is None:
+            continue
+        table[phase][categorise(lm_head_aware(frames))] += int(count)
+    return table
+
+
+def markdown(table: dict[str, collections.Counter], title: str) -> str:
+    phases = [label for _, label in PHASES if table.get(label)]
+    cats = [name for name, _ in CATEGORIES] + ["other"]
+    lines = [title, "", "| category | " + " | ".join(f"{p} s (%)" for p in phases) + " |",
+             "|---" * (len(phases) + 1) + "|"]
+    totals = {p: sum(table[p].values()) for p in phases}
+    for cat in cats:
+        if not any(table[p][cat] for p in phases):
+            continue
+        cells = [f"{table[p][cat] / RATE:.1f} ({100 * table[p][cat] / totals[p]:.0f} %)" for p in phases]
+        lines.append(f"| {cat} | " + " | ".join(cells) + " |")
+    lines.append("| **whole phase** | " + " | ".join(f"**{totals[p] / RATE:.1f}**" for p in phases) + " |")
+    return "\n".join(lines)
+
+
+def profile_run(extra: list[str], raw: Path) -> int:
+    """The quick start with py-spy on the actor/ref worker; returns the launcher's exit status."""
+    if shutil.which("py-spy") is None:
+        sys.exit("profile_cpu_step: py-spy not found on PATH; expected it installed (pip install py-spy)")
+    out = Path(tempfile.mkdtemp(prefix="profile_cpu_step-"))
+    env = {**__import__("os").environ, "DEVICE": "cpu", "OUTPUT_DIR": str(out)}
+    launcher = subprocess.Popen(["bash", str(Path(__file__).resolve().parent.parent / "run_qwen2_5_1_5b.sh"), *extra],
+                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    spy = None
+    while launcher.poll() is None and spy is None:
+        pid = subprocess.run(["pgrep", "-f", "^ray::WorkerDict"], capture_output=True, text=True).stdout.split()
+        if pid:
+            spy = subprocess.Popen(["py-spy", "record", "-p", pid[0], "-r", str(RATE), "-f", "raw", "-o", str(raw),
+                                    "--nonblocking"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        else:
+            time.sleep(1)
+    rc = launcher.wait()
+    if spy is not None:
+        spy.wait(timeout=120)
+    return rc
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--from-raw", type=Path, help="read this py-spy raw file instead of running")
+    parser.add_argument("--raw", type=Path, help="keep py-spy's raw output here (default: a temp file)")
+    parser.add_argument("--markdown", type=Path, help="also write the table to this file")
+    parser.add_argument("extra", nargs="*", help="Hydra overrides passed to the launcher (after --)")
+    args = parser.parse_args(argv)
+    rc = 0
+    raw = args.from_raw
+    if raw is None:
+        raw = args.raw or Path(tempfile.mkdtemp(prefix="profile_cpu_step-")) / "worker.raw"
+        rc = profile_run(args.extra, raw)
+    if not raw.is_file():
+        print(f"profile_cpu_step: {raw}: no py-spy output (did the worker start?)", file=sys.stderr)
+        return rc or 1
+    title = (f"Actor/ref worker time by phase and category (py-spy, {RATE} Hz, the quick start's 2 global steps"
+             f"{', overrides: ' + ' '.join(args.extra) if args.extra else ''}); {cpu_description()}.")
+    text = markdown(read_raw(raw), title)
+    print(text)
+    if args.markdown:
+        write_text_atomic(args.markdown, text + "\n")
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

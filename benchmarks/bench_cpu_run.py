@@ -10,7 +10,7 @@ Usage::
 
 ``--compare REF`` measures this checkout against a git commit side by side in one
 invocation: REF is checked out into a temporary git worktree (sharing this checkout's
-``.venv``, ``models/`` and ``data/verl/``), and the two launchers run in turns, REF first,
+stacks' environments, ``models/`` and ``data/verl/``), and the two launchers run in turns, REF first,
 ``--rounds`` times each, so that a busy machine slows both alike. The table gives each
 phase's mean seconds per GRPO step for REF and for this checkout, and their ratio.
 ``--compare-runs`` makes the same table from two runs that already finished (for a REF too
@@ -139,7 +139,7 @@ def checkout(ref: str, where: Path) -> Path:
     environment, model and prepared data (all git-ignored, so absent from a worktree)."""
     subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(where), ref],
                    check=True, capture_output=True, text=True)
-    for shared in (".venv", "models", "data/verl"):
+    for shared in (*(stack_var(stack, "STACK_VENV") for stack in ("reference", "current")), "models", "data/verl"):
         if (REPO / shared).exists():
             (where / shared).parent.mkdir(parents=True, exist_ok=True)
             (where / shared).symlink_to(REPO / shared)

@@ -114,7 +114,7 @@ def test_compare_stacks_without_a_stacks_venv_exits_2(monkeypatch, tmp_path, cap
 def test_each_stacks_venv_is_the_one_its_stack_file_names():
     from script_utils import REPO, stack_python
 
-    assert stack_python("reference") == REPO / ".venv/bin/python"
+    assert stack_python("reference") == REPO / ".venv-reference/bin/python"
     assert stack_python("current") == REPO / ".venv-current/bin/python"
 
 

@@ -65,7 +65,7 @@ def leftovers(root: Path) -> list[Path]:
 # error paths (no merge runs)
 # ------------------------------------------------------------------------------------------
 def test_shellcheck_clean():
-    shellcheck = shutil.which("shellcheck") or str(REPO / ".venv" / "bin" / "shellcheck")
+    shellcheck = shutil.which("shellcheck") or str(Path(sys.executable).parent / "shellcheck")
     if not Path(shellcheck).exists():
         pytest.skip("shellcheck not installed")
     proc = subprocess.run([shellcheck, str(SCRIPT)], capture_output=True, text=True)

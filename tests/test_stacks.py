@@ -1,7 +1,7 @@
 """Both stacks' launches, composed with each stack's own verl (tests/verl_compose.py).
 
 The launcher's ``DRY_RUN=1`` command is composed with the Hydra config of the verl that stack
-installs (reference: .venv, verl 0.6.0; current: .venv-current, verl 0.9.1) and validated by
+installs (reference: .venv-reference, verl 0.6.0; current: .venv-current, verl 0.9.1) and validated by
 verl; the reward function verl's own loader returns must be the recipe's. Without a stack's
 environment the tests for it skip (``bash setup.sh --device cpu --stack current``, or ``--stack both``).
 """

@@ -1,6 +1,6 @@
 """Compose main_ppo's overrides with the installed verl's own Hydra config; print what verl reads.
 
-Run with a stack's interpreter (``.venv/bin/python`` for reference, ``.venv-current/bin/python``
+Run with a stack's interpreter (``.venv-reference/bin/python`` for reference, ``.venv-current/bin/python``
 for current), with a JSON list of launches on stdin, each a list of overrides (what
 ``DRY_RUN=1 bash run_qwen2_5_1_5b.sh`` prints after ``-m verl.trainer.main_ppo``): verl is imported
 once for all of them. Prints a JSON list, one object a launch: verl's version, the reward function

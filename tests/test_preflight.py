@@ -289,7 +289,7 @@ def test_data_file_with_empty_ground_truths(tmp_path):
 # prompt lengths
 # --------------------------------------------------------------------------------------
 def prompt_tokens(model_dir: Path, problem: str) -> int:
-    return len(pf.load_tokenizer(model_dir).apply_chat_template(records([problem])[0]["prompt"], add_generation_prompt=True))
+    return pf.prompt_length(pf.load_tokenizer(model_dir), records([problem])[0]["prompt"])
 
 
 def test_short_prompts_pass(model_dir, data_file):

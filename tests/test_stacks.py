@@ -1,43 +1,24 @@
 """Both stacks' launches, composed with each stack's own verl (tests/verl_compose.py).
 
 The launcher's ``DRY_RUN=1`` command is composed with the Hydra config of the verl that stack
-installs (reference: .venv-reference, verl 0.6.0; current: .venv-current, verl 0.9.1) and validated by
-verl; the reward function verl's own loader returns must be the recipe's. Without a stack's
-environment the tests for it skip (``bash setup.sh --device cpu --stack current``, or ``--stack both``).
+installs (reference: .venv-reference, verl 0.6.0; current: .venv-current, verl 0.9.1), in that
+stack's environment (conftest.verl_reads), and validated by verl; the reward function verl's own
+loader returns must be the recipe's. Without a stack's environment its tests skip, naming it
+(on CI they fail).
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-
 import pytest
 
 import script_utils
-from conftest import REPO
+from conftest import REPO, launcher_command, launcher_overrides, verl_reads
 
-LAUNCHER = REPO / "run_qwen2_5_1_5b.sh"
 PROFILES = ["npu_1", "npu_4", "npu_8", "npu_2x8", "cuda_1", "cuda_4", "cuda_8", "cuda_2x8", "cpu", "cpu_learn"]
 
 
-def stack_python(stack: str) -> str:
-    python = script_utils.stack_python(stack)
-    if not python.exists():
-        pytest.skip(f"{python} missing: bash setup.sh --device cpu --stack {stack}")
-    return str(python)
-
-
-def dry_run(stack: str, profile: str, *extra: str, **env: str) -> list[str]:
-    device = profile.split("_")[0]
-    run_env = dict(os.environ, STACK=stack, DEVICE=device, PROFILE=profile, DRY_RUN="1", **env)
-    run_env.pop("PYTHON", None)
-    out = subprocess.run(["bash", str(LAUNCHER), *extra], env=run_env, capture_output=True, text=True, check=True).stdout
-    lines = out.splitlines()
-    assert lines[1:3] == ["-m", "verl.trainer.main_ppo"], lines[:3]
-    python = script_utils.stack_python(stack)
-    assert lines[0] == str(python) or not python.exists(), lines[0]
-    return lines[3:]
+def dry_run(stack: str, profile: str) -> list[str]:
+    return launcher_overrides(stack, profile.split("_")[0], PROFILE=profile)
 
 
 def legacy_reward_key(overrides: list[str]) -> list[str]:
@@ -56,29 +37,32 @@ def launches(stack: str) -> dict[str, list[str]]:
 
 @pytest.fixture(scope="module")
 def composed():
-    """composed(stack, name): what the stack's verl reads from that launch. Importing verl takes
-    seconds, so each stack composes all its launches in one interpreter."""
+    """composed(stack, name): what the stack's verl reads from that launch, which it composes and
+    validates. Importing verl takes seconds, so each stack composes all its launches at once."""
     done: dict[str, dict[str, dict]] = {}
 
     def get(stack: str, name: str) -> dict:
         if stack not in done:
-            by_name = launches(stack)
-            res = subprocess.run([stack_python(stack), str(REPO / "tests" / "verl_compose.py")],
-                                 input=json.dumps(list(by_name.values())), capture_output=True, text=True, cwd=REPO)
-            assert res.returncode == 0, res.stderr[-3000:]
-            done[stack] = dict(zip(by_name, json.loads(res.stdout.strip().splitlines()[-1])))
+            done[stack] = verl_reads(stack, launches(stack))
         got = done[stack][name]
         assert "error" not in got, f"{stack} stack, {name}: {got.get('error')}"
+        assert got["invalid"] is None, f"{stack} stack, {name}: {got['invalid']}"
         return got
     return get
 
 
-@pytest.mark.parametrize("stack,verl_version", [("reference", "0.6.0"), ("current", "0.9.1")])
+@pytest.mark.parametrize("stack", ["reference", "current"])
+def test_the_launcher_runs_the_stacks_python(stack):
+    python = script_utils.stack_python(stack)
+    assert launcher_command(stack, "cpu")[0] == (str(python) if python.exists() else "python3")
+
+
+@pytest.mark.parametrize("stack", ["reference", "current"])
 @pytest.mark.parametrize("profile,reward_name", [("npu_4", "compute_score"), ("cpu", "compute_score"),
                                                  ("cpu_learn", "compute_format_score")])
-def test_verl_loads_the_recipe_reward(composed, stack, verl_version, profile, reward_name):
+def test_verl_loads_the_recipe_reward(composed, stack, profile, reward_name):
     got = composed(stack, profile)
-    assert got["verl"] == verl_version
+    assert got["verl"] == script_utils.STACK_MATRIX[stack][profile.split("_")[0]]["verl"].version
     assert got["reward"] == {"file": str(REPO / "new_math_reward.py"), "name": reward_name}
 
 

@@ -18,6 +18,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -105,6 +106,22 @@ def verl_reads(stack: str, launches: dict[str, list[str]]) -> dict[str, dict]:
     proc = run_in_stack(stack, [str(REPO / "tests" / "verl_compose.py")], input=json.dumps(list(launches.values())))
     assert proc.returncode == 0, proc.stderr[-3000:]
     return dict(zip(launches, json.loads(proc.stdout.strip().splitlines()[-1])))
+
+
+class ComposedLaunches:
+    """``composed(stack, name)``: what ``stack``'s verl reads from launch ``name`` (:func:`verl_reads`)
+    of the launches ``launches(stack)`` lists, all composed when a test first asks for one of them.
+    A missing environment skips before the launcher's dry runs."""
+
+    def __init__(self, launches: Callable[[str], dict[str, list[str]]]):
+        self.launches = launches
+        self.done: dict[str, dict[str, dict]] = {}
+
+    def __call__(self, stack: str, name: str) -> dict:
+        if stack not in self.done:
+            stack_environment(stack)
+            self.done[stack] = verl_reads(stack, self.launches(stack))
+        return self.done[stack][name]
 
 
 def default_cpu_stack() -> str:

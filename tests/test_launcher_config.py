@@ -16,7 +16,7 @@ import subprocess
 
 import pytest
 
-from conftest import LAUNCHER, REPO, launcher_overrides, verl_reads
+from conftest import LAUNCHER, REPO, ComposedLaunches, launcher_overrides
 from script_utils import STACK_MATRIX
 
 OmegaConf = pytest.importorskip("omegaconf").OmegaConf
@@ -41,14 +41,11 @@ LAUNCHES = {
 def read():
     """read(name): what the launch's stack's verl reads from it; each stack composes all its
     launches in one interpreter, when a test first asks for one of them."""
-    done: dict[str, dict[str, dict]] = {}
+    composed = ComposedLaunches(lambda stack: {n: launcher_overrides(s, device, *extra, **env)
+                                               for n, (s, device, extra, env) in LAUNCHES.items() if s == stack})
 
     def get(name: str, valid: bool = True) -> dict:
-        stack = LAUNCHES[name][0]
-        if stack not in done:
-            done[stack] = verl_reads(stack, {n: launcher_overrides(s, device, *extra, **env)
-                                             for n, (s, device, extra, env) in LAUNCHES.items() if s == stack})
-        got = done[stack][name]
+        got = composed(LAUNCHES[name][0], name)
         if valid:
             assert "error" not in got and got["invalid"] is None, got.get("error") or got["invalid"]
         return got

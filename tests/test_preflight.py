@@ -18,7 +18,7 @@ import pytest
 
 import preflight as pf
 import prepare_math
-from conftest import REPO, launcher_overrides, running_stack, verl_reads
+from conftest import REPO, ComposedLaunches, launcher_overrides, running_stack
 from script_utils import STACK_MATRIX, stack_var, version_matches
 
 TOKENIZER = REPO.parent / "shared" / "data" / "qwen2_5_tokenizer"
@@ -387,22 +387,16 @@ BATCH_CASES = {  # name: (launcher environment, verl's validate_config rejects i
 
 @pytest.fixture(scope="module")
 def batch_launches():
-    """batch_launches(stack): what the stack's verl reads from each BATCH_CASES launch on npu."""
-    done: dict[str, dict[str, dict]] = {}
-
-    def get(stack: str) -> dict[str, dict]:
-        if stack not in done:
-            done[stack] = verl_reads(stack, {name: launcher_overrides(stack, "npu", **env)
-                                             for name, (env, _) in BATCH_CASES.items()})
-        return done[stack]
-    return get
+    """batch_launches(stack, case): what the stack's verl reads from the BATCH_CASES launch on npu."""
+    return ComposedLaunches(lambda stack: {name: launcher_overrides(stack, "npu", **env)
+                                           for name, (env, _) in BATCH_CASES.items()})
 
 
 @pytest.mark.parametrize("stack", ["reference", "current"])
 @pytest.mark.parametrize("case", BATCH_CASES)
 def test_batch_rules_agree_with_verl_validate_config(batch_launches, stack, case):
     """preflight's validate_config-level rules fire exactly when the stack's verl's validate_config raises."""
-    got = batch_launches(stack)[case]
+    got = batch_launches(stack, case)
     assert "error" not in got, got["error"]
     cfg = got["config"]
     a, r, t = cfg["actor_rollout_ref"]["actor"], cfg["actor_rollout_ref"]["rollout"], cfg["trainer"]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LAUNCHER, REPO, launcher_overrides, verl_reads
+from conftest import LAUNCHER, REPO, ComposedLaunches, launcher_overrides
 
 OmegaConf = pytest.importorskip("omegaconf").OmegaConf
 
@@ -70,13 +70,11 @@ def composed():
     """composed(stack, profile): what the stack's verl reads from the profile's launch (its
     composed ``config``, what its validation raised, ``invalid``), all profiles of a stack
     composed in one interpreter."""
-    done: dict[str, dict[str, dict]] = {}
+    read = ComposedLaunches(lambda stack: {name: launcher_overrides(stack, PROFILES[name][0], PROFILE=name)
+                                           for s, name in CASES if s == stack})
 
     def get(stack: str, profile: str) -> dict:
-        if stack not in done:
-            done[stack] = verl_reads(stack, {name: launcher_overrides(stack, PROFILES[name][0], PROFILE=name)
-                                             for s, name in CASES if s == stack})
-        got = done[stack][profile]
+        got = read(stack, profile)
         assert "error" not in got, got["error"]
         return got
     return get

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 import script_utils
-from conftest import REPO, launcher_command, launcher_overrides, verl_reads
+from conftest import REPO, ComposedLaunches, launcher_command, launcher_overrides
 
 PROFILES = ["npu_1", "npu_4", "npu_8", "npu_2x8", "cuda_1", "cuda_4", "cuda_8", "cuda_2x8", "cpu", "cpu_learn"]
 
@@ -39,12 +39,10 @@ def launches(stack: str) -> dict[str, list[str]]:
 def composed():
     """composed(stack, name): what the stack's verl reads from that launch, which it composes and
     validates. Importing verl takes seconds, so each stack composes all its launches at once."""
-    done: dict[str, dict[str, dict]] = {}
+    read = ComposedLaunches(launches)
 
     def get(stack: str, name: str) -> dict:
-        if stack not in done:
-            done[stack] = verl_reads(stack, launches(stack))
-        got = done[stack][name]
+        got = read(stack, name)
         assert "error" not in got, f"{stack} stack, {name}: {got.get('error')}"
         assert got["invalid"] is None, f"{stack} stack, {name}: {got['invalid']}"
         return got

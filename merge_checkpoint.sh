@@ -28,7 +28,7 @@
 #           pinned version, chat_template.jinja overrides the template in tokenizer_config.json).
 #   keep    leave the tokenizer files verl saved with the checkpoint, except one name: a checkpoint
 #           of the current stack (transformers 5) names its tokenizer class "TokenizersBackend",
-#           which transformers 4.56 (the reference stack, evaluate.py's .venv, OpenCompass's
+#           which transformers 4.56 (the reference stack's .venv-reference, OpenCompass's
 #           environment) cannot load; it becomes "PreTrainedTokenizerFast", the same tokenizer
 #           to both versions.
 #   Either way the merged tokenizer must load and render a chat prompt, or the merge fails.

@@ -117,18 +117,52 @@ def check_model_dir(model_path: Path) -> list[Problem]:
 # --------------------------------------------------------------------------------------
 # chat template: rendered and tokenized by transformers, as verl does
 # --------------------------------------------------------------------------------------
+#: Model types whose tokenizers transformers 5 checks for Mistral's faulty pre-tokenizer regex
+#: (transformers/tokenization_utils_tokenizers.py, the fix_mistral_regex warning).
+MISTRAL_MODEL_TYPES = ("mistral", "mistral3", "voxtral", "ministral", "pixtral")
+
+
+def _not_the_mistral_regex_warning(record) -> bool:
+    return "with an incorrect regex pattern" not in record.getMessage()
+
+
 def load_tokenizer(model_path: Path):
-    """The model's Hugging Face tokenizer. verl counts a prompt as ``len(tokenizer.apply_chat_template(
-    messages, add_generation_prompt=True))`` (verl/utils/dataset/rl_dataset.py,
-    ``maybe_filter_out_long_prompts``); preflight calls the same method.
+    """The model's Hugging Face tokenizer (:func:`prompt_length` counts with it as verl does).
+
+    transformers 5 (the current stack) warns, when a local model folder's config.json names no
+    ``transformers_version`` (a hand-made folder), that the tokenizer may carry Mistral's faulty
+    regex and asks for ``fix_mistral_regex=True``; it says so of any model type, in lines amid
+    preflight's one-line findings. The warning is dropped (a filter on that transformers logger,
+    for this call) unless config.json names a Mistral model type.
 
     Importing transformers (and with it torch) is half of preflight's time: on the cpu profile,
     2-core AMD EPYC, 3 runs each, preflight took 5.8-6.8 s with it against 2.6-3.0 s with the
     hand-written jinja2 + tokenizers mirror of apply_chat_template that this replaced.
     """
+    import logging
+
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(str(model_path))
+    try:
+        model_type = json.loads((Path(model_path) / "config.json").read_text(encoding="utf-8")).get("model_type")
+    except (OSError, ValueError, AttributeError):
+        model_type = None
+    quiet = model_type is not None and model_type not in MISTRAL_MODEL_TYPES
+    logger = logging.getLogger("transformers.tokenization_utils_tokenizers")
+    if quiet:
+        logger.addFilter(_not_the_mistral_regex_warning)
+    try:
+        return AutoTokenizer.from_pretrained(str(model_path))
+    finally:
+        logger.removeFilter(_not_the_mistral_regex_warning)
+
+
+def prompt_length(tok, messages: list[dict]) -> int:
+    """Tokens of ``messages`` once templated with the generation prompt, as verl counts a prompt
+    for data.filter_overlong_prompts (verl/utils/dataset/rl_dataset.py, ``maybe_filter_out_long_prompts``:
+    ``apply_chat_template(..., add_generation_prompt=True)``, tokenized). ``return_dict=False``:
+    transformers 5 otherwise returns a BatchEncoding, whose len() is its 2 keys."""
+    return len(tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False))
 
 
 def recipe_prompts() -> tuple[str, str]:
@@ -253,7 +287,7 @@ def check_prompt_lengths(path: Path, knob: str, tok, max_prompt_length: int,
             return [fail(f"{where}: row {i} prompt is not a list of {{role, content}} messages: "
                          "regenerate it with prepare_math.py")]
         try:
-            lengths.append(len(tok.apply_chat_template(messages, add_generation_prompt=True)))
+            lengths.append(prompt_length(tok, messages))
         except Exception as err:  # noqa: BLE001
             return [fail(f"{where}: row {i} does not render with the chat template ({why(err)})")]
     over = sum(1 for length in lengths if length > max_prompt_length)

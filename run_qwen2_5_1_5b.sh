@@ -77,7 +77,7 @@ source "$PROFILE_FILE"
 
 # ---- paths
 DEFAULT_PYTHON=python3; [[ -x $REPO_DIR/$STACK_VENV/bin/python ]] && DEFAULT_PYTHON=$REPO_DIR/$STACK_VENV/bin/python
-PYTHON=${PYTHON:-$DEFAULT_PYTHON}                                       # interpreter with verl: the stack's venv from setup.sh (.venv, .venv-current) if present, else python3
+PYTHON=${PYTHON:-$DEFAULT_PYTHON}                                       # interpreter with verl: the stack's venv from setup.sh (.venv-reference, .venv-current) if present, else python3
 MODEL_PATH=${MODEL_PATH:-$REPO_DIR/models/Qwen2.5-1.5B-Instruct}        # HF model dir (with the recipe's tokenizer_config.json)
 TRAIN_FILE=${TRAIN_FILE:-$REPO_DIR/data/verl/math/train.parquet}        # verl parquet from prepare_math.py
 VAL_FILE=${VAL_FILE:-$REPO_DIR/data/verl/math/test.parquet}             # verl parquet from prepare_math.py

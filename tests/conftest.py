@@ -1,8 +1,14 @@
 """Shared fixtures. ``cpu_run``: the README's main job on CPU (the default stack), run once per
-test session."""
+test session.
+
+The tests run in the default stack's environment (README: ``.venv-current/bin/python -m pytest``).
+What needs a given stack's verl or transformers runs in that stack's environment as a
+subprocess (:func:`run_in_stack`, :func:`json_from_stack`, :func:`verl_reads`): without that
+environment the test skips naming it, and fails on CI (:func:`missing_environment`)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -10,12 +16,14 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
-from script_utils import stack_python
+from script_utils import STACK_MATRIX, stack_python, version_matches
 
 REPO = Path(__file__).resolve().parent.parent
+LAUNCHER = REPO / "run_qwen2_5_1_5b.sh"
 
 
 def missing_environment(reason: str):
@@ -23,6 +31,95 @@ def missing_environment(reason: str):
     if os.environ.get("CI") == "true":
         pytest.fail(reason)
     pytest.skip(reason)
+
+
+def stack_environment(stack: str) -> Path:
+    """The Python of ``stack``'s environment (``STACK_VENV`` of stacks/<stack>.sh); when setup.sh
+    has not made it, the test skips naming it (fails on CI)."""
+    python = stack_python(stack)
+    if not python.exists():
+        missing_environment(f"{python} missing (the {stack} stack's environment): "
+                            f"bash setup.sh --stack {stack}, or --stack both")
+    return python
+
+
+def run_in_stack(stack: str, args: list[str], env: dict[str, str] | None = None,
+                 **kwargs) -> subprocess.CompletedProcess:
+    """``python ARGS`` in ``stack``'s environment (:func:`stack_environment`), from the repository
+    root with the repository on its path; text output captured."""
+    python = stack_environment(stack)
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
+    kwargs.setdefault("timeout", 600)
+    return subprocess.run([str(python), *args], cwd=REPO, env={**os.environ, "PYTHONPATH": path, **(env or {})},
+                          capture_output=True, text=True, **kwargs)
+
+
+def json_from_stack(stack: str, code: str, *argv: str, **kwargs):
+    """The JSON value ``code`` (run by :func:`run_in_stack` with ``argv`` as sys.argv[1:]) prints on
+    its last line of stdout; the test fails with the stderr's tail if it exits non-zero."""
+    proc = run_in_stack(stack, ["-c", code, *argv], **kwargs)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@functools.lru_cache(maxsize=None)
+def running_stack() -> str:
+    """The stack whose environment runs these tests: the one whose ``STACK_VENV`` is this
+    interpreter's, else (a container's Python) the one whose verl pin is the installed verl."""
+    here = Path(sys.prefix).resolve()
+    for stack in STACK_MATRIX:
+        if stack_python(stack).parent.parent.resolve() == here:
+            return stack
+    from importlib import metadata
+
+    installed = metadata.version("verl")
+    for stack, devices in STACK_MATRIX.items():
+        if any(version_matches(installed, row["verl"].version) for row in devices.values()):
+            return stack
+    raise LookupError(f"verl {installed} is no stack's (script_utils.STACK_MATRIX)")
+
+
+def launcher_command(stack: str, device: str, *extra: str, **env: str) -> list[str]:
+    """The main_ppo command ``DRY_RUN=1 bash run_qwen2_5_1_5b.sh [EXTRA...]`` prints with
+    ``STACK=stack DEVICE=device`` and ``env``, one argument a line: PYTHON, -m, verl.trainer.main_ppo,
+    the Hydra overrides."""
+    run_env = {k: v for k, v in os.environ.items() if k not in ("PYTHON", "PROFILE")}
+    run_env.update(STACK=stack, DEVICE=device, DRY_RUN="1", **env)
+    out = subprocess.run(["bash", str(LAUNCHER), *extra], env=run_env, capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    assert out[1:3] == ["-m", "verl.trainer.main_ppo"], out[:3]
+    return out
+
+
+def launcher_overrides(stack: str, device: str, *extra: str, **env: str) -> list[str]:
+    """The Hydra overrides of :func:`launcher_command` (the hydra.* run directory, Hydra's own, left out)."""
+    return [o for o in launcher_command(stack, device, *extra, **env)[3:] if not o.startswith("hydra.")]
+
+
+def verl_reads(stack: str, launches: dict[str, list[str]]) -> dict[str, dict]:
+    """What ``stack``'s own verl reads from each launch (name -> Hydra overrides), composed with
+    its Hydra config in its environment by tests/verl_compose.py, all in one interpreter (importing
+    verl takes seconds): name -> verl_compose's answer (the composed ``config``, ``invalid``: what
+    verl's validation raised, or None; or ``error`` where composition failed)."""
+    proc = run_in_stack(stack, [str(REPO / "tests" / "verl_compose.py")], input=json.dumps(list(launches.values())))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return dict(zip(launches, json.loads(proc.stdout.strip().splitlines()[-1])))
+
+
+class ComposedLaunches:
+    """``composed(stack, name)``: what ``stack``'s verl reads from launch ``name`` (:func:`verl_reads`)
+    of the launches ``launches(stack)`` lists, all composed when a test first asks for one of them.
+    A missing environment skips before the launcher's dry runs."""
+
+    def __init__(self, launches: Callable[[str], dict[str, list[str]]]):
+        self.launches = launches
+        self.done: dict[str, dict[str, dict]] = {}
+
+    def __call__(self, stack: str, name: str) -> dict:
+        if stack not in self.done:
+            stack_environment(stack)
+            self.done[stack] = verl_reads(stack, self.launches(stack))
+        return self.done[stack][name]
 
 
 def default_cpu_stack() -> str:
@@ -91,9 +188,7 @@ def cpu_run(tmp_path_factory) -> CpuRun:
         if not (REPO / needed).exists():
             pytest.fail(f"{needed} missing: run 'bash setup.sh --device cpu' first")
     stack = default_cpu_stack()
-    python = stack_python(stack)
-    if not python.exists():
-        missing_environment(f"{python} missing: bash setup.sh --device cpu --stack {stack}")
+    python = stack_environment(stack)
     out = tmp_path_factory.mktemp("cpu_run")
     env = {**os.environ, "DEVICE": "cpu", "OUTPUT_DIR": str(out)}
     if swanlab_installed(python):

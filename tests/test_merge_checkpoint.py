@@ -19,12 +19,11 @@ from pathlib import Path
 import pytest
 
 from script_utils import stack_python
-from conftest import REPO, missing_environment
+from conftest import REPO, json_from_stack, stack_environment
 
 SCRIPT = REPO / "merge_checkpoint.sh"
 TOKENIZER = REPO.parent / "shared" / "data" / "qwen2_5_tokenizer"
 PYTHON = sys.executable
-CURRENT_PYTHON = stack_python("current")
 SMOLLM2 = REPO / "models" / "SmolLM2-135M-Instruct"  # setup.sh --device cpu converts it
 
 
@@ -65,7 +64,7 @@ def leftovers(root: Path) -> list[Path]:
 # error paths (no merge runs)
 # ------------------------------------------------------------------------------------------
 def test_shellcheck_clean():
-    shellcheck = shutil.which("shellcheck") or str(REPO / ".venv" / "bin" / "shellcheck")
+    shellcheck = shutil.which("shellcheck") or str(Path(sys.executable).parent / "shellcheck")
     if not Path(shellcheck).exists():
         pytest.skip("shellcheck not installed")
     proc = subprocess.run([shellcheck, str(SCRIPT)], capture_output=True, text=True)
@@ -215,23 +214,25 @@ def test_qwen2_merge_carries_the_recipe_tokenizer_config(tmp_path):
         assert torch.equal(merged.state_dict()[key], value.to(torch.bfloat16).float()), key
 
 
+#: the token ids of sys.argv[2] by the tokenizer of each folder in sys.argv[1], as JSON
+ENCODE = ("import json, sys; from transformers import AutoTokenizer; "
+          "print(json.dumps([AutoTokenizer.from_pretrained(d).encode(sys.argv[2]) for d in sys.argv[1].split(',')]))")
+
+
 def test_transformers5_tokenizer_class_is_renamed_for_the_evaluators(tmp_path):
     """The current stack's merger (transformers 5) saves a tokenizer without a model-specific
     class, such as SmolLM2's PreTrainedTokenizerFast, as "TokenizersBackend", a name the
-    evaluators' transformers 4.56 cannot load. The merged copy must load there and encode as
-    the original does."""
-    from transformers import AutoTokenizer
-
-    if not CURRENT_PYTHON.exists():
-        missing_environment(f"{CURRENT_PYTHON} missing: bash setup.sh --device cpu --stack current")
+    evaluators' transformers 4.56 (the reference stack's and OpenCompass's environments) cannot
+    load. The merged copy must load there and encode as the original does."""
+    current_python = stack_environment("current")
     root = tmp_path / "checkpoints"
     hf, _ = synthetic_checkpoint(root, SMOLLM2, "Llama")
-    assert json.loads((hf / "tokenizer_config.json").read_text())["tokenizer_class"] == "PreTrainedTokenizerFast"
-    proc = run_merge(str(root), TOKENIZER_POLICY="keep", PYTHON=str(CURRENT_PYTHON))
+    assert json.loads((SMOLLM2 / "tokenizer_config.json").read_text())["tokenizer_class"] == "PreTrainedTokenizerFast"
+    proc = run_merge(str(root), TOKENIZER_POLICY="keep", PYTHON=str(current_python))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads((hf / "tokenizer_config.json").read_text())["tokenizer_class"] == "PreTrainedTokenizerFast"
-    text = "Solve $x^2 = 4$: \\boxed{2}"
-    assert AutoTokenizer.from_pretrained(hf).encode(text) == AutoTokenizer.from_pretrained(SMOLLM2).encode(text)
+    merged, original = json_from_stack("reference", ENCODE, f"{hf},{SMOLLM2}", "Solve $x^2 = 4$: \\boxed{2}")
+    assert merged == original
 
 
 @pytest.mark.parametrize("stack", ["reference", "current"])

@@ -18,7 +18,8 @@ import pytest
 
 import preflight as pf
 import prepare_math
-from conftest import REPO
+from conftest import REPO, ComposedLaunches, launcher_overrides, running_stack
+from script_utils import STACK_MATRIX, stack_var, version_matches
 
 TOKENIZER = REPO.parent / "shared" / "data" / "qwen2_5_tokenizer"
 SYSTEM_PROMPT, STOCK_PROMPT = pf.recipe_prompts()
@@ -67,9 +68,12 @@ def data_file(tmp_path) -> Path:
 
 
 def args_for(model: Path, train: Path, val: Path, tmp_path: Path, **over) -> list[str]:
-    values = dict(device="cpu", profile="cpu", model_path=model, train_file=train, val_file=val, max_prompt_length=512,
-                  train_batch_size=4, ppo_mini_batch_size=4, micro_batch=4, n_samples=4, n_devices=1, n_nodes=1,
-                  rollout_tp=1, rollout_name="vllm", ckpt_dir=tmp_path / "ckpt")
+    """preflight.py's arguments for a CPU launch on the stack of this environment, so that the
+    installed versions pass."""
+    values = dict(device="cpu", profile="cpu", stack=over.get("stack", running_stack()), model_path=model,
+                  train_file=train, val_file=val, max_prompt_length=512, train_batch_size=4, ppo_mini_batch_size=4,
+                  micro_batch=4, n_samples=4, n_devices=1, n_nodes=1, rollout_tp=1, rollout_name="vllm",
+                  ckpt_dir=tmp_path / "ckpt")
     values.update(over)
     return [x for k, v in values.items() for x in (f"--{k.replace('_', '-')}", str(v))]
 
@@ -289,7 +293,7 @@ def test_data_file_with_empty_ground_truths(tmp_path):
 # prompt lengths
 # --------------------------------------------------------------------------------------
 def prompt_tokens(model_dir: Path, problem: str) -> int:
-    return len(pf.load_tokenizer(model_dir).apply_chat_template(records([problem])[0]["prompt"], add_generation_prompt=True))
+    return pf.prompt_length(pf.load_tokenizer(model_dir), records([problem])[0]["prompt"])
 
 
 def test_short_prompts_pass(model_dir, data_file):
@@ -372,26 +376,34 @@ def test_rollout_tp_does_not_divide_devices():
         "divides 4"]
 
 
-@pytest.mark.parametrize("env,verl_rejects", [
-    ({}, False),
-    ({"N_DEVICES": "3", "ROLLOUT_TP": "1"}, True),          # 2048 responses over 3 devices
-    ({"PPO_MINI_BATCH_SIZE": "512"}, True),                 # mini > train batch
-    ({"N_DEVICES": "8", "TRAIN_BATCH_SIZE": "64", "PPO_MINI_BATCH_SIZE": "32"}, False),
-])
-def test_batch_rules_agree_with_verl_validate_config(env, verl_rejects):
-    """preflight's validate_config-level rules fire exactly when verl's validate_config raises."""
-    from test_launcher_config import compose, launcher_overrides, validate
+BATCH_CASES = {  # name: (launcher environment, verl's validate_config rejects it)
+    "reference": ({}, False),
+    "2048 responses over 3 devices": ({"N_DEVICES": "3", "ROLLOUT_TP": "1"}, True),
+    "mini > train batch": ({"PPO_MINI_BATCH_SIZE": "512"}, True),
+    "8 devices, batch 64, mini 32": ({"N_DEVICES": "8", "TRAIN_BATCH_SIZE": "64", "PPO_MINI_BATCH_SIZE": "32"}, False),
+}
 
-    cfg = compose(launcher_overrides("npu", **env))
-    try:
-        validate(cfg)
-        rejected = False
-    except (AssertionError, ValueError):
-        rejected = True
-    a, r, t = cfg.actor_rollout_ref.actor, cfg.actor_rollout_ref.rollout, cfg.trainer
-    found = pf.check_batch_sizes(cfg.data.train_batch_size, a.ppo_mini_batch_size, a.ppo_micro_batch_size_per_gpu,
-                                 r.n, t.n_gpus_per_node, t.nnodes, r.tensor_model_parallel_size)
-    assert rejected is verl_rejects
+
+@pytest.fixture(scope="module")
+def batch_launches():
+    """batch_launches(stack, case): what the stack's verl reads from the BATCH_CASES launch on npu."""
+    return ComposedLaunches(lambda stack: {name: launcher_overrides(stack, "npu", **env)
+                                           for name, (env, _) in BATCH_CASES.items()})
+
+
+@pytest.mark.parametrize("stack", ["reference", "current"])
+@pytest.mark.parametrize("case", BATCH_CASES)
+def test_batch_rules_agree_with_verl_validate_config(batch_launches, stack, case):
+    """preflight's validate_config-level rules fire exactly when the stack's verl's validate_config raises."""
+    got = batch_launches(stack, case)
+    assert "error" not in got, got["error"]
+    cfg = got["config"]
+    a, r, t = cfg["actor_rollout_ref"]["actor"], cfg["actor_rollout_ref"]["rollout"], cfg["trainer"]
+    found = pf.check_batch_sizes(cfg["data"]["train_batch_size"], a["ppo_mini_batch_size"],
+                                 a["ppo_micro_batch_size_per_gpu"], r["n"], t["n_gpus_per_node"], t["nnodes"],
+                                 r["tensor_model_parallel_size"])
+    verl_rejects = BATCH_CASES[case][1]
+    assert (got["invalid"] is not None) is verl_rejects, got["invalid"]
     assert bool(found) is verl_rejects, lines(found)
 
 
@@ -517,11 +529,14 @@ REF_ROW = 'STACK=reference on npu (script_utils.STACK_MATRIX, README "Versions")
 
 
 def test_pins_are_read_from_requirements_and_verl_metadata():
-    assert pf.pinned_version("verl") == "0.6.0"
-    assert pf.installed_versions("verl")["verl"] == "0.6.0"
+    """requirements.txt holds the reference stack's pins; the installed verl is this environment's
+    stack's, and its vllm extra admits the vLLM that stack pairs it with on CUDA."""
     from packaging.specifiers import SpecifierSet
 
-    assert SpecifierSet(pf.verl_vllm_spec()) == SpecifierSet(">=0.7.3,<=0.9.1")
+    assert pf.pinned_version("verl") == STACK_MATRIX["reference"]["cpu"]["verl"].version
+    row = STACK_MATRIX[running_stack()]
+    assert version_matches(pf.installed_versions("verl")["verl"], row["cpu"]["verl"].version)
+    assert SpecifierSet(pf.verl_vllm_spec()).contains(row["cuda"]["vllm"].version)
 
 
 @pytest.mark.parametrize("stack,device", [("reference", "npu"), ("reference", "cuda"), ("reference", "cpu"),

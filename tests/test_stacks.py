@@ -1,44 +1,25 @@
 """Both stacks' launches, composed with each stack's own verl (tests/verl_compose.py).
 
 The launcher's ``DRY_RUN=1`` command is composed with the Hydra config of the verl that stack
-installs (reference: .venv, verl 0.6.0, its NPU and GPU launches; current: .venv-current, verl
-0.9.1, every profile, the cpu ones included) and validated by verl; the reward function verl's own
-loader returns must be the recipe's. Without a stack's environment the tests for it skip
-(``bash setup.sh --device cpu --stack current``, or ``--stack both``).
+installs (reference: .venv-reference, verl 0.6.0, its NPU and GPU launches; current:
+.venv-current, verl 0.9.1, every profile, the cpu ones included), in that stack's environment
+(conftest.verl_reads), and validated by verl; the reward function verl's own
+loader returns must be the recipe's. Without a stack's environment its tests skip, naming it
+(on CI they fail).
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-
 import pytest
 
 import script_utils
-from conftest import REPO
+from conftest import REPO, ComposedLaunches, launcher_command, launcher_overrides
 
-LAUNCHER = REPO / "run_qwen2_5_1_5b.sh"
 PROFILES = ["npu_1", "npu_4", "npu_8", "npu_2x8", "cuda_1", "cuda_4", "cuda_8", "cuda_2x8", "cpu", "cpu_learn"]
 
 
-def stack_python(stack: str) -> str:
-    python = script_utils.stack_python(stack)
-    if not python.exists():
-        pytest.skip(f"{python} missing: bash setup.sh --device cpu --stack {stack}")
-    return str(python)
-
-
-def dry_run(stack: str, profile: str, *extra: str, **env: str) -> list[str]:
-    device = profile.split("_")[0]
-    run_env = dict(os.environ, STACK=stack, DEVICE=device, PROFILE=profile, DRY_RUN="1", **env)
-    run_env.pop("PYTHON", None)
-    out = subprocess.run(["bash", str(LAUNCHER), *extra], env=run_env, capture_output=True, text=True, check=True).stdout
-    lines = out.splitlines()
-    assert lines[1:3] == ["-m", "verl.trainer.main_ppo"], lines[:3]
-    python = script_utils.stack_python(stack)
-    assert lines[0] == str(python) or not python.exists(), lines[0]
-    return lines[3:]
+def dry_run(stack: str, profile: str, **env: str) -> list[str]:
+    return launcher_overrides(stack, profile.split("_")[0], PROFILE=profile, **env)
 
 
 def legacy_reward_key(overrides: list[str]) -> list[str]:
@@ -48,7 +29,7 @@ def legacy_reward_key(overrides: list[str]) -> list[str]:
 
 def launches(stack: str) -> dict[str, list[str]]:
     """Every launch this module composes with the stack's verl, by name."""
-    if stack == "reference":
+    if stack == "reference":  # it does not train on CPU
         return {"npu_4": dry_run(stack, "npu_4"), "cuda_4": dry_run(stack, "cuda_4"),
                 "npu_4 with the format reward": dry_run(stack, "npu_4", REWARD_NAME="compute_format_score")}
     found = {profile: dry_run(stack, profile) for profile in PROFILES}
@@ -58,21 +39,22 @@ def launches(stack: str) -> dict[str, list[str]]:
 
 @pytest.fixture(scope="module")
 def composed():
-    """composed(stack, name): what the stack's verl reads from that launch. Importing verl takes
-    seconds, so each stack composes all its launches in one interpreter."""
-    done: dict[str, dict[str, dict]] = {}
+    """composed(stack, name): what the stack's verl reads from that launch, which it composes and
+    validates. Importing verl takes seconds, so each stack composes all its launches at once."""
+    read = ComposedLaunches(launches)
 
     def get(stack: str, name: str) -> dict:
-        if stack not in done:
-            by_name = launches(stack)
-            res = subprocess.run([stack_python(stack), str(REPO / "tests" / "verl_compose.py")],
-                                 input=json.dumps(list(by_name.values())), capture_output=True, text=True, cwd=REPO)
-            assert res.returncode == 0, res.stderr[-3000:]
-            done[stack] = dict(zip(by_name, json.loads(res.stdout.strip().splitlines()[-1])))
-        got = done[stack][name]
+        got = read(stack, name)
         assert "error" not in got, f"{stack} stack, {name}: {got.get('error')}"
+        assert got["invalid"] is None, f"{stack} stack, {name}: {got['invalid']}"
         return got
     return get
+
+
+@pytest.mark.parametrize("stack", ["reference", "current"])
+def test_the_launcher_runs_the_stacks_python(stack):
+    python = script_utils.stack_python(stack)
+    assert launcher_command(stack, "cuda")[0] == (str(python) if python.exists() else "python3")
 
 
 @pytest.mark.parametrize("stack,launch,reward_name", [
@@ -83,7 +65,7 @@ def composed():
 ])
 def test_verl_loads_the_recipe_reward(composed, stack, launch, reward_name):
     got = composed(stack, launch)
-    assert got["verl"] == {"reference": "0.6.0", "current": "0.9.1"}[stack]
+    assert got["verl"] == script_utils.STACK_MATRIX[stack][launch.split("_")[0]]["verl"].version
     assert got["reward"] == {"file": str(REPO / "new_math_reward.py"), "name": reward_name}
 
 

@@ -1,16 +1,18 @@
 """Compose main_ppo's overrides with the installed verl's own Hydra config; print what verl reads.
 
-Run with a stack's interpreter (``.venv/bin/python`` for reference, ``.venv-current/bin/python``
-for current), with a JSON list of launches on stdin, each a list of overrides (what
-``DRY_RUN=1 bash run_qwen2_5_1_5b.sh`` prints after ``-m verl.trainer.main_ppo``): verl is imported
-once for all of them. Prints a JSON list, one object a launch: verl's version, the reward function
-verl's own loader returns (its file and name, or null when verl would fall back to its default
-scorer), and the composed values the tests check; or ``{"error": ...}`` for a launch verl refuses.
-Used by tests/test_stacks.py; no Ray, no device.
+Run with a stack's interpreter (``.venv-reference/bin/python`` for reference, ``.venv-current/bin/python``
+for current; conftest.verl_reads does), with a JSON list of launches on stdin, each a list of
+overrides (what ``DRY_RUN=1 bash run_qwen2_5_1_5b.sh`` prints after ``-m verl.trainer.main_ppo``):
+verl is imported once for all of them. Prints a JSON list, one object a launch: verl's version,
+the reward function verl's own loader returns (its file and name, or null when verl would fall
+back to its default scorer), a few composed values by name, the whole composed ``config``
+(resolved) and ``invalid``, what verl's validation raised (null when it passed); or
+``{"error": ...}`` for a launch verl cannot compose. No Ray, no device.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -28,7 +30,6 @@ def compose(overrides: list[str]):
 
 def loaded_reward(cfg) -> dict | None:
     """The reward function main_ppo would call, as verl's own loader finds it."""
-    import contextlib
     import functools
 
     from verl.trainer.ppo.reward import get_custom_reward_fn
@@ -54,12 +55,20 @@ def validate(cfg) -> None:
 
 def what_verl_reads(overrides: list[str]) -> dict:
     import verl
+    from omegaconf import OmegaConf
 
     cfg = compose([o for o in overrides if not o.startswith("hydra.")])
-    validate(cfg)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):  # verl prints its verdict
+            validate(cfg)
+        invalid = None
+    except (AssertionError, ValueError) as exc:
+        invalid = f"{type(exc).__name__}: {exc}"
     r = cfg.actor_rollout_ref.rollout
     return {
         "verl": verl.__version__,
+        "invalid": invalid,
+        "config": OmegaConf.to_container(cfg, resolve=True),
         "reward": loaded_reward(cfg),
         "rollout": r.name,
         "rollout_n": r.n,
@@ -80,7 +89,7 @@ def main() -> int:
             results.append(what_verl_reads(overrides))
         except Exception as exc:  # one refused launch fails its own test, not the others'
             results.append({"error": f"{type(exc).__name__}: {exc}"})
-    print(json.dumps(results))
+    print(json.dumps(results, default=str))
     return 0
 
 

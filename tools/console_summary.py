@@ -8,11 +8,12 @@ which prints each global step's metrics as one line ``step:N - name:value - name
 (``verl/utils/tracking.py``), and the total from the ``Training Progress`` bar. Stdlib only: it
 runs in whatever interpreter the launcher has.
 
-Usage: ``main_ppo ... | python tools/console_summary.py LOG_FILE``
+Usage: main_ppo ... | python tools/console_summary.py LOG_FILE
 """
 
 from __future__ import annotations
 
+import argparse
 import re
 import sys
 
@@ -50,7 +51,10 @@ def step_line(step: int, total: int | None, m: dict[str, float]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    log = argv[1] if len(argv) > 1 else "the log file"
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("log_file", help="where the launcher writes main_ppo's whole console (named in the first line)")
+    log = parser.parse_args(argv[1:]).log_file
     print(f"main_ppo: starting Ray, the actor/ref worker and the rollout; its whole console goes to {log}",
           flush=True)
     total = None

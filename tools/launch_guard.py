@@ -300,7 +300,7 @@ def kept_prompts(model_path: Path, train_file: Path, max_prompt_length: int) -> 
 
     tok = preflight.load_tokenizer(model_path)
     prompts = pq.read_table(train_file, columns=["prompt"]).column("prompt").to_pylist()
-    return sum(len(tok.apply_chat_template(p, add_generation_prompt=True)) <= max_prompt_length for p in prompts)
+    return sum(preflight.prompt_length(tok, p) <= max_prompt_length for p in prompts)
 
 
 def planned_steps(settings: Mapping[str, str], overrides: Mapping[str, str],

@@ -21,7 +21,9 @@ Level 1, 4 prompts x 4 responses, 2 GRPO steps) and prints:
 
 ``--compare REF`` runs a git commit's launcher (a temporary worktree sharing this checkout's
 ``.venv-current``, ``models/`` and ``data/verl/``) and this checkout's in turns, REF first,
-``--rounds`` times each, so that a busy machine slows both alike, and puts them side by side.
+``--rounds`` times each, so that a busy machine slows both alike, and puts them side by side;
+``--profile`` also samples each actor/ref worker with py-spy and tells where its time goes
+(benchmarks/profile_cpu_step.py).
 Exit status: the launchers' (the tables are printed either way).
 """
 
@@ -96,9 +98,10 @@ def snapshot(root: psutil.Process) -> list[tuple[str, int]]:
 
 
 def run_launcher(output_dir: Path, extra: list[str], repo: Path = REPO,
-                 env_extra: dict[str, str] | None = None) -> Run:
+                 env_extra: dict[str, str] | None = None, pyspy_raw: Path | None = None) -> Run:
     """Run ``repo``'s launcher on CPU (the cpu profile unless ``env_extra`` names another) while
-    sampling the machine's used memory every 0.5 s and, at each new peak, who holds it."""
+    sampling the machine's used memory every 0.5 s and, at each new peak, who holds it; with
+    ``pyspy_raw``, py-spy samples the actor/ref worker into that file (benchmarks/profile_cpu_step.py)."""
     env = {**os.environ, "DEVICE": "cpu", "OUTPUT_DIR": str(output_dir), **(env_extra or {})}
     before = used_bytes()
     start = time.monotonic()
@@ -118,10 +121,18 @@ def run_launcher(output_dir: Path, extra: list[str], repo: Path = REPO,
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
+    spy = None
+    if pyspy_raw is not None:
+        from benchmarks.profile_cpu_step import attach_pyspy
+
+        spy = threading.Thread(target=attach_pyspy, args=(proc, pyspy_raw), daemon=True)
+        spy.start()
     terminal = proc.stdout.read()
     rc = proc.wait()
     done.set()
     sampler.join()
+    if spy is not None:
+        spy.join(timeout=120)
     events = output_dir / "tensorboard"
     return Run(rc, output_dir, scalars_by_step(events) if events.is_dir() else {}, time.monotonic() - start, peak,
                processes, len(terminal.splitlines()))
@@ -233,7 +244,7 @@ def checkout(ref: str, where: Path) -> Path:
     return where
 
 
-def compare(ref: str, rounds: int, extra: list[str]) -> tuple[int, str, Run]:
+def compare(ref: str, rounds: int, extra: list[str], profile: bool = False) -> tuple[int, str, Run]:
     """Run REF's launcher and this checkout's in turns; markdown side by side, and the last new run."""
     load = os.getloadavg()[0]
     work = Path(tempfile.mkdtemp(prefix="bench_cpu_compare-"))
@@ -247,7 +258,8 @@ def compare(ref: str, rounds: int, extra: list[str]) -> tuple[int, str, Run]:
     try:
         for i in range(rounds):
             for label, repo in (("ref", ref_repo), ("new", REPO)):
-                run = run_launcher(work / f"{label}_{i}", extra, repo)
+                raw = work / f"{label}_{i}.pyspy" if profile else None
+                run = run_launcher(work / f"{label}_{i}", extra, repo, pyspy_raw=raw)
                 runs[names[label]].append(run)
                 print(f"bench_cpu_run: {label} round {i + 1}: exit {run.returncode}, {run.wall_s:.0f} s",
                       file=sys.stderr)
@@ -257,7 +269,16 @@ def compare(ref: str, rounds: int, extra: list[str]) -> tuple[int, str, Run]:
               f"side by side, {rounds} run(s) each in turns, {names['ref']} first; seconds per global step, the "
               f"mean over the run's 2 steps and the rounds; {cpu_description()}, load average {load:.2f} at the start.")
     status = max(r.returncode for rs in runs.values() for r in rs)
-    return status, header + "\n\n" + side_by_side(runs), runs[names["new"]][-1]
+    text = header + "\n\n" + side_by_side(runs)
+    if profile:
+        from benchmarks.profile_cpu_step import markdown, read_raw
+
+        for label in ("ref", "new"):
+            raw = work / f"{label}_{rounds - 1}.pyspy"
+            if raw.is_file():
+                text += "\n\n" + markdown(read_raw(raw), f"Where {names[label]}'s actor/ref worker spends its time "
+                                       f"(py-spy at 20 Hz over the whole run, round {rounds}; seconds over the run's 2 steps):")
+    return status, text, runs[names["new"]][-1]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -266,10 +287,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--markdown", type=Path, help="also write the tables to this file")
     parser.add_argument("--compare", metavar="REF", help="git commit to run side by side with this checkout")
     parser.add_argument("--rounds", type=positive_int, default=1, help="with --compare: runs of each, in turns")
+    parser.add_argument("--profile", action="store_true",
+                        help="with --compare: py-spy on each actor/ref worker, and where each spends its time")
     parser.add_argument("extra", nargs="*", help="Hydra overrides passed to the launcher (after --)")
     args = parser.parse_args(argv)
     if args.compare:
-        rc, text, new = compare(args.compare, args.rounds, args.extra)
+        rc, text, new = compare(args.compare, args.rounds, args.extra, args.profile)
         name = "new"
     else:
         new = run_launcher(Path(tempfile.mkdtemp(prefix="bench_cpu_run-")), args.extra)

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m benchmarks.profile_cpu_step [--markdown FILE] [--raw FILE] [-- EXTRA_HYDRA_OVERRIDES...]
+    python -m benchmarks.profile_cpu_step [--ref REF] [--markdown FILE] [--raw FILE] [-- EXTRA_HYDRA_OVERRIDES...]
     python -m benchmarks.profile_cpu_step --from-raw FILE [--markdown FILE]
 
 Runs the quick start (``DEVICE=cpu bash run_qwen2_5_1_5b.sh``, profile ``cpu``) with py-spy
@@ -13,13 +13,15 @@ sorts every sample twice: by the worker method it falls in (the phase: ``update_
 decoder's matmuls, attention, the LM head, log-softmax, entropy, autograd's backward, the
 optimizer, FSDP's casts and gathers, padding and packing, TransferQueue I/O). The table gives
 seconds (samples / rate) per phase and category, and each category's share of the phase.
-``--from-raw`` re-reads a saved py-spy raw file instead of running.
+``--ref REF`` profiles a git commit's launcher instead (a temporary worktree sharing this
+checkout's environment, model and data); ``--from-raw`` re-reads a saved py-spy raw file.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import os
 import shutil
 import subprocess
 import sys
@@ -28,6 +30,8 @@ import time
 from pathlib import Path
 
 from script_utils import cpu_description, write_text_atomic
+
+REPO = Path(__file__).resolve().parent.parent
 
 RATE = 20  # py-spy samples per second
 
@@ -114,32 +118,35 @@ def markdown(table: dict[str, collections.Counter], title: str) -> str:
     return "\n".join(lines)
 
 
-def profile_run(extra: list[str], raw: Path) -> int:
-    """The quick start with py-spy on the actor/ref worker; returns the launcher's exit status."""
+def attach_pyspy(launcher: subprocess.Popen, raw: Path) -> None:
+    """Wait for the launch's actor/ref worker (the Ray actor ``WorkerDict``), then sample it with
+    py-spy into ``raw`` until it exits."""
     if shutil.which("py-spy") is None:
         sys.exit("profile_cpu_step: py-spy not found on PATH; expected it installed (pip install py-spy)")
-    out = Path(tempfile.mkdtemp(prefix="profile_cpu_step-"))
-    env = {**__import__("os").environ, "DEVICE": "cpu", "OUTPUT_DIR": str(out)}
-    launcher = subprocess.Popen(["bash", str(Path(__file__).resolve().parent.parent / "run_qwen2_5_1_5b.sh"), *extra],
-                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    spy = None
-    while launcher.poll() is None and spy is None:
+    while launcher.poll() is None:
         pid = subprocess.run(["pgrep", "-f", "^ray::WorkerDict"], capture_output=True, text=True).stdout.split()
         if pid:
-            spy = subprocess.Popen(["py-spy", "record", "-p", pid[0], "-r", str(RATE), "-f", "raw", "-o", str(raw),
-                                    "--nonblocking"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        else:
-            time.sleep(1)
-    rc = launcher.wait()
-    if spy is not None:
-        spy.wait(timeout=120)
-    return rc
+            subprocess.run(["py-spy", "record", "-p", pid[0], "-r", str(RATE), "-f", "raw", "-o", str(raw),
+                            "--nonblocking"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            return
+        time.sleep(1)
+
+
+def profile_run(extra: list[str], raw: Path, repo: Path) -> int:
+    """``repo``'s quick start with py-spy on the actor/ref worker; returns the launcher's exit status."""
+    out = Path(tempfile.mkdtemp(prefix="profile_cpu_step-"))
+    env = {**os.environ, "DEVICE": "cpu", "OUTPUT_DIR": str(out)}
+    launcher = subprocess.Popen(["bash", str(repo / "run_qwen2_5_1_5b.sh"), *extra],
+                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    attach_pyspy(launcher, raw)
+    return launcher.wait()
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--from-raw", type=Path, help="read this py-spy raw file instead of running")
+    parser.add_argument("--ref", help="profile this git commit's launcher instead of this checkout's")
     parser.add_argument("--raw", type=Path, help="keep py-spy's raw output here (default: a temp file)")
     parser.add_argument("--markdown", type=Path, help="also write the table to this file")
     parser.add_argument("extra", nargs="*", help="Hydra overrides passed to the launcher (after --)")
@@ -148,11 +155,21 @@ def main(argv: list[str] | None = None) -> int:
     raw = args.from_raw
     if raw is None:
         raw = args.raw or Path(tempfile.mkdtemp(prefix="profile_cpu_step-")) / "worker.raw"
-        rc = profile_run(args.extra, raw)
+        if args.ref:
+            from benchmarks.bench_cpu_run import checkout
+
+            where = Path(tempfile.mkdtemp(prefix="profile_cpu_step-")) / "ref"
+            try:
+                rc = profile_run(args.extra, raw, checkout(args.ref, where))
+            finally:
+                subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(where)], capture_output=True)
+        else:
+            rc = profile_run(args.extra, raw, REPO)
     if not raw.is_file():
         print(f"profile_cpu_step: {raw}: no py-spy output (did the worker start?)", file=sys.stderr)
         return rc or 1
-    title = (f"Actor/ref worker time by phase and category (py-spy, {RATE} Hz, the quick start's 2 global steps"
+    which = f"commit `{args.ref}`" if args.ref else "this checkout"
+    title = (f"Actor/ref worker time by phase and category, {which} (py-spy, {RATE} Hz, the quick start's 2 global steps"
              f"{', overrides: ' + ' '.join(args.extra) if args.extra else ''}); {cpu_description()}.")
     text = markdown(read_raw(raw), title)
     print(text)

@@ -60,8 +60,6 @@ PROFILE_ARGS+=(
   "+ray_kwargs.ray_init.runtime_env.env_vars.TQ_NUM_THREADS='$CPU_THREADS'"
   "+actor_rollout_ref.actor.fsdp_config.mixed_precision={param_dtype:$CPU_DTYPE,reduce_dtype:fp32,buffer_dtype:fp32}"
   "+actor_rollout_ref.ref.fsdp_config.mixed_precision={param_dtype:$CPU_DTYPE,reduce_dtype:fp32,buffer_dtype:fp32}"
-  # the ref is never updated: its weights are kept in the compute dtype, not cast from fp32 at every forward
-  "actor_rollout_ref.ref.fsdp_config.model_dtype=$CPU_DTYPE"
   # vLLM's dtype (verl's default bfloat16 is emulated without native bf16 matmuls: the quick start's
   # generation took 7x as long on an AVX2-only AMD EPYC)
   "actor_rollout_ref.rollout.dtype=$([[ $CPU_DTYPE == bf16 ]] && echo bfloat16 || echo float32)"

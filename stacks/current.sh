@@ -33,9 +33,9 @@ STACK_CPU_ARGS=(
   # skips the actor's recomputation of them (verl/trainer/ppo/v1/trainer_base.py
   # _compute_old_log_prob), a forward over every token, a fifth of a step. The weight-sync check is
   # then the update's actor/ppo_kl, the mean (rollout - actor) log-prob of the rollout's tokens.
+  # verl then logs no actor/entropy, which that pass computed: actor_rollout_ref.actor.calculate_entropy=True
+  # has the update compute it (as actor/entropy_loss), for about 6 s of a quick-start step here
   "algorithm.rollout_correction.bypass_mode=True"
-  # without that pass the policy's entropy comes from the update (actor/entropy_loss)
-  "actor_rollout_ref.actor.calculate_entropy=True"
   # offloading the ref's parameters "to the CPU" only copies them within host memory
   "actor_rollout_ref.ref.fsdp_config.param_offload=False"
   # Ray's dashboard is a head process and 10 helper processes, about 1 GB, that a CPU run never shows

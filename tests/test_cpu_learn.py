@@ -9,10 +9,11 @@ cpu_learn profile (format reward, new_math_reward.compute_format_score) fails wh
   such a group, or the run shows nothing;
 - the actor never leaves the ref: the KL loss must be above 0 after the first update;
 - the rollout (vLLM) does not generate with the actor's latest weights: at every step the
-  rollout's log-probs must agree with the actor's recomputation on the same tokens before the
-  update (verl's ``training/rollout_actor_probs_pearson_corr`` at least ROLLOUT_PEARSON_MIN),
-  which holds only if vLLM received the weights of step k-1, and their token probabilities may
-  differ by less than 0.5;
+  rollout's log-probs must agree with the actor's on the same tokens before the update, which
+  holds only if vLLM received the weights of step k-1. The cpu profiles skip the old-log-prob pass
+  (the update is on-policy), so the agreement is the update's ``actor/ppo_kl``, the mean
+  (rollout - actor) log-prob of the rollout's tokens, at most ROLLOUT_PPO_KL_MAX in size; where
+  the pass runs, verl's ``training/rollout_actor_probs_pearson_corr`` at least ROLLOUT_PEARSON_MIN;
 - the optimizer never steps: the final weights must differ from the initial ones;
 - the reward named by REWARD_NAME is not the one verl calls: every dumped response's score must
   be what ``new_math_reward.compute_format_score`` gives it;
@@ -67,6 +68,9 @@ OVERRIDES = ("actor_rollout_ref.actor.checkpoint.save_contents=[model]",)
 #: rollout/actor agreement the current stack must keep at every step: healthy vLLM-on-CPU runs
 #: are far above it, a sync that left the tied LM head stale fell far below it (tests/test_cpu_platform.py)
 ROLLOUT_PEARSON_MIN = 0.99
+#: the same without the old-log-prob pass: |actor/ppo_kl| of healthy bf16 runs <= 0.004, of the
+#: stale-head sync 2.3
+ROLLOUT_PPO_KL_MAX = 0.01
 #: seconds a learning run may take: the recipe's 30-minute bar for a CPU learning run (the
 #: 5 steps took 1,133-1,182 s on the 2-core AVX2-only EPYC and passed 1,200 s on CI)
 RUN_TIMEOUT_S = 1800
@@ -166,8 +170,12 @@ def test_run_exits_zero_and_used_the_format_reward(learn_run):
 
 def test_rollout_generates_with_the_previous_steps_actor_weights(learn_run):
     """vLLM's log-probs agree with the actor's only on the actor's weights."""
-    pearson = per_step(learn_run, "training/rollout_actor_probs_pearson_corr")
-    assert min(pearson) >= ROLLOUT_PEARSON_MIN, pearson
+    if "training/rollout_actor_probs_pearson_corr" in learn_run.scalars:
+        pearson = per_step(learn_run, "training/rollout_actor_probs_pearson_corr")
+        assert min(pearson) >= ROLLOUT_PEARSON_MIN, pearson
+    else:
+        kl = per_step(learn_run, "actor/ppo_kl")
+        assert max(abs(v) for v in kl) <= ROLLOUT_PPO_KL_MAX, kl
 
 
 def test_final_weights_differ_from_the_initial_ones(learn_run):

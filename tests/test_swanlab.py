@@ -29,7 +29,7 @@ from conftest import REPO, missing_environment, swanlab_installed
 from script_utils import stack_python
 
 STEPS = 2  # profiles/cpu.sh TOTAL_STEPS
-KEY_TAGS = ("critic/score/mean", "actor/entropy", "actor/kl_loss", "actor/pg_loss", "response_length/mean")
+KEY_TAGS = ("critic/score/mean", "actor/ppo_kl", "actor/kl_loss", "actor/pg_loss", "response_length/mean")
 PROJECT = "verl_grpo_example_math"  # the launcher's default trainer.project_name
 EXPERIMENT = "smollm2_135m_math_cpu"  # profiles/cpu.sh
 
@@ -128,6 +128,6 @@ def test_health_report_reads_the_swanlog_dir(swan_run, tmp_path):
     assert doc["runs"] == [f"{PROJECT}/{EXPERIMENT}"]
     rules = {r["id"]: r for r in doc["rules"]}
     assert rules["pg_loss_nan"]["level"] == "ok" and rules["nonfinite_metrics"]["level"] == "ok"
-    assert rules["entropy_collapse"]["level"] != "skipped" and rules["kl_high"]["level"] != "skipped"
+    assert rules["rollout_actor_mismatch"]["level"] != "skipped" and rules["kl_high"]["level"] != "skipped"
     md = (report / "health_report.md").read_text()
     assert f"SwanLab experiment `{PROJECT}/{EXPERIMENT}` (finished); training steps 1-{STEPS} ({STEPS} logged)" in md

@@ -185,12 +185,6 @@ def test_final_weights_differ_from_the_initial_ones(learn_run):
     assert final != model_digest(REPO / "models/SmolLM2-135M-Instruct", torch.float32)
 
 
-def test_rollout_and_actor_agree_on_log_probs(learn_run):
-    """A rollout with stale or wrong weights would disagree with the actor's recomputation."""
-    diff = per_step(learn_run, "training/rollout_probs_diff_max")
-    assert max(diff) < 0.5, diff  # token probabilities, not log-probs: verl/utils/debug/metrics.py
-
-
 def per_step(run: LearnRun, tag: str) -> list[float]:
     values = run.scalars[tag]
     assert sorted(values) == list(range(1, run.steps + 1)), (tag, values)

@@ -187,7 +187,7 @@ def side_by_side(runs: dict[str, list[Run]]) -> str:
 
 def memory_table(run: Run, name: str) -> str:
     rows = [f"| {proc} | {pss / 2**30:.2f} |" for proc, pss in run.processes if pss >= 2**24]
-    return "\n".join([f"Who holds the memory at the peak of `{name}` (proportional set size, GiB; "
+    return "\n".join([f"Who holds the memory at the peak of {name} (proportional set size, GiB; "
                       f"sum {sum(p for _, p in run.processes) / 2**30:.1f}):", "",
                       "| process | GiB |", "|---|---|", *rows])
 
@@ -244,8 +244,9 @@ def checkout(ref: str, where: Path) -> Path:
     return where
 
 
-def compare(ref: str, rounds: int, extra: list[str], profile: bool = False) -> tuple[int, str, Run]:
-    """Run REF's launcher and this checkout's in turns; markdown side by side, and the last new run."""
+def compare(ref: str, rounds: int, extra: list[str], profile: bool = False) -> tuple[int, str, Run, str]:
+    """Run REF's launcher and this checkout's in turns; markdown side by side, the last new run
+    and its name."""
     load = os.getloadavg()[0]
     work = Path(tempfile.mkdtemp(prefix="bench_cpu_compare-"))
     ref_repo = checkout(ref, work / "ref")
@@ -278,7 +279,7 @@ def compare(ref: str, rounds: int, extra: list[str], profile: bool = False) -> t
             if raw.is_file():
                 text += "\n\n" + markdown(read_raw(raw), f"Where {names[label]}'s actor/ref worker spends its time "
                                        f"(py-spy at 20 Hz over the whole run, round {rounds}; seconds over the run's 2 steps):")
-    return status, text, runs[names["new"]][-1]
+    return status, text, runs[names["new"]][-1], names["new"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -292,11 +293,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("extra", nargs="*", help="Hydra overrides passed to the launcher (after --)")
     args = parser.parse_args(argv)
     if args.compare:
-        rc, text, new = compare(args.compare, args.rounds, args.extra, args.profile)
-        name = "new"
+        rc, text, new, name = compare(args.compare, args.rounds, args.extra, args.profile)
     else:
         new = run_launcher(Path(tempfile.mkdtemp(prefix="bench_cpu_run-")), args.extra)
-        rc, name = new.returncode, "this checkout"
+        rc, name = new.returncode, "this checkout's run"
         text = (f"The quick start (`DEVICE=cpu bash run_qwen2_5_1_5b.sh`{' ' + ' '.join(args.extra) if args.extra else ''}); "
                 f"seconds per global step; {cpu_description()}.\n\n" + side_by_side({name: [new]}))
     if new.scalars.get("timing_s/step"):

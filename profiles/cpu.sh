@@ -63,6 +63,7 @@ PROFILE_ARGS+=(
   # vLLM's dtype (verl's default bfloat16 is emulated without native bf16 matmuls: the quick start's
   # generation took 7x as long on an AVX2-only AMD EPYC)
   "actor_rollout_ref.rollout.dtype=$([[ $CPU_DTYPE == bf16 ]] && echo bfloat16 || echo float32)"
-  # the rollout returns its log-probs; verl logs how far they are from the actor's
+  # the rollout returns its log-probs: the old policy's in the on-policy update (stacks/current.sh),
+  # and the weight-sync check (actor/ppo_kl)
   "actor_rollout_ref.rollout.calculate_log_probs=True"
 )

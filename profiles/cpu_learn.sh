@@ -19,7 +19,8 @@ MAX_RESPONSE_LENGTH=${MAX_RESPONSE_LENGTH:-64}
 # one PPO update per step (mini-batch = batch), and a learning rate that moves the policy within a
 # dozen steps rather than the reference's hundreds (1e-6). 2e-4 drove the KL loss above 1 without
 # raising the reward; with this one some runs collapse onto one layout late in the run
-# (entropy_collapse in health_report.py). The measured run: benchmarks/results/cpu_learn_current.md.
+# (health_report.py's entropy_collapse, with actor_rollout_ref.actor.calculate_entropy=True). The
+# measured run: benchmarks/results/cpu_learn_current.md.
 PPO_MINI_BATCH_SIZE=${PPO_MINI_BATCH_SIZE:-4}
 ACTOR_LR=${ACTOR_LR:-1e-4}
 TOTAL_STEPS=${TOTAL_STEPS:-12}

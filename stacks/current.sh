@@ -34,11 +34,11 @@ STACK_CPU_ARGS=(
   # _compute_old_log_prob), a forward over every token, a fifth of a step. The weight-sync check is
   # then the update's actor/ppo_kl, the mean (rollout - actor) log-prob of the rollout's tokens.
   # verl then logs no actor/entropy, which that pass computed: actor_rollout_ref.actor.calculate_entropy=True
-  # has the update compute it (as actor/entropy_loss), for about 6 s of a quick-start step here
+  # has the update compute it (as actor/entropy_loss), at a cost docs/cpu_run.md gives
   "algorithm.rollout_correction.bypass_mode=True"
   # offloading the ref's parameters "to the CPU" only copies them within host memory
   "actor_rollout_ref.ref.fsdp_config.param_offload=False"
-  # Ray's dashboard is a head process and 10 helper processes, about 1 GB, that a CPU run never shows
+  # Ray's dashboard is a head process and 10 helper processes that a CPU run never shows
   "+ray_kwargs.ray_init.include_dashboard=False"
   # verl starts 8 TransferQueue storage actors by default; one holds a CPU run's batches
   "transfer_queue.backend.SimpleStorage.num_data_storage_units=1"

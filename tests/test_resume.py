@@ -34,7 +34,7 @@ import time
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, launch_output
 from tools.launch_guard import checkpoint_problem
 
 pytestmark = pytest.mark.slow
@@ -126,7 +126,7 @@ def resumed(killed):
     """The same launch again after the kill (RESUME_MODE=auto)."""
     out, env, _, _ = killed
     proc = subprocess.run(launch_command(out), env=env, cwd=out, capture_output=True, text=True, timeout=1800)
-    log = proc.stdout + proc.stderr
+    log = launch_output(proc, out)[0]
     assert proc.returncode == 0, log[-4000:]
     return out, log, env["STACK"]
 

@@ -1,37 +1,29 @@
-"""Where the CPU run's actor/ref worker spends its time, phase by phase.
+"""Where the CPU run's actor/ref worker spends its time, phase by phase, from py-spy's samples.
 
 Usage::
 
-    python -m benchmarks.profile_cpu_step [--ref REF] [--markdown FILE] [--raw FILE] [-- EXTRA_HYDRA_OVERRIDES...]
-    python -m benchmarks.profile_cpu_step --from-raw FILE [--markdown FILE]
+    python -m benchmarks.bench_cpu_run --compare REF --profile   # samples both runs' workers, prints these tables
+    python -m benchmarks.profile_cpu_step RAW                     # the table of one saved py-spy raw file
 
-Runs the quick start (``DEVICE=cpu bash run_qwen2_5_1_5b.sh``, profile ``cpu``) with py-spy
-attached to verl's actor/ref worker (the Ray actor ``WorkerDict``) at 20 samples a second, then
-sorts every sample twice: by the worker method it falls in (the phase: ``update_actor``,
-``compute_ref_log_prob`` = ref, ``compute_log_prob`` = old_log_prob, ``update_weights``,
-``save_checkpoint``) and by what the innermost recognised frame is doing (the category: the
-decoder's matmuls, attention, the LM head, log-softmax, entropy, autograd's backward, the
-optimizer, FSDP's casts and gathers, padding and packing, TransferQueue I/O). The table gives
-seconds (samples / rate) per phase and category, and each category's share of the phase.
-``--ref REF`` profiles a git commit's launcher instead (a temporary worktree sharing this
-checkout's environment, model and data); ``--from-raw`` re-reads a saved py-spy raw file.
+:func:`attach_pyspy` waits for a launch's actor/ref worker (the Ray actor ``WorkerDict``) and
+samples it at 20 Hz until it exits. :func:`read_raw` sorts every sample twice: by the worker
+method it falls in (the phase: ``update_actor``, ``compute_ref_log_prob`` = ref,
+``compute_log_prob`` = old_log_prob, ``update_weights``, ``save_checkpoint``) and by what the
+innermost recognised frame is doing (the category: the decoder's matmuls, attention, the LM head,
+log-softmax, entropy, autograd's backward, the optimizer, FSDP's casts and gathers, padding and
+packing, TransferQueue I/O). :func:`markdown` gives seconds (samples / rate) per phase and
+category, and each category's share of the phase.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
-import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
-
-from script_utils import cpu_description, write_text_atomic
-
-REPO = Path(__file__).resolve().parent.parent
 
 RATE = 20  # py-spy samples per second
 
@@ -132,50 +124,16 @@ def attach_pyspy(launcher: subprocess.Popen, raw: Path) -> None:
         time.sleep(1)
 
 
-def profile_run(extra: list[str], raw: Path, repo: Path) -> int:
-    """``repo``'s quick start with py-spy on the actor/ref worker; returns the launcher's exit status."""
-    out = Path(tempfile.mkdtemp(prefix="profile_cpu_step-"))
-    env = {**os.environ, "DEVICE": "cpu", "OUTPUT_DIR": str(out)}
-    launcher = subprocess.Popen(["bash", str(repo / "run_qwen2_5_1_5b.sh"), *extra],
-                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    attach_pyspy(launcher, raw)
-    return launcher.wait()
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--from-raw", type=Path, help="read this py-spy raw file instead of running")
-    parser.add_argument("--ref", help="profile this git commit's launcher instead of this checkout's")
-    parser.add_argument("--raw", type=Path, help="keep py-spy's raw output here (default: a temp file)")
-    parser.add_argument("--markdown", type=Path, help="also write the table to this file")
-    parser.add_argument("extra", nargs="*", help="Hydra overrides passed to the launcher (after --)")
+    parser.add_argument("raw", type=Path, help="py-spy's raw output for an actor/ref worker")
     args = parser.parse_args(argv)
-    rc = 0
-    raw = args.from_raw
-    if raw is None:
-        raw = args.raw or Path(tempfile.mkdtemp(prefix="profile_cpu_step-")) / "worker.raw"
-        if args.ref:
-            from benchmarks.bench_cpu_run import checkout
-
-            where = Path(tempfile.mkdtemp(prefix="profile_cpu_step-")) / "ref"
-            try:
-                rc = profile_run(args.extra, raw, checkout(args.ref, where))
-            finally:
-                subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(where)], capture_output=True)
-        else:
-            rc = profile_run(args.extra, raw, REPO)
-    if not raw.is_file():
-        print(f"profile_cpu_step: {raw}: no py-spy output (did the worker start?)", file=sys.stderr)
-        return rc or 1
-    which = f"commit `{args.ref}`" if args.ref else "this checkout"
-    title = (f"Actor/ref worker time by phase and category, {which} (py-spy, {RATE} Hz, the quick start's 2 global steps"
-             f"{', overrides: ' + ' '.join(args.extra) if args.extra else ''}); {cpu_description()}.")
-    text = markdown(read_raw(raw), title)
-    print(text)
-    if args.markdown:
-        write_text_atomic(args.markdown, text + "\n")
-    return rc
+    if not args.raw.is_file():
+        print(f"profile_cpu_step: {args.raw}: not found; expected py-spy's raw output (record -f raw)", file=sys.stderr)
+        return 2
+    print(markdown(read_raw(args.raw), f"Actor/ref worker time by phase and category ({args.raw}, py-spy at {RATE} Hz)."))
+    return 0
 
 
 if __name__ == "__main__":

@@ -139,14 +139,6 @@ class CpuRun:
     wall_s: float
     terminal: str = ""  # what the launcher printed to the terminal
 
-
-def launch_output(proc: subprocess.CompletedProcess, output_dir: Path) -> tuple[str, str]:
-    """(the run's whole console: its train.log then the launcher's own output, the terminal
-    output alone) of a finished launch."""
-    terminal = proc.stdout + proc.stderr
-    log_file = output_dir / "train.log"
-    return (log_file.read_text(errors="replace") if log_file.is_file() else "") + terminal, terminal
-
     @property
     def ckpt_dir(self) -> Path:
         return self.output_dir / "checkpoints"
@@ -154,6 +146,14 @@ def launch_output(proc: subprocess.CompletedProcess, output_dir: Path) -> tuple[
     @property
     def tensorboard_dir(self) -> Path:
         return self.output_dir / "tensorboard"
+
+
+def launch_output(proc: subprocess.CompletedProcess, output_dir: Path) -> tuple[str, str]:
+    """(the run's whole console: its train.log then the launcher's own output, the terminal
+    output alone) of a finished launch."""
+    terminal = proc.stdout + proc.stderr
+    log_file = output_dir / "train.log"
+    return (log_file.read_text(errors="replace") if log_file.is_file() else "") + terminal, terminal
 
 
 def swanlab_installed(python: str | Path = sys.executable) -> bool:

@@ -191,10 +191,10 @@ def test_step_3_prompts_are_the_next_rows_of_the_sampler(resumed):
 
     out, log, stack = resumed
     # verl's RLHFDataset keeps rows whose templated prompt fits MAX_PROMPT (filter_overlong_prompts);
-    # counted as verl counts them: len(apply_chat_template(messages, add_generation_prompt=True))
+    # counted as verl counts them (preflight.prompt_length)
     rows = pq.read_table(TRAIN, columns=["prompt"]).column("prompt").to_pylist()
     tok = preflight.load_tokenizer(MODEL)
-    lengths = [len(tok.apply_chat_template(messages, add_generation_prompt=True)) for messages in rows]
+    lengths = [preflight.prompt_length(tok, messages) for messages in rows]
     kept = [messages[0]["content"] for messages, n in zip(rows, lengths) if n <= MAX_PROMPT]
     assert f"filter dataset len: {len(kept)}" in log
     order = json.loads(subprocess.run(

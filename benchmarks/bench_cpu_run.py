@@ -91,7 +91,8 @@ def snapshot(root: psutil.Process) -> list[tuple[str, int]]:
     sums: dict[str, int] = {}
     for proc in [root, *root.children(recursive=True)]:
         try:
-            sums[process_name(proc)] = sums.get(process_name(proc), 0) + proc.memory_full_info().pss
+            name = process_name(proc)
+            sums[name] = sums.get(name, 0) + proc.memory_full_info().pss
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             pass
     return sorted(sums.items(), key=lambda kv: -kv[1])

@@ -34,8 +34,8 @@ def metrics(text: str) -> dict[str, float]:
 
 def step_line(step: int, total: int | None, m: dict[str, float]) -> str:
     """One global step's summary, from its console metrics."""
+    acc = next((v for k, v in m.items() if k.startswith("val-core/") and "/acc/" in k), None)
     if "timing_s/step" not in m:  # step 0: the validation before training
-        acc = next((v for k, v in m.items() if k.startswith("val-core/") and "/acc/" in k), None)
         return f"validation before training: acc {acc:.3f}" if acc is not None else f"step {step}"
     phases = ", ".join(f"{p} {m[f'timing_s/{p}']:.1f}" for p in PHASES if m.get(f"timing_s/{p}", 0) >= 0.05)
     parts = [f"global step {step}/{total or '?'}: {m['timing_s/step'] + m.get('timing_s/testing', 0):.1f} s ({phases})"]
@@ -44,7 +44,6 @@ def step_line(step: int, total: int | None, m: dict[str, float]) -> str:
     if "response_length/mean" in m:
         parts.append(f"response {m['response_length/mean']:.0f} tokens")
     parts += [fmt.format(m[key]) for key, fmt in AGREEMENT if key in m][:1]
-    acc = next((v for k, v in m.items() if k.startswith("val-core/") and "/acc/" in k), None)
     if acc is not None:
         parts.append(f"validation acc {acc:.3f}")
     return "; ".join(parts)

@@ -4,9 +4,10 @@ Measures two ceilings on this machine, with the run's torch threads and compute 
   * matmul throughput: the best of several large square matmuls (FLOP/s);
   * memory bandwidth: the best of several copies of a 512 MiB tensor (bytes read + written per s).
 Then bounds each phase of a global step by the work it must do, read from the run's own metrics
-(``global_seqlen/mean`` = the step's prompt + response tokens, ``prompt_length/mean``,
-``response_length/mean`` and ``response_length/max``) and the model's parameter count N:
-  * ref: one forward over every token, 2·N FLOP a token (plus attention, 4·layers·hidden·context);
+(``prompt_length/mean``, ``response_length/mean`` and ``response_length/max``, with the step's
+prompt and response counts) and the model's parameter count N:
+  * ref: one forward over each distinct prompt and every response token, 2·N FLOP a token (plus
+    attention, 4·layers·hidden·context): a group's responses share their prompt's computation;
   * update_actor: a forward and a backward, 3x the forward;
   * gen: each prompt prefilled once (vLLM's prefix cache shares a group's prompt), then one decode
     step per generated position, each reading every weight once (bandwidth) or computing the
@@ -98,14 +99,18 @@ def generation_seconds(machine: Machine, model: Model, prompts: float, prompt_le
 def step_limits(machine: Machine, model: Model, m: dict[str, float], prompts: int, responses: int,
                 val_prompts: int, val_response_max: float | None, saved: bool) -> dict[str, tuple[float, str]]:
     """{phase: (seconds, arithmetic)} for one global step whose metrics are ``m``."""
-    tokens = m["global_seqlen/mean"]
     prompt_len, resp_len = m["prompt_length/mean"], m["response_length/mean"]
     resp_max = m.get("response_length/max", resp_len)
-    ctx = (prompt_len + resp_len) / 2
+    # each distinct prompt once, then every response attending to its prompt: the least work that
+    # gives every response token its log-prob (verl's own forward runs each prompt once per response)
+    tokens = prompts * prompt_len + responses * resp_len
+    ctx = (prompts * prompt_len * prompt_len / 2 + responses * resp_len * (prompt_len + resp_len / 2)) / tokens
     fwd = forward_flops(model, tokens, ctx)
     tf = 1e12
     out = {
-        "ref": (fwd / machine.flops, f"{tokens:.0f} tokens x {fwd / tokens / 1e6:.0f} MFLOP = {fwd / tf:.2f} TFLOP"),
+        "ref": (fwd / machine.flops, f"{prompts} prompts x {prompt_len:.0f} + {responses} responses x "
+                                     f"{resp_len:.0f} = {tokens:.0f} tokens x {fwd / tokens / 1e6:.0f} MFLOP "
+                                     f"= {fwd / tf:.2f} TFLOP"),
         "old_log_prob": (0.0, "none needed on-policy"),
         "update_actor": (3 * fwd / machine.flops, f"3 x {fwd / tf:.2f} TFLOP (forward + backward)"),
         "gen": (generation_seconds(machine, model, prompts, prompt_len, responses, resp_max),

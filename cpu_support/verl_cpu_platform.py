@@ -267,8 +267,10 @@ def patch_device_id() -> None:
 def register_fsdp_engine() -> None:
     """verl/workers/engine/fsdp/transformer_impl.py registers its engines for cuda and npu only.
 
-    The FSDP engine is plain torch (gloo collectives work on CPU tensors), so the same classes
-    are registered for the device ``cpu`` through verl's EngineRegistry.
+    The FSDP engine is plain torch (gloo collectives work on CPU tensors), so it is registered
+    for the device ``cpu`` through verl's EngineRegistry: the language model as
+    ``SharedPromptEngine`` (cpu_support/shared_prompt_engine.py: each GRPO group's prompt
+    computed once), the value model as verl's own class.
     """
     from verl.workers.engine.base import EngineRegistry
     from verl.workers.engine.fsdp import transformer_impl
@@ -279,6 +281,8 @@ def register_fsdp_engine() -> None:
         registry = EngineRegistry._engines.get(model_type, {})
         if all("cpu" in registry.get(b, {}) for b in ("fsdp", "fsdp2")):
             continue
+        if model_type == "language_model":
+            from cpu_support.shared_prompt_engine import SharedPromptEngine as engine_cls
         EngineRegistry.register(model_type=model_type, backend=["fsdp", "fsdp2"], device="cpu")(engine_cls)
 
 

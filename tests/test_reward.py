@@ -1224,3 +1224,31 @@ def test_prompt_echo_with_the_question_is_not_paid(question, answer, gold):
 ])
 def test_answers_that_appear_in_the_question_stay_correct(question, answer, gold):
     assert R.compute_score(SRC, contract(answer), gold, {"question": question})["acc"] == 1.0
+
+
+# ======================================================================================
+# Forms a task demands beyond the value, and notations that state the value: one family a
+# list (question, boxed answer, gold, paid), with one answer paid, one refused and the edges
+# ======================================================================================
+_FACTOR_Q = "Factor $36-4x^2$ completely."
+_ROUNDED_OPTIONS_Q = ("Which of these is the smallest?\n$\\bullet$ A. $14.45001$ rounded to the nearest tenth.\n"
+                      "$\\bullet$ B. $14.54999$ rounded to the nearest tenth.\n"
+                      "$\\bullet$ C. $14.44999$ rounded to the nearest tenth.\n"
+                      "$\\bullet$ D. $14.55001$ rounded to the nearest tenth.")
+_ZERO3 = "\\begin{pmatrix} 0 \\\\ 0 \\\\ 0 \\end{pmatrix}"
+QUESTION_FAMILIES = {
+    "true chain ending in the value": [
+        ("", "\\binom{5}{4}\\binom{10}{8} = 225", "225", True),
+        ("", "\\binom{5}{4}\\binom{10}{8} = 50", "50", False),                       # a false chain
+        ("", "2\\binom{10}{8}", "90", True), ("", "2\\binom{10}{8}", "47", False),   # a product, not a sum
+        ("", "2(3)", "6", True), ("", "2(3)", "5", False), ("", "6\\frac{1}{5}", "\\frac{31}{5}", True),
+    ],
+}
+_QF_CASES = [(f, q, a, g, e) for f, cases in QUESTION_FAMILIES.items() for q, a, g, e in cases]
+
+
+@pytest.mark.parametrize("family,question,answer,gold,expected", _QF_CASES,
+                         ids=[f"{f}:{a[:30]}|{g[:20]}" for f, _, a, g, _ in _QF_CASES])
+def test_question_family(family, question, answer, gold, expected, unhurried):
+    info = {"question": question} if question else None
+    assert (R.compute_score(SRC, contract(answer), gold, info)["acc"] == 1.0) is expected

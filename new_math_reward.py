@@ -828,6 +828,16 @@ POLICY_RULES = (
                    ("", "10\\text{ cm}", "10\\text{ m}", False), ("", "21 \\pmod{13}", "8", False),
                    ("", "\\binom{5}{4}\\binom{10}{8} = 225", "225", True),
                    ("", "\\binom{5}{4}\\binom{10}{8} = 50", "50", False)]),
+    dict(rule="labelled values", when="the answer names each value (`x = -1, y = 6`, `n_1 = 19, n_2 = 22`)",
+         decision="Values labelled with distinct names state the tuple of the values in the order of their names: "
+                  "they answer an ordered pair (also where the question asks for one) and a list of those values "
+                  "in that order; one name repeated (`x = 9, x = -7`) lists its values.",
+         choice="Pay: the names say which value is which, and the order of the names is the pair's order.",
+         source="MATH (its grader strips labels); OpenCompass pays the values",
+         examples=[("Express your answer as an ordered pair.", "x=-1, y=6", "(-1,6)", True),
+                   ("Express your answer as an ordered pair.", "y = 6, x = -1", "(-1,6)", True),
+                   ("Express your answer as an ordered pair.", "x = 6, y = -1", "(-1,6)", False),
+                   ("", "n_1 = 19, n_2 = 22", "19, 22", True), ("", "x = 9, x = -7", "9,-7", True)]),
     dict(rule="number words, base subscripts", when="always",
          decision="A cardinal in words is its number (with or without a unit word); a base subscript is "
                   "optional in any brace style, another base is another answer.",
@@ -1587,7 +1597,9 @@ def _match(p: _Norm, g: _Norm, ctx) -> bool:
     if gs.kind == "list":
         if ps.kind == "list":
             return _items_equal(ps.items, gs.items, gs.ordered or ps.ordered or "ordered" in ctx["demands"], ctx)
-        if ps.kind == "tuple" and not gs.ordered and ps.brackets == "()" and len(ps.items) > 2:
+        # "1, 2, 3" written "(1, 2, 3)", or labelled values "n_1 = 19, n_2 = 22" (a 2-tuple in
+        # brackets is an interval, not a list)
+        if ps.kind == "tuple" and not gs.ordered and ps.brackets == "()" and (len(ps.items) > 2 or "=" in p.s):
             return _items_equal(ps.items, gs.items, True, ctx)
         return False
     # gold scalar, prediction a list: several answers for one (hedging) unless all state it

@@ -1243,6 +1243,13 @@ QUESTION_FAMILIES = {
         ("", "2\\binom{10}{8}", "90", True), ("", "2\\binom{10}{8}", "47", False),   # a product, not a sum
         ("", "2(3)", "6", True), ("", "2(3)", "5", False), ("", "6\\frac{1}{5}", "\\frac{31}{5}", True),
     ],
+    "labelled values": [
+        ("", "n_1 = 19, n_2 = 22", "19, 22", True), ("", "n_2 = 22, n_1 = 19", "19, 22", True),
+        ("", "x = 1, y = 2", "1, 2", True),
+        ("", "n_1 = 19, n_2 = 23", "19, 22", False),
+        ("", "0 < x < 1", "0, 1", False),                                            # an interval, not two values
+        ("Express your answer as an ordered pair.", "x=-1, y=6", "(-1,6)", True),
+    ],
 }
 _QF_CASES = [(f, q, a, g, e) for f, cases in QUESTION_FAMILIES.items() for q, a, g, e in cases]
 

@@ -838,6 +838,15 @@ POLICY_RULES = (
                    ("Express your answer as an ordered pair.", "y = 6, x = -1", "(-1,6)", True),
                    ("Express your answer as an ordered pair.", "x = 6, y = -1", "(-1,6)", False),
                    ("", "n_1 = 19, n_2 = 22", "19, 22", True), ("", "x = 9, x = -7", "9,-7", True)]),
+    dict(rule="zero vector", when="the gold or the answer is a vector or matrix",
+         decision="The zero vector in bold or with an arrow (\\mathbf{0}, \\vec{0}, \\boldsymbol{0}) is a vector "
+                  "or matrix whose entries are all 0; the number 0 is no vector, nor the zero vector a number.",
+         choice="Pay the notation (the same object); refuse a type change (a scalar for a vector).",
+         source="MATH (vector answers); OpenCompass reads \\mathbf{0} as the number 0",
+         examples=[("", "\\mathbf{0}", "\\begin{pmatrix} 0 \\\\ 0 \\\\ 0 \\end{pmatrix}", True),
+                   ("", "\\vec 0", "\\begin{pmatrix} 0 & 0 \\\\ 0 & 0 \\end{pmatrix}", True),
+                   ("", "0", "\\begin{pmatrix} 0 \\\\ 0 \\\\ 0 \\end{pmatrix}", False),
+                   ("", "\\mathbf{0}", "\\begin{pmatrix} 0 \\\\ 1 \\end{pmatrix}", False)]),
     dict(rule="number words, base subscripts", when="always",
          decision="A cardinal in words is its number (with or without a unit word); a base subscript is "
                   "optional in any brace style, another base is another answer.",
@@ -1043,6 +1052,9 @@ _HEDGE_REMARK_RE = re.compile(r"\b(?:approx\w*|about|roughly|around|nearly|estim
                               r"millions?|billions?|dozens?|percent|times|squared|cubed|per|units?\s+of)\b", re.I)
 _ORDINAL_RE = re.compile(r"(\d)\s*(?:\^\s*\{?\s*)?(?:st|nd|rd|th)\b\}?")
 _TIME_RE = re.compile(r"^(\d{1,2}(?::\d{2}){1,2})\s*(?:([ap])\s*\.?\s*m\.?)?$", re.I)
+#: The zero vector in bold or with an arrow (``\\mathbf{0}``, ``\\vec 0``): canonical ``\\vec{0}``.
+_ZERO_VECTOR_RE = re.compile(r"^\\(?:mathbf|boldsymbol|bm|vec|overrightarrow)\s*(?:\{\s*0\s*\}|0)$")
+_ZERO_VECTOR = "\\vec{0}"
 _REALS_RE = re.compile(r"^(?:\\mathbb\{R\}|\\mathbb R|\\R|\\text\{all real numbers\}|all real numbers|\\reals)$")
 #: A membership prefix: "x \\in", "\\lambda \\in", "a_1 \\in" before a set or interval.
 #: A name: a letter or command, a subscript, primes, arguments: ``x``, ``a_1``, ``f'``, ``F(x)``,
@@ -1183,7 +1195,7 @@ def _normalise(raw: str) -> _Norm:
 
     (a) unicode to LaTeX; (b1) presentation: grouping braces, \\dfrac/\\tfrac, \\left/\\right,
     colours, spacing commands, angle brackets, brackets around a matrix environment; (b2)
-    percent and dollar signs; (b3) trailing units in any wrapper (\\text, \\mathrm,
+    percent and dollar signs, the zero vector in any notation (``\\mathbf{0}``, ``\\vec 0``); (b3) trailing units in any wrapper (\\text, \\mathrm,
     \\operatorname, after ``\\ `` or ``\\,``), several text pieces and a power allowed, also
     after a name (``r = 3 \\text{ units}``) and on every item of a list; (b4) text and font
     wrappers (a whole \\text{...} phrase is recorded as text), then a remark in words in
@@ -1222,6 +1234,8 @@ def _normalise(raw: str) -> _Norm:
         s2 = _PCT_RE.sub("", s)
         pct, s = s2 != s, s2
     s = _DOLLAR_RE.sub("", s).strip()
+    if _ZERO_VECTOR_RE.match(s):  # before the font wrappers go: bold 0 is a vector, not the number
+        return _Norm(_ZERO_VECTOR)
     unit = None
     m = _TRAIL_TEXT_UNIT_RE.match(s) if "{" in s else None
     last_side = m.group("v").rsplit("=", 1)[-1] if m else ""  # "r = 3 \\text{ units}": the unit is 3's
@@ -1571,6 +1585,9 @@ def _match(p: _Norm, g: _Norm, ctx) -> bool:
         pl = pc[1] if pc else (ps.items if ps.kind == "list" else None)
         gl = gc[1] if gc else (gs.items if gs.kind == "list" else None)
         return pl is not None and gl is not None and _items_equal(pl, gl, True, ctx)
+    if _ZERO_VECTOR in (p.s, g.s):  # the zero vector is a vector or matrix of zeros, never the number 0
+        m = _as_matrix(gs if p.s == _ZERO_VECTOR else ps, _Struct("scalar"))
+        return m.kind == "matrix" and all(_exact_number(_normalise(x).s) == 0 for row in m.items for x in row)
     if gs.kind == "scalar" and ps.kind == "scalar":
         return _values_equal(p, g, ctx)
     if ps.kind == "scalar" and _STRUCT_LABEL_RE.match(p.s):  # "(x, y) = (2, -3)": step (c)

@@ -1250,6 +1250,13 @@ QUESTION_FAMILIES = {
         ("", "0 < x < 1", "0, 1", False),                                            # an interval, not two values
         ("Express your answer as an ordered pair.", "x=-1, y=6", "(-1,6)", True),
     ],
+    "zero vector": [
+        ("", "\\mathbf{0}", _ZERO3, True), ("", "\\vec{0}", _ZERO3, True), ("", "\\vec 0", _ZERO3, True),
+        ("", "\\boldsymbol{0}", _ZERO3, True), ("", "\\mathbf 0", "\\begin{pmatrix} 0 & 0 \\\\ 0 & 0 \\end{pmatrix}", True),
+        ("", _ZERO3, "\\mathbf{0}", True),
+        ("", "0", _ZERO3, False),                                                  # the number is not the vector
+        ("", "\\mathbf{0}", "\\begin{pmatrix} 0 \\\\ 1 \\end{pmatrix}", False),
+    ],
 }
 _QF_CASES = [(f, q, a, g, e) for f, cases in QUESTION_FAMILIES.items() for q, a, g, e in cases]
 

@@ -1886,6 +1886,23 @@ def _reals_minus_points(s: str) -> Optional[_Struct]:
     return ivs[0] if len(ivs) == 1 else _Struct("union", items=ivs)
 
 
+_SET_BUILDER_RE = re.compile(r"^\\\{\s*(?P<v>" + _NAME + r")\s*(?:\\in\s*(?:\\mathbb\{R\}|\\mathbb R|\\R|\\reals))?"
+                             r"\s*(?:\\mid|\||:)\s*(?P<c>.+)\\\}$", re.S)
+
+
+def _set_builder(s: str) -> Optional[_Struct]:
+    """``\\{x \\mid x \\leq 0\\}``, ``\\{x|0<x<1\\}``, ``\\{x : x<0 \\text{ or } x>1\\}``: the set of one
+    name whose condition is an inequality, a chain or inequalities joined by "or", as that
+    interval or union (step d reads the same condition written bare); else None."""
+    m = _SET_BUILDER_RE.match(s)
+    if not m or not _INEQ_RE.search(m.group("c")) or re.search(r"\band\b|,", m.group("c")):
+        return None
+    names = {t.strip() for it in _split_top(m.group("c")) for t in _INEQ_SPLIT_RE.split(it)[0::2]
+             if _VAR_RE.match(t.strip())}
+    st = _structure(m.group("c"))
+    return st if names == {m.group("v")} and st.kind in ("tuple", "union") else None
+
+
 def _union(s: str) -> _Struct:
     """``A \\cup B \\cup ...`` of intervals and finite sets -> 'union' whose items are the
     intervals plus one set holding every listed point (unions are unordered, and
@@ -1925,6 +1942,9 @@ def _structure(s: str) -> _Struct:
     if "\\cup" in s:
         return _union(s)
     if _is_set_literal(s):
+        st = _set_builder(s)
+        if st is not None:
+            return st
         inner = s[2:-2]
         items = [x for it in _split_top(inner) for x in _expand_pm(it)]
         return _Struct("list", items=items, ordered=False, brackets="{}")

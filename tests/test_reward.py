@@ -1257,6 +1257,13 @@ QUESTION_FAMILIES = {
         ("", "0", _ZERO3, False),                                                  # the number is not the vector
         ("", "\\mathbf{0}", "\\begin{pmatrix} 0 \\\\ 1 \\end{pmatrix}", False),
     ],
+    "set-builder notation": [
+        ("", "\\{x \\mid x \\leq 0\\}", "(-\\infty,0]", True), ("", "\\{y \\mid y \\le 0\\}", "(-\\infty, 0]", True),
+        ("", "\\{x|0<x<1\\}", "(0,1)", True), ("", "\\left\\{x : x > 5\\right\\}", "(5,\\infty)", True),
+        ("", "\\{x|0<x\\le 1\\}", "(0,1)", False),
+        ("", "\\{x \\mid y \\leq 0\\}", "(-\\infty,0]", False),                      # the condition is on another name
+        ("Express your answer in interval notation.", "\\{x|x>5\\}", "(5,\\infty)", False),
+    ],
 }
 _QF_CASES = [(f, q, a, g, e) for f, cases in QUESTION_FAMILIES.items() for q, a, g, e in cases]
 

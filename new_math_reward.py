@@ -838,6 +838,16 @@ POLICY_RULES = (
                    ("Express your answer as an ordered pair.", "y = 6, x = -1", "(-1,6)", True),
                    ("Express your answer as an ordered pair.", "x = 6, y = -1", "(-1,6)", False),
                    ("", "n_1 = 19, n_2 = 22", "19, 22", True), ("", "x = 9, x = -7", "9,-7", True)]),
+    dict(rule="renamed function variable", when="the answer defines a function, `NAME(v) = expression`",
+         decision="The variable the label binds is a placeholder: `f(t) = t^2 - 7t + 12` states x^2 - 7x + 12 when "
+                  "t is the expression's one variable and the gold's one variable is x. A bare expression in "
+                  "another variable binds nothing and is another expression.",
+         choice="Pay: the same function; the label is what makes the renaming safe.",
+         source="MATH (a function's formula); OpenCompass compares the expressions as written",
+         examples=[("", "f(t) = t^2 - 7t + 12", "x^2 - 7x + 12", True),
+                   ("", "k(u) = 3 - \\sqrt{u - 3}", "-\\sqrt{x-3}+3", True),
+                   ("", "3 - \\sqrt{t-3}", "-\\sqrt{x-3}+3", False),
+                   ("", "f(t) = x^2 - 7t + 12", "x^2 - 7x + 12", False)]),
     dict(rule="zero vector", when="the gold or the answer is a vector or matrix",
          decision="The zero vector in bold or with an arrow (\\mathbf{0}, \\vec{0}, \\boldsymbol{0}) is a vector "
                   "or matrix whose entries are all 0; the number 0 is no vector, nor the zero vector a number.",
@@ -1406,10 +1416,30 @@ def _answer_sides(p: _Norm, g: _Norm, ctx) -> Optional[Tuple[_Norm, _Norm]]:
     if len(pe) > 1 and len(ge) == 1:
         if any(not _has_variables(side) and not _plain_equal(side, pe[-1], False, False, ctx) for side in pe[:-1]):
             return None
-        return _Norm(pe[-1], p.pct, p.unit, False, p.base), g
+        return _Norm(_bound_renamed(pe[0], pe[-1], g.s), p.pct, p.unit, False, p.base), g
     if len(ge) == 2 and len(pe) == 1 and _ASSIGN_LHS_RE.match(ge[0]):
         return p, _Norm(ge[1], g.pct, g.unit, False, g.base)
     return p, g
+
+
+_FUNC_LABEL_RE = re.compile(r"^(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?\w+\}?)?'*\((?P<v>[A-Za-z])\)$")
+
+
+def _letters(s: str) -> set:
+    return set(_VARIABLE_RE.findall(_COMMAND_RE.sub("", s)))
+
+
+def _bound_renamed(label: str, expr: str, gold: str) -> str:
+    """``f(t) = t^2 - 7t + 12`` for a gold in x: the label binds t, and a bound variable's name
+    is no part of the function, so t becomes the gold's one variable. Only when t is the
+    expression's one variable and the gold has one other; a bare expression in t binds nothing."""
+    m = _FUNC_LABEL_RE.match(label)
+    if not m or _letters(expr) != {m.group("v")}:
+        return expr
+    theirs = _letters(gold)
+    if len(theirs) != 1 or theirs == {m.group("v")}:
+        return expr
+    return re.sub(r"(?<![A-Za-z\\])%s(?![A-Za-z])" % m.group("v"), theirs.pop(), expr)
 
 
 #: A label for a structured answer names one: a tuple of names "(x, y) =", a capital "M =",

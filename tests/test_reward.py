@@ -1264,6 +1264,13 @@ QUESTION_FAMILIES = {
         ("", "\\{x \\mid y \\leq 0\\}", "(-\\infty,0]", False),                      # the condition is on another name
         ("Express your answer in interval notation.", "\\{x|x>5\\}", "(5,\\infty)", False),
     ],
+    "renamed function variable": [
+        ("", "f(t) = t^2 - 7t + 12", "x^2 - 7x + 12", True),
+        ("", "k(u) = 3 - \\sqrt{u - 3}", "-\\sqrt{x-3}+3", True),
+        ("", "f(t) = t^2 - 7t + 13", "x^2 - 7x + 12", False),
+        ("", "3 - \\sqrt{t-3}", "-\\sqrt{x-3}+3", False),                            # no label binds t
+        ("", "f(t) = x^2 - 7t + 12", "x^2 - 7x + 12", False),                        # x is not bound by the label
+    ],
 }
 _QF_CASES = [(f, q, a, g, e) for f, cases in QUESTION_FAMILIES.items() for q, a, g, e in cases]
 

@@ -826,6 +826,7 @@ POLICY_RULES = (
          examples=[("", "r = 3 \\text{ units}", "3", True), ("", "10\\ \\mathrm{in}", "10\\text{ inches}", True),
                    ("", "x \\equiv 8 \\pmod{13}", "8", True), ("", "\\lambda \\in (3,4]", "(3,4]", True),
                    ("", "10\\text{ cm}", "10\\text{ m}", False), ("", "21 \\pmod{13}", "8", False),
+                   ("In what base does $44 \\times 55 = 3506$?", "\\text{base } 7", "7", True),
                    ("", "\\binom{5}{4}\\binom{10}{8} = 225", "225", True),
                    ("", "\\binom{5}{4}\\binom{10}{8} = 50", "50", False)]),
     dict(rule="labelled values", when="the answer names each value (`x = -1, y = 6`, `n_1 = 19, n_2 = 22`)",
@@ -2677,6 +2678,18 @@ def reasoning_credit(text: str) -> float:
 # 7. Entry point: extraction -> policy -> equivalence -> credit
 # ======================================================================================
 _LIST_COMMA_RE = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+#: One word in text before a value: "\\text{base } 7", "\\text{day 12}".
+_WORD_LABEL_RE = re.compile(r"^\\(?:text|textrm|mathrm|mbox)\s*\{\s*(?P<w>[A-Za-z]+)\s*(?:\}\s*(?P<v>[^\s{].*)|"
+                            r"\s(?P<v2>[^{}]*\d[^{}]*)\})$", re.S)
+
+
+def _asked_noun_dropped(answer: str, question: Optional[str]) -> str:
+    """``\\text{base } 7`` for "In what base ...?": a word before the value that repeats the noun
+    the question asks for ("what base", "which day") labels the value."""
+    m = _WORD_LABEL_RE.match(answer.strip()) if question else None
+    if m and re.search(r"\b(?:what|which)\s+%s\b" % m.group("w"), question, re.I):
+        return (m.group("v") or m.group("v2")).strip()
+    return answer
 
 
 def _judge(text: str, gold: str, question: Optional[str] = None) -> Tuple[bool, str]:
@@ -2694,7 +2707,7 @@ def _judge(text: str, gold: str, question: Optional[str] = None) -> Tuple[bool, 
     pred = ", ".join(a.strip() for a in distinct)
     if (unpayable and len(distinct) > 1) or len(distinct) > MAX_FINAL_BOXES:
         return False, pred
-    answer = pred if len(distinct) > 1 else distinct[0]
+    answer = pred if len(distinct) > 1 else _asked_noun_dropped(distinct[0], question)
     deadline = _cpu_clock() + CAS_BUDGET_S
     demands = question_demands(question)
     if "list" in demands:  # "Enter all the solutions, separated by commas": 70,110 is two numbers

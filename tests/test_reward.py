@@ -1271,6 +1271,12 @@ QUESTION_FAMILIES = {
         ("", "3 - \\sqrt{t-3}", "-\\sqrt{x-3}+3", False),                            # no label binds t
         ("", "f(t) = x^2 - 7t + 12", "x^2 - 7x + 12", False),                        # x is not bound by the label
     ],
+    "word label from the question": [
+        ("In what base does $44 \\times 55 = 3506$?", "\\text{base } 7", "7", True),
+        ("In what base does $44 \\times 55 = 3506$?", "\\text{base } 8", "7", False),
+        ("What is $44 \\times 55$ in base 10?", "\\text{base } 7", "7", False),       # not the noun asked for
+        ("On which day of the month is the meeting?", "\\text{day } 12", "12", True),
+    ],
 }
 _QF_CASES = [(f, q, a, g, e) for f, cases in QUESTION_FAMILIES.items() for q, a, g, e in cases]
 

@@ -656,6 +656,23 @@ def _form_violation(pred: str, gold: str, demands: frozenset) -> Optional[str]:
     return None
 
 
+_QUESTION_MOD_RE = re.compile(r"(?:\\[pb]?mod(?![A-Za-z])|\bmod(?:ulo)?\b)\s*\{?\s*(\d+)")
+
+
+@lru_cache(maxsize=4096)
+def _question_modulus(question: str) -> Optional[str]:
+    """The one modulus a problem works with ("$3n \\equiv 2 \\pmod{11}$", "modulo 11"), else None
+    (none, or several: a system of congruences may be answered modulo their product)."""
+    moduli = set(_QUESTION_MOD_RE.findall(question[:6000]))
+    return moduli.pop() if len(moduli) == 1 else None
+
+
+def _foreign_modulus(pred: str, question: Optional[str]) -> bool:
+    """A congruence answered modulo another number than the question's one modulus."""
+    mod = _normalise(pred).mod if question and "mod" in pred else None
+    return bool(mod and mod.isdigit() and _question_modulus(question) not in (None, mod))
+
+
 #: Option labels in a problem, three layouts: "(A)" (also in \\textbf{}, \\text{}, \\mathrm{}),
 #: a letter opening a line ("A. 67.332", "B) $f(0)=0$", "$\\bullet$ C. $34$ dollars") and a
 #: letter given a meaning ('Enter "C" for circle, "P" for parabola').
@@ -821,12 +838,15 @@ POLICY_RULES = (
                   "`\\equiv ... \\pmod{n}` or `r =` before the answer states it; a chain of constant sides "
                   "(`\\binom{5}{4}\\binom{10}{8} = 225`) states its last side when every side has its value, and "
                   "a false numeric side is refused.",
-         choice="Pay (MATH's graders drop units and labels); a different unit or modulus is refused.",
+         choice="Pay (MATH's graders drop units and labels); a different unit or modulus is refused, also a "
+                "modulus other than the one the question works with.",
          source="MATH (its grader strips units and \"\\text{ }\" labels); OpenCompass likewise",
          examples=[("", "r = 3 \\text{ units}", "3", True), ("", "10\\ \\mathrm{in}", "10\\text{ inches}", True),
                    ("", "x \\equiv 8 \\pmod{13}", "8", True), ("", "\\lambda \\in (3,4]", "(3,4]", True),
                    ("", "10\\text{ cm}", "10\\text{ m}", False), ("", "21 \\pmod{13}", "8", False),
                    ("In what base does $44 \\times 55 = 3506$?", "\\text{base } 7", "7", True),
+                   ("Solve $3n \\equiv 2 \\pmod{11}$.", "n \\equiv 8 \\pmod{13}", "8", False),
+                   ("Solve $3n \\equiv 2 \\pmod{11}$.", "n \\equiv 8 \\pmod{11}", "8", True),
                    ("", "\\binom{5}{4}\\binom{10}{8} = 225", "225", True),
                    ("", "\\binom{5}{4}\\binom{10}{8} = 50", "50", False)]),
     dict(rule="labelled values", when="the answer names each value (`x = -1, y = 6`, `n_1 = 19, n_2 = 22`)",
@@ -2725,7 +2745,8 @@ def _judge(text: str, gold: str, question: Optional[str] = None) -> Tuple[bool, 
     except _Rejected:
         ok = False
     if ok and len(answer) <= MAX_ANSWER_CHARS and (_restates_task(answer, gold, text, question)
-                                                   or _form_violation(answer, gold, demands)):
+                                                   or _form_violation(answer, gold, demands)
+                                                   or _foreign_modulus(answer, question)):
         ok = False
     if ok and question and len(answer) <= MAX_ANSWER_CHARS:  # "(B) 2/3": the letter's option must be the value
         n, options = _normalise(answer), question_options(question)

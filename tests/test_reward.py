@@ -1277,6 +1277,12 @@ QUESTION_FAMILIES = {
         ("What is $44 \\times 55$ in base 10?", "\\text{base } 7", "7", False),       # not the noun asked for
         ("On which day of the month is the meeting?", "\\text{day } 12", "12", True),
     ],
+    "modulus of the question": [
+        ("Solve the congruence $3n \\equiv 2 \\pmod{11}$.", "n \\equiv 8 \\pmod{13}", "8", False),
+        ("Solve the congruence $3n \\equiv 2 \\pmod{11}$.", "n \\equiv 8 \\pmod{11}", "8", True),
+        ("Solve the congruence $3n \\equiv 2 \\pmod{11}$.", "8", "8", True),
+        ("Find $x$ if $x \\equiv 2 \\pmod{3}$ and $x \\equiv 3 \\pmod{5}$.", "x \\equiv 8 \\pmod{15}", "8", True),
+    ],
 }
 _QF_CASES = [(f, q, a, g, e) for f, cases in QUESTION_FAMILIES.items() for q, a, g, e in cases]
 

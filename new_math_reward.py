@@ -521,7 +521,7 @@ _DEMAND_RES = (
     ("list", re.compile(r"\bseparated\s+by\s+commas|\bcomma[-\s]separated|\benter\s+all\b", re.I)),
     ("percent", re.compile(r"\b(?:as|in)\s+(?:a\s+)?percent(?:age)?\b|\bwhat\s+percent", re.I)),
     ("simplified", re.compile(r"\bsimplif(?:y|ied)\b", re.I)),
-    ("interval", re.compile(r"\binterval\s+notation", re.I)),
+    ("interval", re.compile(r"\binterval\s+notation|\b(?:as|in)\s+(?:an?\s+)?(?:interval|union\s+of\s+intervals)\b", re.I)),
 )
 #: Words in a demand's clause that undo it: "(not mixed numbers or decimals)".
 _DEMAND_NEGATION_RE = re.compile(r"\b(?:not|no|nor|never|instead\s+of|rather\s+than|without)\b", re.I)
@@ -779,7 +779,7 @@ POLICY_RULES = (
     dict(rule="stated form", when="the question names a form: \"(common / improper) fraction\", \"fraction in "
                                    "simplest form\", \"lowest terms\", \"mixed number\", \"as a decimal\", \"as a "
                                    "percent\", \"exponential notation\", \"simplify\", \"integer denominator\", "
-                                   "\"interval notation\", a template (\"in the form $a\\sqrt{b}$\", "
+                                   "\"interval notation\" (\"as an interval or a union of intervals\"), a template (\"in the form $a\\sqrt{b}$\", "
                                    "\"$\\frac{a}{b}$\") (not when negated or offered as one of two forms)",
          decision="An answer of the right value in a form the named one rules out is not paid (unless the gold has "
                   "that form): for a fraction a decimal (also repeating), a percent, a mixed number or an unreduced "
@@ -800,6 +800,7 @@ POLICY_RULES = (
                    ("Express your answer as a percent.", "25", "25\\%", True),
                    ("Simplify $\\sqrt{6}\\cdot\\sqrt{12}$.", "\\sqrt{72}", "6\\sqrt2", False),
                    ("Express your answer in interval notation.", "-2 < x < 3", "(-2,3)", False),
+                   ("Express your answer as an interval or as a union of intervals.", "0 \\le x < 1", "[0,1)", False),
                    ("Give the endpoints as common fractions (not mixed numbers or decimals).", "\\frac{4}{3}",
                     "\\frac43", True),
                    ("", "0.75", "\\frac34", True), ("", "\\frac{6}{8}", "\\frac34", True),

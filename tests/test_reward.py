@@ -1059,6 +1059,8 @@ def test_policy_table_lists_every_rule():
     ("Your answer should use exponential notation.", {"exponential"}),
     ("Express your answer as a percent.", {"percent"}),
     ("Express your answer in interval notation.", {"interval"}),
+    ("Express your answer as an interval or as a union of intervals.", {"interval"}),
+    ("What is the length of the interval $[2, 5]$?", set()),
     ("Enter all the solutions, separated by commas.", {"list"}),
     ("where $A > 0$ and $\\gcd(|A|,|B|,|C|,|D|) = 1.$", {"normalised"}),
     ("Find all solutions.", set()),
@@ -1282,6 +1284,11 @@ QUESTION_FAMILIES = {
         ("Solve the congruence $3n \\equiv 2 \\pmod{11}$.", "n \\equiv 8 \\pmod{11}", "8", True),
         ("Solve the congruence $3n \\equiv 2 \\pmod{11}$.", "8", "8", True),
         ("Find $x$ if $x \\equiv 2 \\pmod{3}$ and $x \\equiv 3 \\pmod{5}$.", "x \\equiv 8 \\pmod{15}", "8", True),
+    ],
+    "demanded interval": [
+        ("Express your answer as an interval or as a union of intervals.", "0 \\le x < 1", "[0,1)", False),
+        ("Express your answer as an interval or as a union of intervals.", "[0, 1)", "[0,1)", True),
+        ("What is the domain of the function?", "0 \\le x < 1", "[0,1)", True),
     ],
 }
 _QF_CASES = [(f, q, a, g, e) for f, cases in QUESTION_FAMILIES.items() for q, a, g, e in cases]

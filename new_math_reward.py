@@ -667,10 +667,32 @@ def _question_modulus(question: str) -> Optional[str]:
     return moduli.pop() if len(moduli) == 1 else None
 
 
-def _foreign_modulus(pred: str, question: Optional[str]) -> bool:
-    """A congruence answered modulo another number than the question's one modulus."""
+def _foreign_modulus(pred: str, gold: str, question: Optional[str]) -> bool:
+    """A congruence answered modulo another number than the question's one modulus (and the gold's)."""
     mod = _normalise(pred).mod if question and "mod" in pred else None
-    return bool(mod and mod.isdigit() and _question_modulus(question) not in (None, mod))
+    return bool(mod and mod.isdigit() and mod != _normalise(gold).mod and _question_modulus(question) not in (None, mod))
+
+
+_ASKED_UNIT_RE = re.compile(r"\b(?=(?:in|how\s+many)\s+((?:square\s+|cubic\s+)?[A-Za-z]+(?:\s+per\s+[A-Za-z]+)?))",
+                            re.I)  # a lookahead: "in how many seconds" holds two phrases
+
+
+@lru_cache(maxsize=4096)
+def _question_units(question: str) -> frozenset:
+    """The units of measure a problem asks its answer in ("How much, in dollars, ...", "the
+    height in centimeters", "how many seconds"), canonical (_unit_key)."""
+    keys = {_unit_key(m.group(1)) for m in _ASKED_UNIT_RE.finditer(question[:6000])}
+    return frozenset(k for k in keys if k.split()[-1] in _MEASURES)
+
+
+def _foreign_unit(pred: str, gold: str, question: Optional[str]) -> bool:
+    """An answer in a unit of measure that is neither the gold's nor one the question asks
+    for, when the question asks for one: 2.50 cents for "how much, in dollars"."""
+    unit = _normalise(pred).unit if question else None
+    if not unit or unit.split()[-1] not in _MEASURES or unit == _normalise(gold).unit:
+        return False
+    asked = _question_units(question)
+    return bool(asked) and unit not in asked
 
 
 #: Option labels in a problem, three layouts: "(A)" (also in \\textbf{}, \\text{}, \\mathrm{}),
@@ -835,7 +857,8 @@ POLICY_RULES = (
                    ("", "\\frac{7^{7^{9}} \\cdot 3}{7^{7^{9}}}", "3", False),
                    ("", "\\prod_{k=1}^{99} \\frac{k+1}{k}", "100", False), ("", "2^{10}", "1024", True)]),
     dict(rule="units, labels, relations", when="always",
-         decision="Units are optional (another unit is another answer); a label, `x \\in`, `x \\approx`, "
+         decision="Units are optional (another unit is another answer, and so is a unit of measure the question does "
+                  "not ask for when it asks for one: \"in dollars\", \"how many seconds\"); a label, `x \\in`, `x \\approx`, "
                   "`\\equiv ... \\pmod{n}` or `r =` before the answer states it; a chain of constant sides "
                   "(`\\binom{5}{4}\\binom{10}{8} = 225`) states its last side when every side has its value, and "
                   "a false numeric side is refused.",
@@ -848,6 +871,9 @@ POLICY_RULES = (
                    ("In what base does $44 \\times 55 = 3506$?", "\\text{base } 7", "7", True),
                    ("Solve $3n \\equiv 2 \\pmod{11}$.", "n \\equiv 8 \\pmod{13}", "8", False),
                    ("Solve $3n \\equiv 2 \\pmod{11}$.", "n \\equiv 8 \\pmod{11}", "8", True),
+                   ("How much, in dollars, will 10 oranges cost?", "2.50 \\text{ cents}", "\\$2.50", False),
+                   ("What is the height in centimeters?", "5 \\text{ m}", "5", False),
+                   ("What is the height in centimeters?", "5 \\text{ centimeters}", "5", True),
                    ("", "\\binom{5}{4}\\binom{10}{8} = 225", "225", True),
                    ("", "\\binom{5}{4}\\binom{10}{8} = 50", "50", False)]),
     dict(rule="labelled values", when="the answer names each value (`x = -1, y = 6`, `n_1 = 19, n_2 = 22`)",
@@ -1204,6 +1230,10 @@ _UNIT_ALIASES = {
     "lb": "pound", "lbs": "pound", "oz": "ounce", "mph": "mile per hour", "kg": "kilogram", "g": "gram",
 }
 _UNIT_POWERS = {"sq": "2", "square": "2", "squared": "2", "cu": "3", "cubic": "3", "cubed": "3"}
+#: Units of measure (canonical, without a power): a question that asks "in dollars" or "in
+#: centimeters" names one, and an answer in another one of them states another quantity.
+_MEASURES = frozenset(_UNIT_ALIASES.values()) | frozenset(
+    "dollar cent degree radian day week month year liter gallon".split())
 
 
 def _unit_key(u: str, power: Optional[str] = None) -> str:
@@ -2747,7 +2777,8 @@ def _judge(text: str, gold: str, question: Optional[str] = None) -> Tuple[bool, 
         ok = False
     if ok and len(answer) <= MAX_ANSWER_CHARS and (_restates_task(answer, gold, text, question)
                                                    or _form_violation(answer, gold, demands)
-                                                   or _foreign_modulus(answer, question)):
+                                                   or _foreign_modulus(answer, gold, question)
+                                                   or _foreign_unit(answer, gold, question)):
         ok = False
     if ok and question and len(answer) <= MAX_ANSWER_CHARS:  # "(B) 2/3": the letter's option must be the value
         n, options = _normalise(answer), question_options(question)

@@ -1290,6 +1290,16 @@ QUESTION_FAMILIES = {
         ("Express your answer as an interval or as a union of intervals.", "[0, 1)", "[0,1)", True),
         ("What is the domain of the function?", "0 \\le x < 1", "[0,1)", True),
     ],
+    "unit the question asks for": [
+        ("How much, in dollars, will 10 oranges cost?", "2.50 \\text{ cents}", "\\$2.50", False),
+        ("How much, in dollars, will 10 oranges cost?", "2.50 \\text{ dollars}", "\\$2.50", True),
+        ("How much, in dollars, will 10 oranges cost?", "\\$2.50", "\\$2.50", True),
+        ("What is the height in centimeters of the cylinder?", "5 \\text{ m}", "5", False),
+        ("What is the height in centimeters of the cylinder?", "5 \\text{ cm}", "5", True),
+        ("What is the height in centimeters of the cylinder?", "5 \\text{ centimeters}", "5", True),
+        ("In terms of $\\pi$, what is the area of the circle?", "5\\pi \\text{ cm}^2", "5\\pi", True),
+        ("The height (in feet) is $77$. In how many seconds is it reached?", "3.5 \\text{ seconds}", "3.5", True),
+    ],
 }
 _QF_CASES = [(f, q, a, g, e) for f, cases in QUESTION_FAMILIES.items() for q, a, g, e in cases]
 

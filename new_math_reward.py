@@ -521,6 +521,7 @@ _DEMAND_RES = (
     ("list", re.compile(r"\bseparated\s+by\s+commas|\bcomma[-\s]separated|\benter\s+all\b", re.I)),
     ("percent", re.compile(r"\b(?:as|in)\s+(?:a\s+)?percent(?:age)?\b|\bwhat\s+percent", re.I)),
     ("simplified", re.compile(r"\bsimplif(?:y|ied)\b", re.I)),
+    ("solved for y", re.compile(r"\bin\s+the\s+form\s*[\"'`]*\s*\$?\s*y\s*=", re.I)),
     ("interval", re.compile(r"\binterval\s+notation|\b(?:as|in)\s+(?:an?\s+)?(?:interval|union\s+of\s+intervals)\b", re.I)),
 )
 #: Words in a demand's clause that undo it: "(not mixed numbers or decimals)".
@@ -612,6 +613,12 @@ def _improper_fraction(s: str) -> bool:
     return False
 
 
+def _unsolved_for_y(s: str) -> bool:
+    """An equation that is not ``y = `` an expression without y: ``2x + y = 0``."""
+    sides = _top_level_eq(s)
+    return len(sides) == 2 and (sides[0] != "y" or "y" in _letters(sides[1]))
+
+
 #: Form features of a normalised answer, by name (each a yes/no on the canonical string and
 #: its recorded percent sign).
 _FORM_FEATURES = {
@@ -625,6 +632,7 @@ _FORM_FEATURES = {
     "percent": lambda n: n.pct,
     "no exponent": lambda n: "^" not in n.s and bool(n.s),
     "inequality": lambda n: bool(_INEQ_RE.search(n.s)),
+    "equation not solved for y": lambda n: _unsolved_for_y(n.s),
 }
 #: What each stated form forbids. Source: MATH (the form the question asks for is the answer;
 #: its graders refuse 0.28 for "a common fraction" 7/25 and 31/5 for "a mixed number" 6 1/5).
@@ -633,6 +641,7 @@ _DEMAND_FORBIDS = {
     "radical form": ("radical in a denominator", "square factor under a root", "decimal"),
     "simplified": ("unreduced fraction", "square factor under a root", "radical in a denominator"),
     "interval": ("inequality",),
+    "solved for y": ("equation not solved for y",),
     "common fraction": ("unreduced fraction", "decimal", "mixed number", "percent"),
     "lowest terms": ("unreduced fraction",),
     "mixed number": ("improper fraction", "decimal", "percent"),
@@ -801,14 +810,14 @@ POLICY_RULES = (
     dict(rule="stated form", when="the question names a form: \"(common / improper) fraction\", \"fraction in "
                                    "simplest form\", \"lowest terms\", \"mixed number\", \"as a decimal\", \"as a "
                                    "percent\", \"exponential notation\", \"simplify\", \"integer denominator\", "
-                                   "\"interval notation\" (\"as an interval or a union of intervals\"), a template (\"in the form $a\\sqrt{b}$\", "
+                                   "\"interval notation\" (\"as an interval or a union of intervals\"), \"in the form y = mx + b\", a template (\"in the form $a\\sqrt{b}$\", "
                                    "\"$\\frac{a}{b}$\") (not when negated or offered as one of two forms)",
          decision="An answer of the right value in a form the named one rules out is not paid (unless the gold has "
                   "that form): for a fraction a decimal (also repeating), a percent, a mixed number or an unreduced "
                   "fraction; for a mixed number an improper fraction or a decimal; for a decimal a fraction; for a "
                   "percent the value as a fraction of one (0.25 for 25%); for exponential notation a number written "
                   "out; for \"simplify\" an unreduced fraction, a square factor under a root or a radical in a "
-                  "denominator; for interval notation an inequality. One table (_DEMAND_FORBIDS) holds these.",
+                  "denominator; for interval notation an inequality; for \"y = ...\" an equation not solved for y. One table (_DEMAND_FORBIDS) holds these.",
          choice="Refuse (FN against a lenient grader): the form is part of the task, as MATH grades it.",
          source="MATH (the requested form is the answer; its grader compares strings); OpenCompass pays any equal value",
          examples=[("Express your answer as a common fraction.", "\\frac{6}{8}", "\\frac34", False),
@@ -823,6 +832,8 @@ POLICY_RULES = (
                    ("Simplify $\\sqrt{6}\\cdot\\sqrt{12}$.", "\\sqrt{72}", "6\\sqrt2", False),
                    ("Express your answer in interval notation.", "-2 < x < 3", "(-2,3)", False),
                    ("Express your answer as an interval or as a union of intervals.", "0 \\le x < 1", "[0,1)", False),
+                   ("Enter the equation of the line in the form \"$y = mx + b$\".", "2x + y = 0", "y = -2x", False),
+                   ("Enter the equation of the line in the form \"$y = mx + b$\".", "y = -2x + 0", "y = -2x", True),
                    ("Give the endpoints as common fractions (not mixed numbers or decimals).", "\\frac{4}{3}",
                     "\\frac43", True),
                    ("", "0.75", "\\frac34", True), ("", "\\frac{6}{8}", "\\frac34", True),

@@ -1061,6 +1061,7 @@ def test_policy_table_lists_every_rule():
     ("Express your answer in interval notation.", {"interval"}),
     ("Express your answer as an interval or as a union of intervals.", {"interval"}),
     ("What is the length of the interval $[2, 5]$?", set()),
+    ('Enter the equation of the line in the form "$y = mx + b$".', {"solved for y"}),
     ("Enter all the solutions, separated by commas.", {"list"}),
     ("where $A > 0$ and $\\gcd(|A|,|B|,|C|,|D|) = 1.$", {"normalised"}),
     ("Find all solutions.", set()),
@@ -1299,6 +1300,12 @@ QUESTION_FAMILIES = {
         ("What is the height in centimeters of the cylinder?", "5 \\text{ centimeters}", "5", True),
         ("In terms of $\\pi$, what is the area of the circle?", "5\\pi \\text{ cm}^2", "5\\pi", True),
         ("The height (in feet) is $77$. In how many seconds is it reached?", "3.5 \\text{ seconds}", "3.5", True),
+    ],
+    "demanded line form": [
+        ('Enter the equation of this line in the form "$y = mx + b$".', "2x + y = 0", "y = -2x", False),
+        ('Enter the equation of this line in the form "$y = mx + b$".', "y = -2x + 0", "y = -2x", True),
+        ('Enter the equation of this line in the form "$y = mx + b$".', "-2x", "y = -2x", True),
+        ("Find the equation of the line.", "2x + y = 0", "y = -2x", True),
     ],
 }
 _QF_CASES = [(f, q, a, g, e) for f, cases in QUESTION_FAMILIES.items() for q, a, g, e in cases]

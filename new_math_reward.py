@@ -930,7 +930,9 @@ POLICY_RULES = (
                   "circle'), the chosen option's value for its letter, the letter for its value, and a block of "
                   "option letters in any separation (\"A, C, F\" for \"ACF\", in the order given).",
          choice="Pay exactly one option: a value shared by two options, another option's value, or a letter written "
-                "with another option's value (\"(B) 2/3\" when (B) is 1/2) is refused.",
+                "with another option's value (\"(B) 2/3\" when (B) is 1/2) is refused. An option that is a task in "
+                "words (\"14.45001 rounded to the nearest tenth\") is not compared: its letter is the answer, "
+                "with or without the value computed.",
          source="MATH (AMC-style answers are letters); OpenCompass compares letters as text",
          examples=[("", "\\text{(e)}", "\\text{(E)}", True), ("", "(D)", "\\text{(E)}", False),
                    ("Which? $\\textbf{(A)}\\ 2 \\qquad\\textbf{(B)}\\ 3 \\qquad\\textbf{(C)}\\ 7 \\qquad"
@@ -938,7 +940,11 @@ POLICY_RULES = (
                    ("Which? $\\textbf{(A)}\\ 2 \\qquad\\textbf{(B)}\\ 3 \\qquad\\textbf{(C)}\\ 7 \\qquad"
                     "\\textbf{(D)}\\ 4 \\qquad\\textbf{(E)}\\ 5$", "4", "\\text{(C)}", False),
                    ("Which round to 40?\nA. $43$\nB. $23$\nC. $38$\nAnswer as a block of letters.", "A, C",
-                    "\\text{AC}", True)]),
+                    "\\text{AC}", True),
+                   ("Which is smallest?\nA. $14.45001$ rounded to the nearest tenth.\nB. $14.54999$ rounded to the "
+                    "nearest tenth.\nC. $14.44999$ rounded to the nearest tenth.", "(C)\\ 14.4", "\\text{C}", True),
+                   ("Which is smallest?\nA. $14.45001$ rounded to the nearest tenth.\nB. $14.54999$ rounded to the "
+                    "nearest tenth.\nC. $14.44999$ rounded to the nearest tenth.", "(A)\\ 14.4", "\\text{C}", False)]),
     dict(rule="one final answer", when="always",
          decision="Several different boxed answers offered as alternatives, cycled candidates, a truncated or "
                   "placeholder box and a hallucinated follow-up problem are not paid.",
@@ -969,6 +975,14 @@ def _option_letter(n: "_Norm", options: dict) -> Optional[str]:
         return n.choice if n.choice in options else None
     m = _OPTION_LETTER_RE.match(n.s)
     return m.group(1).upper() if m and m.group(1).upper() in options else None
+
+
+def _option_is_value(text: str) -> bool:
+    """An option the reward can compare with a value written after its letter: a value or a
+    word answer, not a number with a task in words ("14.45001 rounded to the nearest tenth",
+    whose value the letter's follower computes)."""
+    n = _normalise(text)
+    return n.text or not (re.search(r"\d", n.s) and re.search(r"[A-Za-z]{2,}", _COMMAND_RE.sub("", n.s)))
 
 
 def _option_equal(pred: str, gold: str, options: dict, deadline: float) -> bool:
@@ -2794,7 +2808,8 @@ def _judge(text: str, gold: str, question: Optional[str] = None) -> Tuple[bool, 
     if ok and question and len(answer) <= MAX_ANSWER_CHARS:  # "(B) 2/3": the letter's option must be the value
         n, options = _normalise(answer), question_options(question)
         try:
-            if n.choice and n.s and n.choice in options and not answers_match(n.s, options[n.choice], deadline):
+            if (n.choice and n.s and n.choice in options and _option_is_value(options[n.choice])
+                    and not answers_match(n.s, options[n.choice], deadline)):
                 ok = False
         except _Rejected:
             ok = False

@@ -1307,6 +1307,11 @@ QUESTION_FAMILIES = {
         ('Enter the equation of this line in the form "$y = mx + b$".', "-2x", "y = -2x", True),
         ("Find the equation of the line.", "2x + y = 0", "y = -2x", True),
     ],
+    "letter with its computed value": [
+        (_ROUNDED_OPTIONS_Q, "(C)\\ 14.4", "\\text{C}", True),
+        (_ROUNDED_OPTIONS_Q, "(A)\\ 14.4", "\\text{C}", False),
+        ("Closest?\n\nA. 10\nB. 8\nC. 5\nD. 3\n\nExpress your answer as A, B, C, or D.", "(B) 5", "\\text{B}", False),
+    ],
 }
 _QF_CASES = [(f, q, a, g, e) for f, cases in QUESTION_FAMILIES.items() for q, a, g, e in cases]
 

@@ -432,8 +432,9 @@ def _cycles_candidates(region: str, outer: list, first: int, values: List[str]) 
 
 
 #: A task that asks to rewrite the expression it states, in the problem or in the response's
-#: own restatement of it ("We need to expand ...", "To factor, ...", "Simplify $...$").
-_TASK_RE = re.compile(r"\b(expand|factor|simplify|combine|rationali[sz]e|multiply\s+out|reduce|evaluate|compute|"
+#: own restatement of it ("We need to expand ...", "To factor, ...", "Simplify $...$"); "factor"
+#: as a verb only (not "its factors", "factorial").
+_TASK_RE = re.compile(r"\b(expand|factor(?=(?:ed|ing|i[sz](?:e|ation)\w*)?\b)|simplify|combine|rationali[sz]e|multiply\s+out|reduce|evaluate|compute|"
                       r"calculate|what\s+is|find|express|write|convert|rewrite)\w*", re.I)
 _OWN_TASK_RE = re.compile(
     r"\b(?:to|we|let's|let\s+us)\s+(?:need\s+to\s+|want\s+to\s+|must\s+|have\s+to\s+)?"
@@ -464,10 +465,12 @@ def _question_tasks(question: str) -> Tuple[frozenset, Tuple[str, ...]]:
     return _task_expressions(question, own=False)
 
 
-def _restates_task(pred: str, gold: str, text: str, question: Optional[str]) -> bool:
+def _restates_task(pred: str, gold: str, text: str, question: Optional[str],
+                   deadline: Optional[float] = None) -> bool:
     """Restated task: the final answer is the problem's own expression (``Expand (x+3)(x-8)``
     answered ``(x+3)(x-8)``, ``Simplify \\sqrt{245}`` answered ``\\sqrt{245}``), or a
-    "factor" task answered with a sum / an "expand" task with a product. The task is read
+    "factor" task answered with a sum or an incomplete factorisation (_incompletely_factored) /
+    an "expand" task with a product. The task is read
     from ``extra_info["question"]`` when the data carries it, else from the response's own
     statement of it before the final box. Equal in value to the gold, such an answer does
     no work the problem asked for (MATH's answers are the simplified, requested form)."""
@@ -480,13 +483,75 @@ def _restates_task(pred: str, gold: str, text: str, question: Optional[str]) -> 
     if pn in exprs:
         return True
     if any(v.startswith("factor") for v in verbs) and _top_terms(gn) == 1 and "(" in gn:
-        return _top_terms(pn) > 1  # a sum answers no "factor" task
+        # a sum answers no "factor" task, nor a product with a factor left to split
+        return _top_terms(pn) > 1 or _incompletely_factored(pn, gn, deadline or _cpu_clock() + CAS_BUDGET_S)
     if any(v.startswith("expand") or v.startswith("multiply") for v in verbs) and "(" not in gn:
         return bool(_SUM_GROUP_RE.search(pn))  # a product of a sum answers no "expand" task; (2/x) is no sum
     return False
 
 
 _SUM_GROUP_RE = re.compile(r"\([^()]*[\w}][^()]*?[+-][^()]*\)")
+#: Largest total degree and number of variables of a factor whose irreducibility is decided
+#: (sympy factors such polynomials in milliseconds; the dense form grows with the variables).
+MAX_FACTOR_DEGREE = 24
+MAX_FACTOR_VARIABLES = 3
+
+
+def _degree(e) -> float:
+    """Total degree of an unevaluated polynomial tree (constants 0), inf for anything else."""
+    sp = _sympy
+    if isinstance(e, sp.Symbol):
+        return 1
+    if not e.free_symbols:
+        return 0
+    if isinstance(e, sp.Add):
+        return max(_degree(a) for a in e.args)
+    if isinstance(e, sp.Mul):
+        return sum(_degree(a) for a in e.args)
+    if isinstance(e, sp.Pow) and e.exp.is_Integer and e.exp >= 0:
+        return int(e.exp) * _degree(e.base)
+    return math.inf
+
+
+def _factored_completely(s: str, deadline: float) -> Optional[bool]:
+    """Whether the product s (as written: the parse is unevaluated) is factored completely over
+    the integers, up to order, signs and numeric factors: every non-constant factor, powers
+    peeled, a primitive polynomial with integer coefficients (content +-1) that is irreducible
+    over Z. None when undecided: not a polynomial, too large, out of time, or sympy fails."""
+    e = _parse(s)
+    if not isinstance(e, _sympy.Expr):
+        return None
+    todo, factors = [e], []
+    while todo:
+        f = todo.pop()
+        if isinstance(f, _sympy.Mul):
+            todo.extend(f.args)
+        elif isinstance(f, _sympy.Pow) and f.exp.is_Integer and f.exp > 0:
+            todo.append(f.base)
+        elif f.free_symbols:
+            factors.append(f)
+    try:
+        for f in factors:
+            syms = sorted(f.free_symbols, key=str)
+            if len(syms) > MAX_FACTOR_VARIABLES or _degree(f) > MAX_FACTOR_DEGREE or _cpu_clock() > deadline:
+                return None
+            poly = _sympy.Poly(f, *syms)
+            if not poly.domain.is_ZZ:
+                return False  # a rational, radical or complex coefficient: not a factor over Z
+            content, parts = poly.factor_list()
+            if abs(content) != 1 or len(parts) != 1 or parts[0][1] != 1:
+                return False
+        return True
+    except Exception:  # noqa: BLE001 - sympy's failure leaves the question open
+        return None
+
+
+def _incompletely_factored(pred: str, gold: str, deadline: float) -> bool:
+    """A "factor" task's answer equal to the gold that leaves a factor to split (``4(9-x^2)``,
+    ``z^{96}(28z+7)``, ``(6-2x)(6+2x)`` for ``4(3-x)(3+x)``). Only when the gold itself is
+    factored completely over Z (a gold with radicals, or no polynomial, is left alone), and
+    never when undecided."""
+    return _factored_completely(gold, deadline) is True and _factored_completely(pred, deadline) is False
 
 
 def _top_terms(s: str) -> int:
@@ -857,6 +922,21 @@ POLICY_RULES = (
                    ("What is $2^3 \\cdot 3$?", "2^3 \\cdot 3", "24", False),
                    ("Compute $\\frac{1}{2}+\\frac{1}{4}$.", "\\frac{3}{4}", "\\frac34", True),
                    ("Simplify $\\frac{3}{4}$ plus zero.", "\\frac{3}{4}", "\\frac34", True)]),
+    dict(rule="complete factorisation", when="the question asks to factor (the verb) and the gold is a product "
+                                             "factored completely over the integers",
+         decision="An answer equal to the gold is paid only when it is factored completely over the integers, up to "
+                  "order, signs and numeric factors: every non-constant factor (a power of one allowed) a primitive "
+                  "polynomial with integer coefficients, irreducible over Z. A gold not of that kind (radicals, not a "
+                  "polynomial) turns the check off, and a check sympy cannot decide in bounds pays.",
+         choice="Refuse (FN against a lenient grader): factoring completely is the task, and a partial "
+                "factorisation is cheaper to produce.",
+         source="MATH (factored answers are complete over the integers); OpenCompass pays any equal value",
+         examples=[("Factor $28z^{97}+7z^{96}$.", "z^{96}(28z+7)", "7z^{96}(4z+1)", False),
+                   ("Factor $36-4x^2$ completely.", "4(9-x^2)", "4(3-x)(3+x)", False),
+                   ("Factor $36-4x^2$ completely.", "(6-2x)(6+2x)", "4(3-x)(3+x)", False),
+                   ("Factor $36-4x^2$ completely.", "-4(x-3)(x+3)", "4(3-x)(3+x)", True),
+                   ("Factor $2x^2+4x+2$.", "2(x+1)^2", "2(x+1)(x+1)", True),
+                   ("Factor $x^2-2$ over the reals.", "(x+\\sqrt{2})(x-\\sqrt{2})", "(x-\\sqrt2)(x+\\sqrt2)", True)]),
     dict(rule="huge exact expressions", when="always",
          decision="An answer the bounded-time guards refuse (a power tower deeper than a^{b^c}, a value beyond "
                   "10^20000, a factorial above 10000!) is not paid even when it equals the gold; an answer "
@@ -2800,7 +2880,7 @@ def _judge(text: str, gold: str, question: Optional[str] = None) -> Tuple[bool, 
             ok = bool(options) and _option_equal(answer, gold, options, deadline)
     except _Rejected:
         ok = False
-    if ok and len(answer) <= MAX_ANSWER_CHARS and (_restates_task(answer, gold, text, question)
+    if ok and len(answer) <= MAX_ANSWER_CHARS and (_restates_task(answer, gold, text, question, deadline)
                                                    or _form_violation(answer, gold, demands)
                                                    or _foreign_modulus(answer, gold, question)
                                                    or _foreign_unit(answer, gold, question)):

@@ -1312,6 +1312,18 @@ QUESTION_FAMILIES = {
         (_ROUNDED_OPTIONS_Q, "(A)\\ 14.4", "\\text{C}", False),
         ("Closest?\n\nA. 10\nB. 8\nC. 5\nD. 3\n\nExpress your answer as A, B, C, or D.", "(B) 5", "\\text{B}", False),
     ],
+    "complete factorisation": [
+        ("Factor $28z^{97}+7z^{96}$.", "z^{96}(28z+7)", "7z^{96}(4z+1)", False),   # a common factor left inside
+        ("Factor $28z^{97}+7z^{96}$.", "7z^{96}(1+4z)", "7z^{96}(4z+1)", True),
+        (_FACTOR_Q, "(6-2x)(6+2x)", "4(3-x)(3+x)", False),
+        (_FACTOR_Q, "4(9-x^2)", "4(3-x)(3+x)", False),                               # a reducible factor left
+        (_FACTOR_Q, "-4(x-3)(x+3)", "4(3-x)(3+x)", True),                            # order, sign, units free
+        ("Factor $2x^2+4x+2$.", "2(x+1)^2", "2(x+1)(x+1)", True),                    # a power of a factor
+        ("Factor $2x^2+4x+2$.", "(2x+2)(x+1)", "2(x+1)^2", False),
+        ("Factor $x^2-2$ over the reals.", "(x+\\sqrt{2})(x-\\sqrt{2})", "(x-\\sqrt2)(x+\\sqrt2)", True),  # not over Z
+        ("Factor $4x^2+8x+4$.", "4(x+1)^2", "(2x+2)^2", True),                       # a gold not complete: no check
+        ("Find the product of the two factors.", "(6-2x)(6+2x)", "4(3-x)(3+x)", True),  # no factor task
+    ],
 }
 _QF_CASES = [(f, q, a, g, e) for f, cases in QUESTION_FAMILIES.items() for q, a, g, e in cases]
 

@@ -434,8 +434,9 @@ def _cycles_candidates(region: str, outer: list, first: int, values: List[str]) 
 #: A task that asks to rewrite the expression it states, in the problem or in the response's
 #: own restatement of it ("We need to expand ...", "To factor, ...", "Simplify $...$"); "factor"
 #: as a verb only (not "its factors", "factorial").
-_TASK_RE = re.compile(r"\b(expand|factor(?=(?:ed|ing|i[sz](?:e|ation)\w*)?\b)|simplify|combine|rationali[sz]e|multiply\s+out|reduce|evaluate|compute|"
-                      r"calculate|what\s+is|find|express|write|convert|rewrite)\w*", re.I)
+_TASK_RE = re.compile(r"\b(expand|factor(?=(?:ed|ing|i[sz](?:e|ation)\w*)?\b)|simplify|combine|rationali[sz]e|"
+                      r"multiply\s+out|reduce|evaluate|compute|calculate|what\s+is|find|express|write|convert|"
+                      r"rewrite)\w*", re.I)
 _OWN_TASK_RE = re.compile(
     r"\b(?:to|we|let's|let\s+us)\s+(?:need\s+to\s+|want\s+to\s+|must\s+|have\s+to\s+)?"
     r"(expand|factor|simplify|combine|rationali[sz]e|multiply\s+out|reduce|evaluate|compute)\b", re.I)
@@ -587,7 +588,8 @@ _DEMAND_RES = (
     ("percent", re.compile(r"\b(?:as|in)\s+(?:a\s+)?percent(?:age)?\b|\bwhat\s+percent", re.I)),
     ("simplified", re.compile(r"\bsimplif(?:y|ied)\b", re.I)),
     ("solved for y", re.compile(r"\bin\s+the\s+form\s*[\"'`]*\s*\$?\s*y\s*=", re.I)),
-    ("interval", re.compile(r"\binterval\s+notation|\b(?:as|in)\s+(?:an?\s+)?(?:interval|union\s+of\s+intervals)\b", re.I)),
+    ("interval", re.compile(r"\binterval\s+notation|\b(?:as|in)\s+(?:an?\s+)?(?:interval|union\s+of\s+intervals)\b",
+                            re.I)),
 )
 #: Words in a demand's clause that undo it: "(not mixed numbers or decimals)".
 _DEMAND_NEGATION_RE = re.compile(r"\b(?:not|no|nor|never|instead\s+of|rather\s+than|without)\b", re.I)
@@ -744,7 +746,8 @@ def _question_modulus(question: str) -> Optional[str]:
 def _foreign_modulus(pred: str, gold: str, question: Optional[str]) -> bool:
     """A congruence answered modulo another number than the question's one modulus (and the gold's)."""
     mod = _normalise(pred).mod if question and "mod" in pred else None
-    return bool(mod and mod.isdigit() and mod != _normalise(gold).mod and _question_modulus(question) not in (None, mod))
+    return bool(mod and mod.isdigit() and mod != _normalise(gold).mod
+                and _question_modulus(question) not in (None, mod))
 
 
 _ASKED_UNIT_RE = re.compile(r"\b(?=(?:in|how\s+many)\s+((?:square\s+|cubic\s+)?[A-Za-z]+(?:\s+per\s+[A-Za-z]+)?))",
@@ -875,14 +878,16 @@ POLICY_RULES = (
     dict(rule="stated form", when="the question names a form: \"(common / improper) fraction\", \"fraction in "
                                    "simplest form\", \"lowest terms\", \"mixed number\", \"as a decimal\", \"as a "
                                    "percent\", \"exponential notation\", \"simplify\", \"integer denominator\", "
-                                   "\"interval notation\" (\"as an interval or a union of intervals\"), \"in the form y = mx + b\", a template (\"in the form $a\\sqrt{b}$\", "
+                                   "\"interval notation\" (\"as an interval or a union of intervals\"), \"in the "
+                                   "form y = mx + b\", a template (\"in the form $a\\sqrt{b}$\", "
                                    "\"$\\frac{a}{b}$\") (not when negated or offered as one of two forms)",
          decision="An answer of the right value in a form the named one rules out is not paid (unless the gold has "
                   "that form): for a fraction a decimal (also repeating), a percent, a mixed number or an unreduced "
                   "fraction; for a mixed number an improper fraction or a decimal; for a decimal a fraction; for a "
                   "percent the value as a fraction of one (0.25 for 25%); for exponential notation a number written "
                   "out; for \"simplify\" an unreduced fraction, a square factor under a root or a radical in a "
-                  "denominator; for interval notation an inequality; for \"y = ...\" an equation not solved for y. One table (_DEMAND_FORBIDS) holds these.",
+                  "denominator; for interval notation an inequality; for \"y = ...\" an equation not solved for y. "
+                  "One table (_DEMAND_FORBIDS) holds these.",
          choice="Refuse (FN against a lenient grader): the form is part of the task, as MATH grades it.",
          source="MATH (the requested form is the answer; its grader compares strings); OpenCompass pays any equal value",
          examples=[("Express your answer as a common fraction.", "\\frac{6}{8}", "\\frac34", False),
@@ -949,10 +954,10 @@ POLICY_RULES = (
                    ("", "\\prod_{k=1}^{99} \\frac{k+1}{k}", "100", False), ("", "2^{10}", "1024", True)]),
     dict(rule="units, labels, relations", when="always",
          decision="Units are optional (another unit is another answer, and so is a unit of measure the question does "
-                  "not ask for when it asks for one: \"in dollars\", \"how many seconds\"); a label, `x \\in`, `x \\approx`, "
-                  "`\\equiv ... \\pmod{n}` or `r =` before the answer states it; a chain of constant sides "
-                  "(`\\binom{5}{4}\\binom{10}{8} = 225`) states its last side when every side has its value, and "
-                  "a false numeric side is refused.",
+                  "not ask for when it asks for one: \"in dollars\", \"how many seconds\"); a label, `x \\in`, "
+                  "`x \\approx`, `\\equiv ... \\pmod{n}` or `r =` before the answer states it; a chain of "
+                  "constant sides (`\\binom{5}{4}\\binom{10}{8} = 225`) states its last side when every side has "
+                  "its value, and a false numeric side is refused.",
          choice="Pay (MATH's graders drop units and labels); a different unit or modulus is refused, also a "
                 "modulus other than the one the question works with.",
          source="MATH (its grader strips units and \"\\text{ }\" labels); OpenCompass likewise",
@@ -1362,8 +1367,9 @@ def _normalise(raw: str) -> _Norm:
 
     (a) unicode to LaTeX; (b1) presentation: grouping braces, \\dfrac/\\tfrac, \\left/\\right,
     colours, spacing commands, angle brackets, brackets around a matrix environment; (b2)
-    percent and dollar signs, the zero vector in any notation (``\\mathbf{0}``, ``\\vec 0``); (b3) trailing units in any wrapper (\\text, \\mathrm,
-    \\operatorname, after ``\\ `` or ``\\,``), several text pieces and a power allowed, also
+    percent and dollar signs, the zero vector in any notation (``\\mathbf{0}``, ``\\vec 0``);
+    (b3) trailing units in any wrapper (\\text, \\mathrm, \\operatorname, after ``\\ `` or
+    ``\\,``), several text pieces and a power allowed, also
     after a name (``r = 3 \\text{ units}``) and on every item of a list; (b4) text and font
     wrappers (a whole \\text{...} phrase is recorded as text), then a remark in words in
     brackets after the value (``5 (the smallest)``; not one that hedges or approximates) and
@@ -2373,8 +2379,8 @@ _DECIMAL_RE = re.compile(r"(?<![\d.])(\d*)\.(\d+)(?![\d.])")
 #: products get an explicit ``\cdot``; digits before an integer fraction with nothing
 #: multiplied on stay a mixed number (MATH's ``6\frac{1}{5}``). Sub- and superscript digits
 #: are no factor (``\log_2(8)``, ``\sin^2(x)``).
-_JUXTAPOSED_RE = re.compile(r"(\\(?:frac|binom)\{[^{}]*\}\{[^{}]*\}|\\sqrt\{[^{}]*\}|\([^()]*\)|(?<![\^_\d])(?<![\^_]\{)\d+(?!\d))"
-                            r"\s*(?=\(|\\(?:binom|frac|sqrt)(?![A-Za-z])|\d)")
+_JUXTAPOSED_RE = re.compile(r"(\\(?:frac|binom)\{[^{}]*\}\{[^{}]*\}|\\sqrt\{[^{}]*\}|\([^()]*\)|"
+                            r"(?<![\^_\d])(?<![\^_]\{)\d+(?!\d))\s*(?=\(|\\(?:binom|frac|sqrt)(?![A-Za-z])|\d)")
 _MIXED_TAIL_RE = re.compile(r"\s*\\frac\{\d+\}\{\d+\}(?![\w\\({^])")
 
 

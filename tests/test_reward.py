@@ -1255,7 +1255,8 @@ QUESTION_FAMILIES = {
     ],
     "zero vector": [
         ("", "\\mathbf{0}", _ZERO3, True), ("", "\\vec{0}", _ZERO3, True), ("", "\\vec 0", _ZERO3, True),
-        ("", "\\boldsymbol{0}", _ZERO3, True), ("", "\\mathbf 0", "\\begin{pmatrix} 0 & 0 \\\\ 0 & 0 \\end{pmatrix}", True),
+        ("", "\\boldsymbol{0}", _ZERO3, True),
+        ("", "\\mathbf 0", "\\begin{pmatrix} 0 & 0 \\\\ 0 & 0 \\end{pmatrix}", True),
         ("", _ZERO3, "\\mathbf{0}", True),
         ("", "0", _ZERO3, False),                                                  # the number is not the vector
         ("", "\\mathbf{0}", "\\begin{pmatrix} 0 \\\\ 1 \\end{pmatrix}", False),

@@ -23,10 +23,11 @@ The file's sections follow the order data flows through ``compute_score``:
    right after the last box), candidates cycled through
    one box after another, boxes of echoed worked examples or prompt placeholders, truncated
    boxes, hallucinated follow-up problems, and a final answer that merely restates the
-   problem's own expression. A response caught here is not paid. The same section holds
-   POLICY_RULES, the written policy for what a task demands beyond the value (forms the
-   question names, read from ``extra_info["question"]`` into one table of forbidden features
-   (_DEMAND_FORBIDS), options in any layout, huge expressions; docs/reward_policy.md).
+   problem's own expression (or, for a "factor" task, factors it only in part). A response
+   caught here is not paid. The same section holds POLICY_RULES, the written policy for what
+   a task demands beyond the value (forms the question names, read from
+   ``extra_info["question"]`` into one table of forbidden features (_DEMAND_FORBIDS), the units
+   and modulus it asks for, options in any layout, huge expressions; docs/reward_policy.md).
 4. **Equivalence, one canonical pipeline** applied to the answer and the gold alike:
    (a) unicode maths to LaTeX (``√ π − × · ² ½ ∞ ≤ ∪``; first, because ``≤ − ∪`` decide the
    later splits); (b) wrappers, labels and units stripped in named steps, each recorded
@@ -35,7 +36,8 @@ The file's sections follow the order data flows through ``compute_score``:
    after a value, membership and congruence prefixes before a name (one name pattern,
    ``F(x)`` included) dropped; (c) relation chains split: the last side is the answer when the gold is
    not itself a relation (``\\approx``: the rounded value, or the exact side when its
-   rounding is right); (d) parse into a typed structure (matrix, union, tuple/interval,
+   rounding is right; ``f(t) =``: the bound variable renamed to the gold's); (d) parse into a
+   typed structure (matrix, union, tuple/interval, set-builder notation as its interval,
    set/list, a strict chain as an ordered list, or one item: choice, text, relation, value);
    (e) compare by type: exact
    rationals for numbers (repeating decimals in any notation), then a CAS

@@ -683,9 +683,10 @@ def _improper_fraction(s: str) -> bool:
 
 
 def _unsolved_for_y(s: str) -> bool:
-    """An equation that is not ``y = `` an expression without y: ``2x + y = 0``."""
+    """An equation that is not y on one side and an expression without y on the other:
+    ``2x + y = 0`` (``-2x = y`` is solved, read right to left)."""
     sides = _top_level_eq(s)
-    return len(sides) == 2 and (sides[0] != "y" or "y" in _letters(sides[1]))
+    return len(sides) == 2 and not any(a == "y" and "y" not in _letters(b) for a, b in (sides, sides[::-1]))
 
 
 #: Form features of a normalised answer, by name (each a yes/no on the canonical string and
@@ -766,12 +767,13 @@ def _question_units(question: str) -> frozenset:
 
 def _foreign_unit(pred: str, gold: str, question: Optional[str]) -> bool:
     """An answer in a unit of measure that is neither the gold's nor one the question asks
-    for, when the question asks for one: 2.50 cents for "how much, in dollars"."""
+    for, when the question asks for one: 2.50 cents for "how much, in dollars". A rate's unit
+    may lose its "per ..." ("12 hours" for "how many hours per week")."""
     unit = _normalise(pred).unit if question else None
     if not unit or unit.split()[-1] not in _MEASURES or unit == _normalise(gold).unit:
         return False
     asked = _question_units(question)
-    return bool(asked) and unit not in asked
+    return bool(asked) and unit not in asked | {a.split(" per ")[0] for a in asked}
 
 
 #: Option labels in a problem, three layouts: "(A)" (also in \\textbf{}, \\text{}, \\mathrm{}),

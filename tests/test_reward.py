@@ -1301,11 +1301,14 @@ QUESTION_FAMILIES = {
         ("What is the height in centimeters of the cylinder?", "5 \\text{ centimeters}", "5", True),
         ("In terms of $\\pi$, what is the area of the circle?", "5\\pi \\text{ cm}^2", "5\\pi", True),
         ("The height (in feet) is $77$. In how many seconds is it reached?", "3.5 \\text{ seconds}", "3.5", True),
+        ("How many hours per week must she work?", "12 \\text{ hours}", "12", True),  # a rate without its "per"
+        ("What is the length, in feet, of the shorter side?", "9 \\text{ ft}^2", "9", False),
     ],
     "demanded line form": [
         ('Enter the equation of this line in the form "$y = mx + b$".', "2x + y = 0", "y = -2x", False),
         ('Enter the equation of this line in the form "$y = mx + b$".', "y = -2x + 0", "y = -2x", True),
         ('Enter the equation of this line in the form "$y = mx + b$".', "-2x", "y = -2x", True),
+        ('Enter the equation of this line in the form "$y = mx + b$".', "-2x = y", "y = -2x", True),
         ("Find the equation of the line.", "2x + y = 0", "y = -2x", True),
     ],
     "letter with its computed value": [

@@ -1327,6 +1327,9 @@ QUESTION_FAMILIES = {
         ("Factor $x^2-2$ over the reals.", "(x+\\sqrt{2})(x-\\sqrt{2})", "(x-\\sqrt2)(x+\\sqrt2)", True),  # not over Z
         ("Factor $4x^2+8x+4$.", "4(x+1)^2", "(2x+2)^2", True),                       # a gold not complete: no check
         ("Find the product of the two factors.", "(6-2x)(6+2x)", "4(3-x)(3+x)", True),  # no factor task
+        ("Factor $x^4-4x^3+14x^2-4x+13$ over the integers.", "(x^2+1)(x-2-3i)(x-2+3i)", "(x^2+1)(x^2-4x+13)",
+         False),                                                                     # factors not over Z
+        ("Factor $x^{30}+x^{29}$.", "x^{29}(x+1)", "x^{29}(x+1)", True),
     ],
 }
 _QF_CASES = [(f, q, a, g, e) for f, cases in QUESTION_FAMILIES.items() for q, a, g, e in cases]

@@ -13,11 +13,10 @@ TRAIN_BATCH_SIZE=${TRAIN_BATCH_SIZE:-4}
 PPO_MINI_BATCH_SIZE=${PPO_MINI_BATCH_SIZE:-4}
 N_SAMPLES=${N_SAMPLES:-4}
 N_DEVICES=${N_DEVICES:-1}
-# Responses per forward pass (actor update, ref): the whole mini-batch. The CPU engine runs each
-# distinct prompt once and all the responses in one batch (cpu_support/shared_prompt_engine.py).
-# (Counts that are not numbers are left to the launcher's knob check.)
-MICRO_BATCH_PER_DEVICE=${MICRO_BATCH_PER_DEVICE:-$([[ $PPO_MINI_BATCH_SIZE$N_SAMPLES$N_DEVICES =~ ^[0-9]+$ ]] \
-  && echo $((PPO_MINI_BATCH_SIZE * N_SAMPLES / (N_DEVICES > 0 ? N_DEVICES : 1))) || echo 1)}
+# Responses per forward pass (actor update, ref): one GRPO group. The CPU engine runs the group's
+# prompt once and its responses as one batch (cpu_support/shared_prompt_engine.py); the whole
+# mini-batch at once is a little faster and holds more memory (docs/cpu_run.md gives both).
+MICRO_BATCH_PER_DEVICE=${MICRO_BATCH_PER_DEVICE:-$N_SAMPLES}
 MAX_PROMPT_LENGTH=${MAX_PROMPT_LENGTH:-320}
 MAX_RESPONSE_LENGTH=${MAX_RESPONSE_LENGTH:-128}
 TOTAL_STEPS=${TOTAL_STEPS:-2}

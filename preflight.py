@@ -754,19 +754,20 @@ def check_reward_smoke(stack: str, path: str, name: str, train_file: Path,
         worker.shutdown(wait=False)
     took = timer() - start
     shown = f"TRAIN_FILE row 0, ground_truth {one_line(repr(ground_truth), 40)}"
+    # one line a failure, naming the threads where it happened
+    unpaid = [t for t in THREAD_NAME if scores[(t, "correct")] <= 0]
+    overpaid = [t for t in THREAD_NAME if scores[(t, "wrong")] > 0]
     problems = []
-    for thread in ("main thread", "worker thread"):
-        paid = scores[(thread, "correct")]
-        if paid <= 0:
-            hint = ("it pays in the main thread: a timeout built on signal.alarm fails off it and the reward "
-                    "scores 0" if thread == "worker thread" and scores[("main thread", "correct")] > 0
-                    else "check REWARD_NAME and the answer format the reward expects")
-            problems.append(fail(f"{where}: the reward pays {paid:g} for a correct response in {THREAD_NAME[thread]} "
-                                 f"({shown}): training would see no reward; {hint} (docs/troubleshooting.md)"))
-        if scores[(thread, "wrong")] > 0:
-            problems.append(fail(f"{where}: the reward pays {scores[(thread, 'wrong')]:g} for a wrong response without "
-                                 f"the answer format in {THREAD_NAME[thread]} ({wrong!r}): it does not judge the answer; check "
-                                 "REWARD_FILE and REWARD_NAME"))
+    if unpaid:
+        hint = ("it pays in the main thread: a timeout built on signal.alarm fails off it and the reward scores 0"
+                if unpaid == ["worker thread"] else "check REWARD_NAME and the answer format the reward expects")
+        problems.append(fail(f"{where}: the reward pays {scores[(unpaid[0], 'correct')]:g} for a correct response in "
+                             f"{' and '.join(THREAD_NAME[t] for t in unpaid)} ({shown}): training would see no "
+                             f"reward; {hint} (docs/troubleshooting.md)"))
+    if overpaid:
+        problems.append(fail(f"{where}: the reward pays {scores[(overpaid[0], 'wrong')]:g} for a wrong response without "
+                             f"the answer format in {' and '.join(THREAD_NAME[t] for t in overpaid)} ({wrong!r}): it "
+                             "does not judge the answer; check REWARD_FILE and REWARD_NAME"))
     if problems:
         return problems
     return [info(f"reward smoke test: {name} of {path}, loaded as verl {STACK_MATRIX[stack]['cpu']['verl'].version} "

@@ -82,7 +82,7 @@ MODEL_PATH=${MODEL_PATH:-$REPO_DIR/models/Qwen2.5-1.5B-Instruct}        # HF mod
 TRAIN_FILE=${TRAIN_FILE:-$REPO_DIR/data/verl/math/train.parquet}        # verl parquet from prepare_math.py
 VAL_FILE=${VAL_FILE:-$REPO_DIR/data/verl/math/test.parquet}             # verl parquet from prepare_math.py
 REWARD_FILE=${REWARD_FILE:-$REPO_DIR/new_math_reward.py}                # the stack's reward key .path (reward.custom_reward_function on current)
-REWARD_NAME=${REWARD_NAME:-compute_score}                               # the stack's reward key .name: compute_score | compute_format_score (the answer contract's format alone, profile cpu_learn)
+REWARD_NAME=${REWARD_NAME:-compute_score}                               # the stack's reward key .name: any function of REWARD_FILE with verl's reward signature (new_math_reward.py: compute_score, or compute_format_score, the answer contract's format alone, profile cpu_learn)
 PROJECT_NAME=${PROJECT_NAME:-verl_grpo_example_math}                    # trainer.project_name
 EXPERIMENT_NAME=${EXPERIMENT_NAME:-qwen2_5_1_5b_math}                   # trainer.experiment_name
 OUTPUT_DIR=${OUTPUT_DIR:-$REPO_DIR/outputs/$EXPERIMENT_NAME}            # root of CKPT_DIR, LOG_FILE, TENSORBOARD_DIR, SWANLAB_LOG_DIR, hydra/ and health_report.py's health/
@@ -149,7 +149,8 @@ for knob in VAL_BEFORE_TRAIN ENFORCE_EAGER GRADIENT_CHECKPOINTING; do
 done
 [[ $RESUME_MODE =~ ^(auto|disable|resume_path)$ ]] || knob_error RESUME_MODE "auto, disable or resume_path"
 [[ $CONSOLE =~ ^(summary|full)$ ]] || knob_error CONSOLE "summary or full"
-[[ $REWARD_NAME =~ ^(compute_score|compute_format_score)$ ]] || knob_error REWARD_NAME "compute_score or compute_format_score"
+# any function of REWARD_FILE: preflight loads it as verl does and scores a right and a wrong answer
+[[ $REWARD_NAME =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] || knob_error REWARD_NAME "a Python function name in REWARD_FILE"
 
 TRAINER_LOGGER=console  # verl's trainer.logger: the console always, then each of LOGGER's backends
 IFS=, read -ra LOGGER_BACKENDS <<<"$LOGGER"

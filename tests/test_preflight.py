@@ -801,6 +801,41 @@ def test_launcher_preflight_only_passes_on_the_cpu_profile(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+USER_REWARD = r"""
+def my_score(data_source, solution_str, ground_truth, extra_info=None):
+    return 1.0 if "\\boxed{" + ground_truth + "}" in solution_str else 0.0
+
+
+def broken(data_source, solution_str, ground_truth, extra_info=None):
+    return 1.0
+"""
+
+
+@pytest.mark.parametrize("name, ok", [("my_score", True), ("broken", False), ("missing", False)])
+def test_launcher_takes_any_reward_function_and_preflight_judges_it(tmp_path, name, ok):
+    """REWARD_NAME is any function of REWARD_FILE: preflight loads it as the stack's verl does and
+    refuses, in one line, one that pays a wrong answer or does not exist."""
+    for needed in ("models/SmolLM2-135M-Instruct/config.json", "data/verl/math_level1/train.parquet"):
+        if not (REPO / needed).exists():
+            pytest.skip(f"{needed} missing: bash setup.sh --device cpu")
+    reward = tmp_path / "my_reward.py"
+    reward.write_text(USER_REWARD)
+    proc = launch(tmp_path, "--preflight-only", REWARD_FILE=str(reward), REWARD_NAME=name)
+    if ok:
+        assert proc.returncode == 0, proc.stderr
+        assert f"reward smoke test: my_score of {reward}" in proc.stderr
+    else:
+        failures = [line for line in proc.stderr.splitlines() if line.startswith("preflight: FAIL")]
+        assert proc.returncode == 1 and len(failures) == 1 and f"REWARD_NAME={name}" in failures[0], proc.stderr
+
+
+def test_launcher_refuses_a_reward_name_that_is_no_function_name(tmp_path):
+    proc = launch(tmp_path, "--preflight-only", REWARD_NAME="my-score")
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("run_qwen2_5_1_5b.sh: REWARD_NAME=my-score; expected a Python function name "
+                                   "in REWARD_FILE")
+
+
 # --------------------------------------------------------------------------------------
 # reward: the key the stack's verl reads, and a smoke test of what it loads
 # --------------------------------------------------------------------------------------
@@ -919,17 +954,17 @@ def test_a_reward_that_scores_0_off_the_main_thread_is_refused(rewards, data_fil
 
 def test_a_reward_that_pays_nothing_is_refused(rewards, data_file):
     assert lines(pf.check_reward_smoke("reference", str(rewards), "pays_nothing", data_file)) == [
-        f"preflight: FAIL {where(rewards, 'pays_nothing')}: the reward pays 0 for a correct response in {thread} "
-        "(TRAIN_FILE row 0, ground_truth '2'): training would see no reward; check REWARD_NAME and the answer format "
-        "the reward expects (docs/troubleshooting.md)" for thread in ("the main thread", "a worker thread")]
+        f"preflight: FAIL {where(rewards, 'pays_nothing')}: the reward pays 0 for a correct response in the main thread "
+        "and a worker thread (TRAIN_FILE row 0, ground_truth '2'): training would see no reward; check REWARD_NAME and "
+        "the answer format the reward expects (docs/troubleshooting.md)"]
 
 
 def test_a_reward_that_pays_a_wrong_answer_is_refused(rewards, data_file):
     found = lines(pf.check_reward_smoke("current", str(rewards), "pays_everything", data_file))
     assert found == [
         f"preflight: FAIL {where(rewards, 'pays_everything')}: the reward pays 1 for a wrong response without the "
-        f"answer format in {thread} ('I am not sure. Maybe -12345.'): it does not judge the answer; check "
-        "REWARD_FILE and REWARD_NAME" for thread in ("the main thread", "a worker thread")]
+        "answer format in the main thread and a worker thread ('I am not sure. Maybe -12345.'): it does not judge "
+        "the answer; check REWARD_FILE and REWARD_NAME"]
 
 
 def test_an_async_reward_is_awaited_as_verl_0_9_does(rewards, data_file):

@@ -9,6 +9,7 @@ prompts' responses of unequal lengths, one of a single token, at temperature 0.7
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 
 from conftest import REPO, run_in_stack
@@ -124,9 +125,7 @@ def test_a_wrong_layout_would_be_caught(tmp_path):
     assert right in source
     (tmp_path / "shifted_engine.py").write_text(
         source.replace(right, "torch.cat([zeros(prompt_len), values[:response_len]])"))
-    script = textwrap.dedent(SCRIPT).replace(
-        "from cpu_support.shared_prompt_engine import",
-        f"import sys; sys.path.insert(0, {str(tmp_path)!r})\nfrom shifted_engine import")
-    proc = run_in_stack("current", ["-c", script])
+    script = textwrap.dedent(SCRIPT).replace("from cpu_support.shared_prompt_engine import", "from shifted_engine import")
+    proc = run_in_stack("current", ["-c", script], env={"PYTHONPATH": os.pathsep.join((str(REPO), str(tmp_path)))})
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(proc.stdout.strip().splitlines()[-1])["log_probs"] > 1e-3

@@ -104,12 +104,12 @@ def shared_prompt_outputs(module: torch.nn.Module, micro_batch: TensorDict, calc
     prompts = list(micro_batch["prompts"].unbind())
     responses = list(micro_batch["responses"].unbind())
     device = prompts[0].device
+    keys = [tuple(p.tolist()) for p in prompts]
     rows: dict[tuple[int, ...], int] = {}  # each distinct prompt's row in the prompt batch
-    distinct: list[torch.Tensor] = []
-    for prompt in prompts:
-        if rows.setdefault(tuple(prompt.tolist()), len(rows)) == len(distinct):
-            distinct.append(prompt)
-    row_of = torch.tensor([rows[tuple(p.tolist())] for p in prompts], device=device)
+    for key in keys:
+        rows.setdefault(key, len(rows))
+    distinct = [prompts[keys.index(key)] for key in rows]
+    row_of = torch.tensor([rows[key] for key in keys], device=device)
 
     prompt_ids, prompt_mask = _right_padded(distinct)
     prompt_lens = prompt_mask.sum(1)

@@ -103,7 +103,8 @@ MICRO_BATCH_PER_DEVICE=${MICRO_BATCH_PER_DEVICE:-8}  # responses per forward pas
 # ---- algorithm (reference values)
 ACTOR_LR=${ACTOR_LR:-1e-6}                    # actor.optim.lr
 LR_WARMUP_STEPS=${LR_WARMUP_STEPS:-10}        # actor.optim.lr_warmup_steps
-KL_LOSS_COEF=${KL_LOSS_COEF:-0.001}           # actor.kl_loss_coef (use_kl_loss=True, low_var_kl)
+ALGO=${ALGO:-grpo}                            # algos/ALGO.sh, the algorithm's verl keys: grpo (the reference run) | dapo (clip-higher, dynamic sampling, overlong shaping; STACK=current) | drgrpo (Dr. GRPO)
+KL_LOSS_COEF=${KL_LOSS_COEF:-0.001}           # actor.kl_loss_coef (ALGO=grpo: use_kl_loss=True, low_var_kl)
 ENTROPY_COEFF=${ENTROPY_COEFF:-0}             # actor.entropy_coeff
 TOTAL_EPOCHS=${TOTAL_EPOCHS:-10}              # trainer.total_epochs
 TOTAL_STEPS=${TOTAL_STEPS:-null}              # trainer.total_training_steps; null = epochs x batches
@@ -149,6 +150,11 @@ for knob in VAL_BEFORE_TRAIN ENFORCE_EAGER GRADIENT_CHECKPOINTING; do
 done
 [[ $RESUME_MODE =~ ^(auto|disable|resume_path)$ ]] || knob_error RESUME_MODE "auto, disable or resume_path"
 [[ $CONSOLE =~ ^(summary|full)$ ]] || knob_error CONSOLE "summary or full"
+algos=("$REPO_DIR"/algos/*.sh); algos=("${algos[@]##*/}"); algos=("${algos[@]%.sh}")
+[[ " ${algos[*]} " == *" $ALGO "* ]] || knob_error ALGO "one of: ${algos[*]}"
+ALGO_ARGS=()                  # Hydra overrides of the algorithm, set by algos/ALGO.sh
+# shellcheck source=algos/grpo.sh
+source "$REPO_DIR/algos/$ALGO.sh"
 # any function of REWARD_FILE: preflight loads it as verl does and scores a right and a wrong answer
 [[ $REWARD_NAME =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] || knob_error REWARD_NAME "a Python function name in REWARD_FILE"
 
@@ -202,7 +208,6 @@ fi
 
 MAIN_PPO=(
   "$PYTHON" -m verl.trainer.main_ppo
-  algorithm.adv_estimator=grpo
   algorithm.use_kl_in_reward=False
   data.train_files="$TRAIN_FILE"
   data.val_files="$VAL_FILE"
@@ -219,9 +224,6 @@ MAIN_PPO=(
   actor_rollout_ref.actor.optim.lr_warmup_steps="$LR_WARMUP_STEPS"
   actor_rollout_ref.actor.ppo_mini_batch_size="$PPO_MINI_BATCH_SIZE"
   actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu="$MICRO_BATCH_PER_DEVICE"
-  actor_rollout_ref.actor.use_kl_loss=True
-  actor_rollout_ref.actor.kl_loss_coef="$KL_LOSS_COEF"
-  actor_rollout_ref.actor.kl_loss_type=low_var_kl
   actor_rollout_ref.actor.entropy_coeff="$ENTROPY_COEFF"
   actor_rollout_ref.actor.fsdp_config.param_offload=False
   actor_rollout_ref.actor.fsdp_config.optimizer_offload=False
@@ -258,6 +260,7 @@ MAIN_PPO=(
   ++trainer.remove_previous_ckpt_in_save=False
   hydra.run.dir="$OUTPUT_DIR/hydra"
   "${PROFILE_ARGS[@]}"
+  "${ALGO_ARGS[@]}"
   "$@"
 )
 if [[ $DRY_RUN == 1 ]]; then

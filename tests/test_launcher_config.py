@@ -34,6 +34,11 @@ LAUNCHES = {
     "misspelt key": ("reference", "npu", ("actor_rollout_ref.actor.kl_los_coef=0.1",), {}),
     "3 devices": ("reference", "npu", (), {"N_DEVICES": "3"}),
     **{f"LOGGER={logger}": ("current", "cpu", (), {"LOGGER": logger}) for logger in LOGGERS},
+    # ALGO on each stack where it runs (grpo is the default of "npu" and "cpu")
+    "drgrpo npu": ("reference", "npu", (), {"ALGO": "drgrpo"}),
+    "drgrpo cpu": ("current", "cpu", (), {"ALGO": "drgrpo"}),
+    "dapo cpu": ("current", "cpu", (), {"ALGO": "dapo"}),
+    "dapo cuda": ("current", "cuda", (), {"ALGO": "dapo"}),
 }
 
 
@@ -187,6 +192,56 @@ def test_swanlab_logger_without_the_package_names_the_setup_line(tmp_path):
     proc = subprocess.run(["bash", str(LAUNCHER)], env=run_env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "LOGGER=swanlab needs swanlab[dashboard]" in proc.stderr and "bash setup.sh --with-swanlab" in proc.stderr
+
+
+@pytest.mark.parametrize("name", ["npu", "cpu"])
+def test_grpo_is_the_reference_algorithm(read, name):
+    cfg = config(read, name)
+    a = cfg.actor_rollout_ref.actor
+    assert cfg.algorithm.adv_estimator == "grpo" and cfg.algorithm.norm_adv_by_std_in_grpo is True
+    assert (a.use_kl_loss, a.kl_loss_coef, a.kl_loss_type, a.loss_agg_mode) == (True, 0.001, "low_var_kl", "token-mean")
+    assert (a.clip_ratio_low, a.clip_ratio_high) == (0.2, 0.2)
+    assert not (cfg.algorithm.get("filter_groups") or {}).get("enable")
+
+
+@pytest.mark.parametrize("name", ["drgrpo npu", "drgrpo cpu"])
+def test_drgrpo_drops_the_std_the_length_normalisation_and_the_kl_loss(read, name):
+    cfg = config(read, name)
+    a = cfg.actor_rollout_ref.actor
+    assert cfg.algorithm.adv_estimator == "grpo" and cfg.algorithm.norm_adv_by_std_in_grpo is False
+    assert a.use_kl_loss is False and a.loss_agg_mode == "seq-mean-token-sum-norm"
+    if LAUNCHES[name][0] == "current":  # a constant divisor: the response budget
+        assert a.loss_scale_factor == cfg.data.max_response_length
+
+
+@pytest.mark.parametrize("name", ["dapo cpu", "dapo cuda"])
+def test_dapo_sets_its_four_changes(read, name):
+    cfg = config(read, name)
+    a = cfg.actor_rollout_ref.actor
+    assert a.use_kl_loss is False and a.loss_agg_mode == "token-mean"
+    assert (a.clip_ratio_low, a.clip_ratio_high, a.clip_ratio_c) == (0.2, 0.28, 10.0)
+    assert cfg.algorithm.filter_groups.enable is True and cfg.algorithm.filter_groups.metric == "score"
+    assert cfg.trainer.v1.sampler.custom_sampler.path is None  # verl's own buffer filters the groups
+    assert cfg.reward.reward_manager.name == "dapo"
+    shaping = cfg.reward.reward_kwargs
+    assert shaping.max_resp_len == cfg.data.max_response_length
+    assert shaping.overlong_buffer_cfg.enable is True and shaping.overlong_buffer_cfg.penalty_factor == 1.0
+    assert shaping.overlong_buffer_cfg.len == cfg.data.max_response_length // 5
+
+
+def test_dapo_on_the_reference_stack_is_refused_naming_dynamic_sampling():
+    run_env = {**os.environ, "STACK": "reference", "DEVICE": "npu", "ALGO": "dapo", "DRY_RUN": "1"}
+    proc = subprocess.run(["bash", str(LAUNCHER)], env=run_env, capture_output=True, text=True, timeout=60)
+    lines = [line for line in proc.stderr.splitlines() if "PROFILE=auto" not in line]
+    assert proc.returncode == 2 and proc.stdout == "" and len(lines) == 1, proc.stderr
+    assert lines[0].startswith("run_qwen2_5_1_5b.sh: ALGO=dapo on STACK=reference; expected STACK=current")
+    assert "dynamic sampling, algorithm.filter_groups" in lines[0]
+
+
+def test_an_unknown_algo_is_refused_listing_the_known_ones():
+    run_env = {**os.environ, "DEVICE": "cpu", "ALGO": "ppo", "DRY_RUN": "1"}
+    proc = subprocess.run(["bash", str(LAUNCHER)], env=run_env, capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stderr.splitlines()) == (2, ["run_qwen2_5_1_5b.sh: ALGO=ppo; expected one of: dapo drgrpo grpo"])
 
 
 def test_help_is_the_manual_with_every_knob():

@@ -30,11 +30,16 @@ from script_utils import ArgumentParser, DataError, one_line, positive_int, writ
 # Metric tags, as verl 0.6.0 logs them.
 # --------------------------------------------------------------------------------------
 TAG_ENTROPY = "actor/entropy"  # ray_trainer.py, from the old-log-prob pass
+TAG_MAX_MEM = "perf/max_memory_allocated_gb"  # fsdp_workers.py; 0 at every step on a CPU run
+TAG_MAX_MEM_RESERVED = "perf/max_memory_reserved_gb"  # fsdp_workers.py, the device allocator's peak
+TAG_CPU_MEM = "perf/cpu_memory_used_gb"  # fsdp_workers.py, the host's used memory (psutil)
+MEMORY_TAGS = (TAG_MAX_MEM_RESERVED, TAG_MAX_MEM, TAG_CPU_MEM)
 #: a tag's stand-in where verl logs the same quantity under another name: without the old-log-prob
 #: pass (rollout-correction bypass mode), the policy's entropy is the update's, actor/entropy_loss
 #: (verl/workers/utils/losses.py, logged with actor.calculate_entropy=True), on the same responses
-#: under the same weights when the update is on-policy
-SAME_QUANTITY = {TAG_ENTROPY: "actor/entropy_loss"}
+#: under the same weights when the update is on-policy; verl 0.9.1 logs the memory tags from
+#: workers/engine_workers.py under actor/
+SAME_QUANTITY = {TAG_ENTROPY: "actor/entropy_loss", **{tag: f"actor/{tag}" for tag in MEMORY_TAGS}}
 TAG_KL_LOSS = "actor/kl_loss"  # dp_actor.py, only with actor.use_kl_loss=True
 TAG_KL_COEF = "actor/kl_coef"  # dp_actor.py, = actor.kl_loss_coef
 TAG_PG_LOSS = "actor/pg_loss"  # dp_actor.py
@@ -44,6 +49,8 @@ TAG_GRAD_NORM = "actor/grad_norm"  # dp_actor.py, pre-clip norm per optimizer st
 TAG_LR = "actor/lr"  # fsdp_workers.py
 TAG_RESP_LEN = "response_length/mean"  # metric_utils.py compute_data_metrics
 TAG_RESP_CLIP = "response_length/clip_ratio"  # share of responses at max length
+TAG_RESP_MIN = "response_length/min"  # the step's shortest response, in tokens
+TAG_ABORTED = "response/aborted_ratio"  # verl 0.9.1 metric_utils.py: the share of responses of length 0
 TAG_SCORE_MEAN = "critic/score/mean"  # metric_utils.py, sequence score before KL
 TAG_SCORE_MAX = "critic/score/max"
 TAG_SCORE_MIN = "critic/score/min"
@@ -51,7 +58,6 @@ TAG_ADV_MAX = "critic/advantages/max"
 TAG_ADV_MIN = "critic/advantages/min"
 TAG_THROUGHPUT = "perf/throughput"  # metric_utils.py, tokens / (s * GPU)
 TAG_MFU = "perf/mfu/actor"  # fsdp_workers.py, fraction of peak FLOPS
-TAG_MAX_MEM = "perf/max_memory_allocated_gb"  # fsdp_workers.py; 0 at every step on a CPU run
 # Rollout vs actor on the rollout's sampled tokens (verl/utils/debug/metrics.py, verl 0.6.0 and
 # 0.9.1, logged with rollout.calculate_log_probs=True): Pearson correlation and absolute
 # difference of the token probabilities.
@@ -190,6 +196,16 @@ class Thresholds:
     perf_drop_factor: float = 0.5
     perf_window: int = 5
     perf_min_history: int = 2
+
+    # Device or host memory growing step after step (MEMORY_TAGS; derivations: RULE_WHY).
+    #: logged steps left out first (optimizer states, KV cache and allocator pools are set up) ...
+    mem_warmup_steps: int = 2
+    #: ... then at least this many steps, whose Kendall's tau of (step, GB) is at least this ...
+    mem_min_steps: int = 8
+    mem_growth_tau: float = 0.6
+    #: ... and whose Theil-Sen line grows by at least this many GB and this fraction of its start.
+    mem_growth_gb: float = 1.0
+    mem_growth_frac: float = 0.1
 
 
 DEFAULT_THRESHOLDS = Thresholds()
@@ -528,11 +544,12 @@ def discover_runs(logdir: Path, select: Optional[str] = None) -> List[Run]:
                                     f"{TAG_PG_LOSS}; is the run still starting?)")
 
 
-def read_rollout_groups(rollout_dir: Path) -> Dict[int, Tuple[int, int]]:
-    """Per training step, (groups, groups whose responses all scored the same).
+def read_rollout_groups(rollout_dir: Path) -> Dict[int, Tuple[int, int, int]]:
+    """Per training step, (groups, groups whose responses all scored the same, responses whose
+    ``output`` is empty: no token, or only special ones, which the dump's decoding drops).
 
     Reads verl's rollout dumps (``trainer.rollout_data_dir``: ``<step>.jsonl``, one line per
-    response with ``input``, ``score``, ``step``; ray_trainer.py ``_dump_generations``).
+    response with ``input``, ``output``, ``score``, ``step``; ray_trainer.py ``_dump_generations``).
     Responses are grouped by identical prompt text (GRPO's ``rollout.n`` samples per
     prompt); groups of one response are not counted. Malformed lines (a file still being
     written) are skipped.
@@ -548,17 +565,19 @@ def read_rollout_groups(rollout_dir: Path) -> Dict[int, Tuple[int, int]]:
     out = {}
     for f in files:
         groups: Dict[str, List[float]] = {}
+        empty = 0
         with open(f, encoding="utf-8", errors="replace") as fh:
             for line in fh:
                 try:
                     rec = json.loads(line)
                     groups.setdefault(str(rec["input"]), []).append(float(rec["score"]))
+                    empty += rec.get("output") == ""
                 except (ValueError, KeyError, TypeError):
                     continue
         sized = [g for g in groups.values() if len(g) >= 2]
-        if sized:
+        if sized or empty:
             zero = sum(1 for g in sized if max(g) - min(g) <= 1e-9)
-            out[int(f.stem)] = (len(sized), zero)
+            out[int(f.stem)] = (len(sized), zero, empty)
     return out
 
 
@@ -664,7 +683,7 @@ class Context:
     loss_scale: float = 1.0
     val_tag: Optional[str] = None
     val_reward_tag: Optional[str] = None
-    rollout_groups: Optional[Dict[int, Tuple[int, int]]] = None
+    rollout_groups: Optional[Dict[int, Tuple[int, int, int]]] = None
     clipfrac_band_applies: bool = True
     clipfrac_note: str = ""
     config: Optional[RunConfig] = None
@@ -716,7 +735,7 @@ def pick_val_tags(tags: Iterable[str], requested: Optional[str] = None) -> Tuple
 def build_context(run: Run, th: Thresholds, *, updates_per_step: Optional[int] = None,
                   lr: Optional[float] = None, kl_coef: Optional[float] = None,
                   loss_scale: float = 1.0, val_tag: Optional[str] = None,
-                  rollout_groups: Optional[Dict[int, Tuple[int, int]]] = None,
+                  rollout_groups: Optional[Dict[int, Tuple[int, int, int]]] = None,
                   config: Optional[RunConfig] = None) -> Context:
     """Work out the run's configuration from its log, with command-line values winning.
 
@@ -1217,7 +1236,7 @@ def check_no_reward(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
 
 
 def check_zero_var_groups(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
-    groups = ctx.rollout_groups or {}
+    groups = {step: g[:2] for step, g in (ctx.rollout_groups or {}).items() if g[0]}
     worst = None
     for step in sorted(groups):
         n, z = groups[step]
@@ -1229,6 +1248,8 @@ def check_zero_var_groups(run: Run, th: Thresholds, ctx: Context) -> CheckResult
         level, step, frac, n, z = worst
         return (level, step, frac, f"{z}/{n} prompt groups had zero reward variance (all responses scored "
                 "the same): they give no GRPO gradient - harder/easier data or more samples per prompt")
+    if not groups:
+        return "ok", None, None, "no prompt group of 2+ responses in the rollout dumps"
     fr = [z / n for n, z in groups.values()]
     return "ok", None, float(np.mean(fr)), f"mean share of zero-variance groups {_fmt(float(np.mean(fr)))}"
 
@@ -1383,6 +1404,60 @@ def check_resp_decline(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
     return "ok", None, _last_finite(s), f"no steady fall over {w}+ steps"
 
 
+def _logged(run: Run, tag: str) -> str:
+    """The name ``tag``'s data is logged under in this run (itself or its SAME_QUANTITY stand-in)."""
+    return tag if run.scalars.get(tag) is not None and len(run.scalars[tag]) else SAME_QUANTITY.get(tag, tag)
+
+
+def check_memory_growth(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
+    """The memory tag whose Theil-Sen line, after the warm-up steps, rises most (relative to its
+    start) among those that rise steadily (Kendall's tau) by enough GB and enough of their start."""
+    fits = {}
+    for tag in MEMORY_TAGS:
+        s = run.get(tag)
+        if s is None:
+            continue
+        x, y = s.steps[s.finite][th.mem_warmup_steps:].astype(np.float64), s.values[s.finite][th.mem_warmup_steps:]
+        if y.size >= max(3, th.mem_min_steps):
+            slope, icpt = _theil_sen(x, y)
+            start = slope * x[0] + icpt
+            fits[tag] = (_kendall_tau(y), start, slope * (x[-1] - x[0]), int(x[0]), int(x[-1]))
+    if not fits:
+        return ("ok", None, None, f"fewer than {th.mem_min_steps} steps after the first {th.mem_warmup_steps}: "
+                "no trend check yet")
+    grown = {t: f for t, f in fits.items() if f[0] >= th.mem_growth_tau and f[2] >= th.mem_growth_gb
+             and f[2] >= th.mem_growth_frac * f[1]}
+    if not grown:
+        return "ok", None, None, "no steady growth: " + "; ".join(
+            f"{_logged(run, t)} {f[2]:+.2f} GB over steps {f[3]}-{f[4]} (tau {f[0]:.2f})" for t, f in fits.items())
+    tag, (tau, start, growth, first, last) = max(grown.items(), key=lambda tf: tf[1][2] / max(tf[1][1], 1e-9))
+    where = "host" if tag == TAG_CPU_MEM else "device"
+    return ("warn", last, _last_finite(run.get(tag)), f"{where} memory grew steadily over steps {first}-{last}: "
+            f"{_fmt(start)} -> {_fmt(start + growth)} GB on the Theil-Sen line ({growth / (last - first):+.2f} GB "
+            f"per step), Kendall's tau {tau:.2f}. Likely memory not fully freed between steps, e.g. by the rollout's "
+            "sleep/wake-up (vllm-ascend#9563 on NPU); it ends in out-of-memory hours in: save checkpoints often "
+            "(trainer.save_freq) and relaunch, which resumes with fresh processes; try a newer vllm-ascend / vLLM, "
+            "or a lower rollout gpu_memory_utilization to last longer", _logged(run, tag))
+
+
+def check_empty_responses(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
+    s = run.get(TAG_RESP_MIN)
+    steps = s.steps[s.values == 0]
+    if not steps.size:
+        return "ok", None, _last_finite(s), "no empty response: every step's shortest has a token or more"
+    share = run.get(TAG_ABORTED)
+    share = share.values[share.steps == steps[0]] if share is not None else np.array([])
+    dumped = sum(g[2] for step, g in (ctx.rollout_groups or {}).items() if step in steps)
+    return ("warn", int(steps[0]), 0.0, f"{len(steps)} step(s) had an empty response ({TAG_RESP_MIN} 0"
+            f"{f'; {_fmt(100 * float(share[0]))} % of step {steps[0]} ({TAG_ABORTED})' if share.size else ''}"
+            f"{f'; {dumped} empty outputs in the rollout dumps' if dumped else ''}): verl places a response's "
+            "reward at its last token, index -1 for an empty one, i.e. the last padding token, and GRPO sums "
+            "token rewards without the response mask, so it leaks into its group's advantages (verl#6310; "
+            "reward_manager/naive.py and core_algos.py of 0.6.0 and 0.9.1). Read those responses "
+            "(trainer.rollout_data_dir) and make sure none comes back without a token: an aborted or failed "
+            "generation")
+
+
 _T = DEFAULT_THRESHOLDS  # the rule descriptions quote the defaults (override: --set)
 
 RULES: Tuple[Rule, ...] = (
@@ -1511,6 +1586,25 @@ RULES: Tuple[Rule, ...] = (
              "#65: the mean response length of Qwen2.5-1.5B fell over training on MATH (12k problems, 15 "
              "epochs); #90: it fell on Qwen2.5-7B, and the maintainers pointed at over-long, cut-off step-0 "
              "responses (missing stop tokens)")),
+    Rule("memory_growth", TAG_MAX_MEM_RESERVED, (), f"warn when, after the first {_T.mem_warmup_steps} logged steps, "
+         f"{_T.mem_min_steps}+ steps of {', '.join(MEMORY_TAGS)} (verl 0.9.1: actor/perf/*) rise with Kendall's tau "
+         f">= {_T.mem_growth_tau:g} and their Theil-Sen line grows >= {_T.mem_growth_gb:g} GB and >= "
+         f"{_T.mem_growth_frac:g} of its start", f"{SRC_FSDP_WORKERS}; verl 0.9.1 verl/workers/engine_workers.py; "
+         "vllm-project/vllm-ascend#9563", check_memory_growth, needs_any=MEMORY_TAGS,
+         why=("verl resets the device's peak counters only in its memory profiler, so perf/max_memory_*_gb is "
+              "a running peak: flat "
+              "once the first steps have set up the optimizer states, the KV cache and the allocator's pools "
+              "(hence 2 warm-up steps), rising on after that only when memory is not given back. Host memory "
+              "(psutil's system-wide used memory) is noisy: on the recorded healthy CPU learning run it rose "
+              "0.9 GB (11 %) over steps 3-12 with tau 0.42, a spike of 3.6 GB included. tau >= 0.6 asks for "
+              "a steady rise (without a trend a chance of 1.6 % over 8 steps, 0.8 % over 10; exact "
+              "permutation distribution), 1 GB is four cycles of the 240 MB that vllm-ascend#9563 reports "
+              "left behind at each sleep/wake-up of the rollout, and 10 % keeps a large device's small drift "
+              "quiet. The fit spans the whole run after the warm-up, so a leak of that size is seen 10 steps "
+              "in, long before it runs out of memory")),
+    Rule("empty_responses", TAG_RESP_MIN, (TAG_RESP_MIN,), f"warn when {TAG_RESP_MIN} is 0 at any step; quotes "
+         f"{TAG_ABORTED} (verl 0.9.1) and the rollout dumps' empty outputs (--rollout-dir)",
+         f"{SRC_METRIC_UTILS}; verl-project/verl#6310", check_empty_responses),
 )
 
 
@@ -1644,7 +1738,7 @@ def plot_specs(run: Run, th: Thresholds, ctx: Context) -> List[Tuple[str, List[s
 #: Where a verdict on a tag that has no curve of its own is marked: the first of these plotted.
 MARK_ON = {
     TAG_ADV_MAX: (TAG_SCORE_MEAN,), TAG_ADV_MIN: (TAG_SCORE_MEAN,), TAG_SCORE_MAX: (TAG_SCORE_MEAN,),
-    "rollout dumps (--rollout-dir)": (TAG_SCORE_MEAN,),
+    "rollout dumps (--rollout-dir)": (TAG_SCORE_MEAN,), TAG_RESP_MIN: (TAG_RESP_LEN,),
 }
 
 #: (marker, line style, marker size, hollow) per series of a panel: series drawn on top of each
@@ -1891,6 +1985,11 @@ Sources of the rules and numbers (per rule: --list-rules):
           weight sync (docs/health_rules.md, "How these thresholds were chosen").
   length  hkust-nlp/simpleRL-reason issues #65 and #90: response_length/mean falling over a run
           of Qwen2.5 on MATH.
+  memory  perf/max_memory_*_gb and perf/cpu_memory_used_gb (verl 0.6.0 workers/fsdp_workers.py;
+          0.9.1 workers/engine_workers.py, under actor/); vllm-project/vllm-ascend#9563: memory
+          left behind at each sleep/wake-up of the rollout, out of memory hours in.
+  empty   verl-project/verl#6310: an empty response's reward lands on the padding and leaks into
+          its group's GRPO advantages (response_length/min 0).
 """
 
 

@@ -18,7 +18,9 @@
 #   config and tokenizer in) then holds config.json, model weights (*.safetensors, bfloat16, as
 #   verl's merger writes them), generation_config.json and the tokenizer files. The merge
 #   (python -m verl.model_merger merge --backend fsdp) writes to a temporary sibling folder that
-#   replaces TARGET_DIR only once it succeeded: a failed merge leaves TARGET_DIR as it was.
+#   replaces TARGET_DIR only once it succeeded and passed tools/check_merged_model.py (every
+#   tensor has the shape and dtype config.json implies; a forward pass on CPU gives finite
+#   logits): a failed merge leaves TARGET_DIR as it was.
 # Tokenizer config (TOKENIZER_POLICY):
 #   auto    config.json model_type "qwen2" (Qwen2.5) -> recipe; any other model type (SmolLM2 on
 #           the cpu profile is "llama") -> keep, because the recipe's tokenizer_config.json
@@ -38,7 +40,9 @@
 # Exit status: 0 on success or when TARGET_DIR already holds merged weights (FORCE=1 redoes it);
 #   1 with one line on stderr for a missing checkpoint root, a missing step, a partial checkpoint
 #   (no fsdp_config.json, a missing model_world_size_* shard, no huggingface/config.json), a
-#   missing recipe tokenizer config, or a failed merge; 2 for bad arguments.
+#   missing recipe tokenizer config, a failed merge, or a merged model that fails the check
+#   ("merged FILE: what differed", e.g. a tensor's shape against config.json's, or non-finite
+#   logits); 2 for bad arguments.
 set -euo pipefail
 
 REPO_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -187,6 +191,10 @@ from transformers import AutoTokenizer
 tok = AutoTokenizer.from_pretrained(sys.argv[1])
 tok.apply_chat_template([{"role": "user", "content": "1+1?"}], add_generation_prompt=True, tokenize=False)
 PY
+
+# every merged tensor has the shape and dtype config.json implies, and a forward pass gives finite logits
+check=$(PYTHONPATH="$REPO_DIR${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m tools.check_merged_model "$TMP_DIR" 2>&1 >/dev/null) \
+  || { check=${check##*$'\n'}; die "merged ${check#*"$TMP_DIR: "}"; }
 
 # mktemp -d makes a 0700 folder and the merger writes 0600 weights: give them the umask's modes
 umask_value=$(umask)

@@ -1,6 +1,6 @@
 """The health rules for a weight sync that did not happen, a validation that collapses after the
-first update, a reward that pays nothing from the start and a response length that falls
-steadily: each fires at the step where its failure is planted in a synthetic verl-like run, and
+first update, a reward that pays nothing from the start, a response length that falls steadily,
+memory that grows step after step and empty responses: each fires at the step where its failure is planted in a synthetic verl-like run, and
 stays silent on every recorded healthy CPU run in tests/data/health_* (both stacks' metric
 names)."""
 
@@ -18,7 +18,7 @@ from test_health_report import _both, _set, fired, report, write_run
 
 PEARSON, PROBS_DIFF = hr.TAG_ROLLOUT_PEARSON, hr.TAG_ROLLOUT_PROBS_DIFF
 NEW_RULES = ("rollout_actor_mismatch", "val_drop_after_first_update", "zero_reward_from_start",
-             "response_length_decline")
+             "response_length_decline", "memory_growth", "empty_responses")
 RECORDED = sorted(p for p in (REPO / "tests" / "data").glob("health_*") if p.is_dir())
 
 
@@ -245,6 +245,98 @@ def test_response_length_decline_over_a_long_run(tmp_path):
     e = entries["response_length_decline"]
     assert e["level"] == "warn" and 80 <= e["step"] <= 200, e
     assert int(e["message"].split("steps ")[1].split("-")[0]) < e["step"] - 20
+
+
+# --------------------------------------------------------------------------------------
+# memory_growth
+# --------------------------------------------------------------------------------------
+def _memory(device, host=lambda s: 20.0, prefix=""):
+    """perf/max_memory_reserved_gb (a running peak, as verl logs it) = device(step) and
+    perf/cpu_memory_used_gb = host(step), under verl 0.9.1's actor/ prefix when given."""
+    rng = random.Random(7)
+
+    def f(s, m):
+        m[prefix + hr.TAG_MAX_MEM_RESERVED] = max(device(t) for t in range(1, s + 1))
+        m[prefix + hr.TAG_CPU_MEM] = host(s) + rng.uniform(-0.5, 0.5)
+    return f
+
+
+@pytest.mark.parametrize("prefix", ["", "actor/"], ids=["verl-0.6.0", "verl-0.9.1"])
+def test_memory_growth_fires_on_a_steady_leak(tmp_path, prefix):
+    """30 GB after 2 warm-up steps, then 0.24 GB more each step (vllm-ascend#9563's size)."""
+    write_run(tmp_path / "run", override=_memory(lambda s: 25.0 if s <= 2 else 30 + 0.24 * (s - 3), prefix=prefix))
+    _, entries = report(tmp_path / "run")
+    e = entries["memory_growth"]
+    assert (e["level"], e["step"], e["tag"]) == ("warn", 20, prefix + hr.TAG_MAX_MEM_RESERVED), e
+    assert "device memory grew steadily over steps 3-20: 30 -> 34.08 GB" in e["message"], e["message"]
+    assert "+0.24 GB per step" in e["message"] and "vllm-ascend#9563" in e["message"]
+    assert set(fired(entries)) == {"memory_growth"}
+
+
+def test_memory_growth_fires_on_the_host(tmp_path):
+    write_run(tmp_path / "run", override=_memory(lambda s: 30.0, host=lambda s: 20 + 0.3 * s))
+    e = report(tmp_path / "run")[1]["memory_growth"]
+    assert (e["level"], e["tag"]) == ("warn", hr.TAG_CPU_MEM) and e["message"].startswith("host memory"), e
+
+
+@pytest.mark.parametrize("device,why", [
+    (lambda s: 10.0 if s <= 2 else 30.0, "a peak set in the warm-up steps, flat after"),
+    (lambda s: 30.0 if s < 10 else 33.0, "one jump is not a steady rise (tau 0.5)"),
+    (lambda s: 30 + 0.05 * s, "steady but 0.85 GB over the run, under 1 GB"),
+], ids=["warm-up", "one-jump", "small"])
+def test_memory_growth_silent(tmp_path, device, why):
+    write_run(tmp_path / "run", override=_memory(device))
+    e = report(tmp_path / "run")[1]["memory_growth"]
+    assert e["level"] == "ok" and "no steady growth" in e["message"], (why, e)
+
+
+def test_memory_growth_needs_8_steps_after_the_warm_up(tmp_path):
+    write_run(tmp_path / "run", steps=9, override=_memory(lambda s: 30 + s))
+    e = report(tmp_path / "run")[1]["memory_growth"]
+    assert e["level"] == "ok" and "no trend check yet" in e["message"], e
+    write_run(tmp_path / "run10", steps=10, override=_memory(lambda s: 30 + s))
+    assert report(tmp_path / "run10")[1]["memory_growth"]["level"] == "warn"
+
+
+# --------------------------------------------------------------------------------------
+# empty_responses
+# --------------------------------------------------------------------------------------
+def _shortest(fn):
+    return _set(hr.TAG_RESP_MIN, fn, 1)
+
+
+def test_empty_responses_fire_at_the_first_empty_step(tmp_path):
+    """Steps 7 and 12 had a response of 0 tokens; verl 0.9.1's aborted share and the rollout
+    dumps are quoted."""
+    write_run(tmp_path / "run", override=_both(_shortest(lambda s: 0 if s in (7, 12) else 5),
+                                               _set(hr.TAG_ABORTED, lambda s: 0.125 if s in (7, 12) else 0.0, 1)))
+    dumps = tmp_path / "rollouts"
+    dumps.mkdir()
+    (dumps / "7.jsonl").write_text("".join(json.dumps({"input": "p", "output": out, "score": score, "step": 7}) + "\n"
+                                           for out, score in (("", 0.0), ("", 0.0), ("x", 1.0), ("y", 0.0))))
+    _, entries = report(tmp_path / "run", "--rollout-dir", str(dumps))
+    e = entries["empty_responses"]
+    assert (e["level"], e["step"], e["value"]) == ("warn", 7, 0.0), e
+    assert e["message"].startswith("2 step(s) had an empty response (response_length/min 0; 12.5 % of step 7 "
+                                   "(response/aborted_ratio); 2 empty outputs in the rollout dumps)"), e["message"]
+    assert "verl#6310" in e["message"] and "group's advantages" in e["message"]
+    assert set(fired(entries)) == {"empty_responses"}
+
+
+@pytest.mark.parametrize("fn,why", [
+    (lambda s: 5.0, "every response has tokens"),
+    (lambda s: 1.0, "one token (an end-of-sequence token alone) is not empty"),
+], ids=["healthy", "one-token"])
+def test_empty_responses_silent(tmp_path, fn, why):
+    write_run(tmp_path / "run", override=_shortest(fn))
+    e = report(tmp_path / "run")[1]["empty_responses"]
+    assert e["level"] == "ok", (why, e)
+
+
+def test_empty_responses_on_the_last_step_only(tmp_path):
+    write_run(tmp_path / "run", steps=3, override=_shortest(lambda s: 0.0 if s == 3 else 2.0))
+    e = report(tmp_path / "run")[1]["empty_responses"]
+    assert (e["level"], e["step"]) == ("warn", 3) and e["message"].startswith("1 step(s) had an empty response"), e
 
 
 # --------------------------------------------------------------------------------------

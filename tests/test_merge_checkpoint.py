@@ -154,10 +154,10 @@ def test_failed_merge_leaves_the_target_untouched(tmp_path):
 # ------------------------------------------------------------------------------------------
 # a real merge of a tiny synthetic Qwen2 FSDP checkpoint (tokenizer policy "recipe")
 # ------------------------------------------------------------------------------------------
-def synthetic_checkpoint(root: Path, tokenizer_dir: Path = TOKENIZER, architecture: str = "Qwen2"):
+def synthetic_checkpoint(root: Path, tokenizer_dir: Path = TOKENIZER, architecture: str = "Qwen2", plant=None):
     """A one-step FSDP checkpoint of a 2-layer model (Qwen2 or Llama) with the tokenizer of
-    tokenizer_dir, saved as verl saves one (world size 1). Returns the huggingface/ folder and
-    the model."""
+    tokenizer_dir, saved as verl saves one (world size 1); ``plant(state_dict)`` edits the saved
+    shard first. Returns the huggingface/ folder and the model."""
     if not (tokenizer_dir / "tokenizer.json").exists():
         pytest.skip(f"{tokenizer_dir}: no tokenizer.json")
     import torch
@@ -181,7 +181,10 @@ def synthetic_checkpoint(root: Path, tokenizer_dir: Path = TOKENIZER, architectu
     cfg.architectures = [model_class.__name__]  # verl's merger picks the model class from it
     model = model_class(cfg)
     cfg.save_pretrained(hf)
-    torch.save(model.state_dict(), actor / "model_world_size_1_rank_0.pt")
+    state = model.state_dict()
+    if plant is not None:
+        plant(state)
+    torch.save(state, actor / "model_world_size_1_rank_0.pt")
     (actor / "fsdp_config.json").write_text(json.dumps({"FSDP_version": 2, "world_size": 1}))
     return hf, model
 
@@ -254,6 +257,104 @@ def test_unknown_stack_in_launch_settings(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "PYTHON"}
     proc = subprocess.run(["bash", str(SCRIPT), str(tmp_path)], env=env, capture_output=True, text=True, timeout=600)
     assert_one_line_error(proc, "launch_settings.json: knob STACK=nightly; expected reference or current")
+
+
+# ------------------------------------------------------------------------------------------
+# the merged model checked against its config.json before it replaces the target
+# ------------------------------------------------------------------------------------------
+def tiny_model_dir(path: Path, tie: bool = True, edit=None) -> Path:
+    """A 2-layer Qwen2 model (vocabulary 64, hidden size 8) saved in bfloat16 as verl's merger
+    saves one; ``edit(tensors)`` then changes the safetensors file's tensors."""
+    import torch
+    from safetensors.torch import load_file, save_file
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(0)
+    cfg = Qwen2Config(vocab_size=64, hidden_size=8, intermediate_size=12, num_hidden_layers=2,
+                      num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=tie)
+    Qwen2ForCausalLM(cfg).to(torch.bfloat16).save_pretrained(path)
+    if edit is not None:
+        tensors = load_file(path / "model.safetensors")
+        edit(tensors)
+        save_file(tensors, path / "model.safetensors", metadata={"format": "pt"})
+    return path
+
+
+def check(model_dir: Path, capsys) -> tuple[int, str]:
+    from tools.check_merged_model import main
+
+    capsys.readouterr()  # what saving the model printed
+    rc = main([str(model_dir)])
+    return rc, capsys.readouterr().err.strip()
+
+
+@pytest.mark.parametrize("tie", [True, False], ids=["tied-lm-head-absent", "own-lm-head"])
+def test_check_passes_a_good_model(tmp_path, capsys, tie):
+    from tools.check_merged_model import safetensors_header
+
+    model_dir = tiny_model_dir(tmp_path / "m", tie=tie)
+    assert ("lm_head.weight" in safetensors_header(model_dir / "model.safetensors")) is not tie
+    assert check(model_dir, capsys) == (0, "")
+
+
+def _set(name, value):
+    def edit(tensors):
+        tensors[name] = value(tensors[name]) if callable(value) else value
+    return edit
+
+
+def _nan(t):
+    t = t.clone()
+    t[0] = float("nan")
+    return t
+
+
+@pytest.mark.parametrize("tie,edit,needle", [
+    (True, _set("model.layers.0.mlp.up_proj.weight", lambda t: t[:10]),
+     "model.safetensors: model.layers.0.mlp.up_proj.weight has shape (10, 8), config.json expects (12, 8)"),
+    (True, _set("model.norm.weight", lambda t: t.repeat(2)),  # a replicated tensor concatenated over 2 ranks
+     "model.safetensors: model.norm.weight has shape (16,), config.json expects (8,)"),
+    (True, _set("model.norm.weight", lambda t: t.float()), "model.norm.weight has dtype F32, the merger writes BF16"),
+    (True, _set("model.layers.0.extra", lambda t: t), "model.layers.0.extra has shape (), config.json expects no such"),
+    (False, lambda tensors: tensors.pop("lm_head.weight"), "lm_head.weight missing, config.json expects shape (64, 8)"),
+    (True, _set("model.norm.weight", _nan), "model.safetensors: a forward pass on 8 tokens gives NaN logits"),
+], ids=["shape", "replicated-buffer", "dtype", "unexpected", "missing-lm-head", "nan-weight"])
+def test_check_refuses_with_one_line(tmp_path, capsys, tie, edit, needle):
+    import torch
+
+    if needle.startswith("model.layers.0.extra"):
+        edit = _set("model.layers.0.extra", torch.tensor(1.0, dtype=torch.bfloat16))
+    model_dir = tiny_model_dir(tmp_path / "m", tie=tie, edit=edit)
+    rc, err = check(model_dir, capsys)
+    assert rc == 1 and len(err.splitlines()) == 1, err
+    assert err.startswith(f"check_merged_model.py: {model_dir}: ") and needle in err, err
+
+
+def test_check_refuses_a_folder_without_weights(tmp_path, capsys):
+    rc, err = check(tmp_path, capsys)
+    assert (rc, err) == (1, f"check_merged_model.py: {tmp_path}: no *.safetensors file; expected the merged weights")
+
+
+@pytest.mark.parametrize("name,plant,needle", [
+    ("shape", lambda sd: sd.__setitem__("model.layers.0.mlp.up_proj.weight", sd["model.layers.0.mlp.up_proj.weight"][:10]),
+     "merged model.safetensors: model.layers.0.mlp.up_proj.weight has shape (10, 32), config.json expects (64, 32)"),
+    ("nan", lambda sd: sd["model.norm.weight"].fill_(float("nan")),
+     "merged model.safetensors: a forward pass on 8 tokens gives NaN logits; expected finite ones"),
+])
+def test_a_merge_failing_the_check_leaves_the_previous_target(tmp_path, name, plant, needle):
+    """verl's real merger on a checkpoint whose shard has a planted wrong shape or NaN weight:
+    the merge itself succeeds, the check refuses it, and the earlier merged model stays."""
+    root = tmp_path / "checkpoints"
+    hf, _ = synthetic_checkpoint(root, plant=plant)
+    (hf / "model.safetensors").write_bytes(b"previous weights")
+    before = {p.name: p.read_bytes() for p in hf.iterdir()}
+    proc = run_merge(str(root), FORCE="1", TOKENIZER_POLICY="keep")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    # the merger's progress bars come first; the script's own message is one line, the last
+    assert proc.stderr.strip().splitlines()[-1] == f"merge_checkpoint.sh: {needle}", proc.stderr[-3000:]
+    assert proc.stderr.count("merge_checkpoint.sh") == 1
+    assert {p.name: p.read_bytes() for p in hf.iterdir()} == before
+    assert leftovers(root) == []
 
 
 # ------------------------------------------------------------------------------------------

@@ -31,6 +31,14 @@ from script_utils import cpu_description, write_text_atomic
 SCORE = "critic/score/mean"
 DROPPED = "training/filter_groups/evicted_samples"
 REACH = 0.3  # the reward level whose first step the table gives
+#: printed under the table: what the comparison can and cannot tell
+NOTE = """What this tells: that each variant's verl keys reach verl 0.9.1's trainer and move the policy on a
+reward a 135M model can earn (the answer contract's format), and what each costs on a CPU. What it
+cannot tell: MATH accuracy. SmolLM2-135M solves almost no MATH problem, so the correct-answer reward
+the variants were designed around is absent; none of these rows says which variant would beat the
+reference run on Qwen2.5-1.5B. dapo's reward includes its overlong penalty (down to -1 over the last
+fifth of the response budget, here 12 of 64 tokens), weighed against a format reward of at most 1;
+dapo and drgrpo have no KL loss, so no ref forward pass."""
 
 
 def summary(scalars: dict) -> dict:
@@ -73,7 +81,7 @@ def plot(curves: dict[str, dict], path: Path) -> None:
         ax.plot(sorted(score), [score[s] for s in sorted(score)], marker="o", label=f"ALGO={algo}")
     ax.set_xlabel("global step")
     ax.set_ylabel("training reward (critic/score/mean)")
-    ax.set_ylim(-0.2, 1)
+    ax.set_ylim(-1, 1)  # dapo's overlong penalty reaches -1
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left", fontsize=8)
     ax.set_title("cpu_learn: SmolLM2-135M-Instruct on the answer contract's format", fontsize=9)
@@ -115,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
             rc = rc or (1 if run.returncode else 0)
     header = (f"`PROFILE=cpu_learn` with each `ALGO`, one run after another, the same seed and data, on "
               f"{cpu_description()}; load average {load:.2f} at the start.")
-    text = table(rows, header)
+    text = table(rows, header) + "\n\n" + NOTE
     print(text)
     if args.markdown:
         write_text_atomic(args.markdown, text + "\n")

@@ -55,3 +55,17 @@ def test_the_hardware_limit_of_a_step_is_its_flops_and_bytes_at_the_measured_rat
     prefill = 4 * 150 * (2e8 + 4 * 10 * 500 * 75) / 1e11
     assert limits["gen"][0] == pytest.approx(prefill + 128 * 0.2)
     assert limits["save_checkpoint"][0] == pytest.approx(12e8 / 1e9)
+
+
+def test_the_algos_comparison_reads_reward_reach_length_and_dropped_groups():
+    from benchmarks.bench_cpu_algos import DROPPED, SCORE, summary, table
+
+    scalars = {SCORE: dict(enumerate([0.0, 0.1, 0.2, 0.25, 0.35, 0.5], start=1)),
+               "response_length/mean": {1: 40.0, 2: 60.0}, DROPPED: {1: 2.0, 4: 1.0}}
+    got = summary(scalars)
+    assert got["first3"] == pytest.approx(0.1) and got["last3"] == pytest.approx(1.1 / 3)
+    assert (got["reach"], got["length"], got["dropped"], got["steps"]) == (5, 50.0, 3, 6)
+    text = table({"dapo": got, "grpo": {**got, "reach": None}}, "header")
+    assert "| dapo | 0.100 | 0.367 | 5 | 50.0 | 3 | 6 |" in text and "| grpo | 0.100 | 0.367 | not reached | 50.0 | - |" in text
+    with pytest.raises(ValueError, match="expected at least 6"):
+        summary({SCORE: {1: 0.0}})

@@ -174,7 +174,7 @@ from typing import Iterable, Optional, Sequence
 
 import new_math_reward as nmr
 import opencompass_math as ocm
-from script_utils import DataError, one_line, positive_int, write_json_atomic, write_text_atomic
+from grpo_math.io import DataError, one_line, positive_int, write_json_atomic, write_text_atomic
 
 HERE = Path(__file__).resolve().parent
 

@@ -55,7 +55,7 @@ from typing import Optional, Sequence
 import pyarrow as pa
 
 from prepare_math import HERE, SOURCE_COLUMNS, check_columns, read_table
-from script_utils import ArgumentParser, DataError, ensure_output_dir, write_json_atomic
+from grpo_math.io import ArgumentParser, DataError, ensure_output_dir, write_json_atomic
 
 DEFAULT_INPUT = HERE / "data" / "math-lighteval" / "data" / "test-00000-of-00001.parquet"
 DEFAULT_OUTPUT = HERE / "data" / "opencompass" / "math.json"

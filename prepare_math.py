@@ -83,7 +83,7 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from new_math_reward import INSTRUCTION, extract_last_boxed
-from script_utils import ArgumentParser, DataError, ensure_output_dir, one_line, positive_int, write_parquet_atomic
+from grpo_math.io import ArgumentParser, DataError, ensure_output_dir, one_line, positive_int, write_parquet_atomic
 
 HERE = Path(__file__).resolve().parent
 

@@ -49,7 +49,7 @@ from typing import Optional
 import evaluate as ev
 import new_math_reward as nmr
 import opencompass_math as ocm
-from script_utils import DataError, one_line, write_text_atomic
+from grpo_math.io import DataError, one_line, write_text_atomic
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -19,7 +19,7 @@ import pytest
 
 import evaluate as ev
 import new_math_reward as nmr
-from script_utils import DataError
+from grpo_math.io import DataError
 from conftest import REPO
 
 TOKENIZER = REPO.parent / "shared" / "data" / "qwen2_5_tokenizer"

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import parquet2json
-import script_utils
+import grpo_math.io
 from conftest import REPO
 
 TEST_PARQUET = REPO / "data" / "math-lighteval" / "data" / "test-00000-of-00001.parquet"
@@ -175,7 +175,7 @@ def test_failed_write_keeps_old_file_and_leaves_no_temp(tmp_path, monkeypatch):
     def failing_fsync(fd):  # the temp file is written, then the disk "fails"
         raise OSError("disk full")
 
-    monkeypatch.setattr(script_utils.os, "fsync", failing_fsync)
+    monkeypatch.setattr(grpo_math.io.os, "fsync", failing_fsync)
     with pytest.raises(OSError, match="disk full"):
         parquet2json.main(["--input", str(src), "--output", str(out)])
     assert out.read_text(encoding="utf-8") == "previous"

@@ -29,8 +29,8 @@ REPO = Path(__file__).resolve().parent.parent
 if sys.path[0] != str(REPO):  # run as a file (tools/launch_guard.py) from any working directory
     sys.path.insert(0, str(REPO))
 
-from script_utils import ArgumentParser, positive_int, write_json_atomic  # noqa: E402
-from tools import sync_readme  # noqa: E402  (its knobs(): the one parser of NAME=${NAME:-default} lines)
+from grpo_math import knobs  # noqa: E402
+from grpo_math.io import ArgumentParser, positive_int, write_json_atomic  # noqa: E402
 
 LAUNCHER = "run_qwen2_5_1_5b.sh"
 SETTINGS_FILE = "launch_settings.json"
@@ -84,10 +84,10 @@ def knob_files(script: str) -> list[Path]:
 
 
 def knob_names(files: Iterable[Path]) -> list[str]:
-    """Knob names of ``files`` in order of first appearance (tools/sync_readme.py's parser)."""
+    """Knob names of ``files`` in order of first appearance (grpo_math.knobs, docs/knobs.md's parser)."""
     names: dict[str, None] = {}
     for path in files:
-        for name, _, _ in sync_readme.knobs(path):
+        for name, _, _ in knobs.read_knobs(path):
             names.setdefault(name, None)
     return list(names)
 
@@ -451,7 +451,7 @@ typos SCRIPT [--print-knobs]
   Refuses (one line each, exit 2) every environment variable that is not a knob but is close
   to a knob of SCRIPT: "TRAIN_BATH_SIZE is not a knob; did you mean TRAIN_BATCH_SIZE?".
   Knobs: the NAME=${{NAME:-default}} lines of SCRIPT (for {LAUNCHER} also of stacks/*.sh and
-  profiles/*.sh), parsed by tools/sync_readme.py, the parser that writes docs/knobs.md.
+  profiles/*.sh), read by grpo_math.knobs, the parser that writes docs/knobs.md.
   Close: Damerau-Levenshtein distance (insert, delete, substitute, swap two neighbours) 1, or 2
   for a knob of {LONG_NAME} characters or more, compared in upper case. Never reported: a knob
   of any script of the recipe, and {', '.join(sorted(NOT_TYPOS))} (other programs' names).

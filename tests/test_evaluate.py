@@ -226,7 +226,7 @@ def test_data_errors_name_the_file_and_field(tmp_path, name, content, needle):
 def test_data_errors_parquet(tmp_path):
     path = tmp_path / "weird.parquet"
     pq.write_table(pa.table({"question": ["q"], "answer": ["1"]}), path)
-    with pytest.raises(DataError, match="unknown MATH data layout.*expected lighteval"):
+    with pytest.raises(DataError, match="unknown MATH data layout.*expected verl .*; lighteval .*; math500 "):
         data.load_problems(path)
     nobox = tmp_path / "test-1.parquet"
     pq.write_table(pa.table({"problem": ["q"], "level": ["Level 1"], "type": ["Algebra"], "solution": ["no box"]}), nobox)

@@ -234,10 +234,10 @@ def test_real_opencompass_run_agrees_with_the_reproduction(tmp_path):
     assert [p["messages"] for p in problems[:N_PROBLEMS]] == [ocm.build_messages(r["problem"]) for r in source]
 
     # evaluate.py's judge on OpenCompass's own generations agrees with OpenCompass per problem
-    rescore = subprocess.run([sys.executable, str(REPO / "evaluate.py"), "--rescore-opencompass", str(out_dir),
-                              "--output-dir", str(tmp_path / "rescore")], capture_output=True, text=True,
-                             timeout=600)
-    assert rescore.returncode == 0, rescore.stderr[-2000:]
+    rejudged = subprocess.run([sys.executable, str(REPO / "evaluate.py"), "--rescore-opencompass", str(out_dir),
+                               "--output-dir", str(tmp_path / "rescore")], capture_output=True, text=True,
+                              timeout=600)
+    assert rejudged.returncode == 0, rejudged.stderr[-2000:]
     summary = json.loads((tmp_path / "rescore" / "summary.json").read_text())
     assert summary["problems"] == N_PROBLEMS and summary["protocol"] == "opencompass"
     assert summary["agreement"] == 1.0, summary["disagreements"]

@@ -1,70 +1,32 @@
 #!/usr/bin/env python3
 """Turn MATH-lighteval parquet files into the parquet layout verl's RL trainer reads.
 
-Usage
------
-    python prepare_math.py                      # shipped data -> data/verl/math/{train,test}.parquet
-    python prepare_math.py --levels 3,4,5 --types Algebra,Prealgebra \\
-        --max-train-rows 2000 --max-test-rows 500 --seed 0 --output-dir data/verl/math_small
-    python prepare_math.py --from-hub           # DigitalLearningGmbH/MATH-lighteval from the Hub (internet)
-
-Arguments (all optional)
-------------------------
---input-dir DIR     path; a MATH-lighteval directory holding ``data/{split}-*.parquet`` (the Hub
-                    dataset's layout). Default: ``data/math-lighteval`` beside this script.
---from-hub          flag; load ``DigitalLearningGmbH/MATH-lighteval`` with ``datasets.load_dataset``
-                    instead of --input-dir. The Hub copy's row order differs from the shipped
-                    files (same content), so ``extra_info.index`` differs too.
---output-dir DIR    path; receives ``train.parquet`` / ``test.parquet`` (created if missing).
-                    Default: ``data/verl/math`` beside this script.
---splits LIST       comma-separated subset of ``train,test``. Default: both.
---levels LIST       comma-separated level numbers ``1``-``5`` (or ``?``; ``Level 3`` also accepted);
-                    keeps rows whose ``level`` is ``Level N``. Default: every row, including the two
-                    ``Level ?`` train rows the original MATH release has.
---types LIST        comma-separated subject names, case-insensitive, from the seven MATH subjects
-                    (``SUBJECTS``). Default: all subjects.
---max-train-rows N  int >= 1; at most N train rows, counted after filtering. Default: no cap.
---max-test-rows N   int >= 1; the same for the test split.
---seed S            int; with a cap, keep a seeded random sample of N rows
-                    (``numpy.random.default_rng(S)``) instead of the first N. Output rows keep source
-                    order either way, so a run is reproducible from its arguments alone.
-
 Output: one row per problem, the columns of verl's MATH example
-(``examples/data_preprocess/math_dataset.py`` in verl 0.6.0), in this order:
+(examples/data_preprocess/math_dataset.py in verl 0.6.0), in this order:
 
     data_source   string  "DigitalLearningGmbH/MATH-lighteval" (verl's name for this dataset)
-    prompt        list<struct<role: string, content: string>>; one user turn,
-                  problem + " " + new_math_reward.INSTRUCTION
+    prompt        list<struct<role, content>>: one user turn, problem + " " + new_math_reward.INSTRUCTION
     ability       string  "math"
-    reward_model  struct<style: string = "rule", ground_truth: string>; ground_truth is the
-                  content of the solution's last ``\\boxed{}`` / ``\\fbox{}`` (nested braces kept,
-                  whitespace kept), from new_math_reward.extract_last_boxed
-    extra_info    struct<split: string, index: int64 (0-based row position in the source split),
-                  level: string (e.g. "Level 3"), type: string (e.g. "Algebra"),
-                  question: string (the problem text alone; the reward reads it to refuse a
-                  final answer that restates the problem's own expression)>
+    reward_model  struct<style = "rule", ground_truth>: the content of the solution's last \\boxed{} /
+                  \\fbox{} (new_math_reward.extract_last_boxed; nested braces and whitespace kept)
+    extra_info    struct<split, index (0-based row in the source split), level ("Level 3"), type
+                  ("Algebra"), question (the problem alone: the reward refuses a final answer that
+                  restates the problem's own expression)>
 
-verl's RLHFDataset reads ``prompt`` (data.prompt_key) and ``extra_info.index``; its reward manager
-passes ``data_source``, ``reward_model.ground_truth`` and ``extra_info`` to the reward function.
+verl's RLHFDataset reads prompt and extra_info.index; its reward manager passes data_source,
+reward_model.ground_truth and extra_info to the reward function. A row whose last box is empty has
+no ground truth and is dropped and listed (train rows 5529 and 5531 of the shipped files).
 
-Rows dropped: a solution whose last box is empty (``\\boxed{}``) has no ground truth to score
-against; such rows are left out and listed in the summary (train rows 5529 and 5531 of the
-shipped files, two Number Theory multiple-choice problems).
+Errors: a missing or unreadable file, no rows, a missing or non-string column, an empty problem or
+solution, a level other than Level 1..5 / Level ?, a solution with no complete boxed answer, no
+rows left after filtering, an output folder that cannot be written -> one line on stderr naming
+the file, the field, what was expected, the count and the first offending row; exit 1; nothing
+is written (every split goes to a temporary file, moved into place once all succeeded). Bad
+options -> one line, exit 2.
 
-Errors: a missing or unreadable file, a file without rows (``FILE: no rows (empty file)``,
-reported before any column check), a missing column, a column that is not a string, a null or
-empty problem/solution, a level other than ``Level 1``..``Level 5``/``Level ?``, a solution with no
-complete boxed answer, no rows left after filtering, or an output folder that cannot be
-created or written -> one line on stderr naming the file, the
-field, what was expected, the count and the first offending row; exit status 1; nothing is
-written. Bad options -> one line, exit status 2. Outputs are written to temporary files in the
-output directory and moved into place with ``os.replace`` only after every split succeeded.
-
-Sources: columns and splits from the dataset card of DigitalLearningGmbH/MATH-lighteval (a mirror
-of lighteval/MATH); the seven subjects and five levels from Hendrycks et al. 2021, "Measuring
-Mathematical Problem Solving With the MATH Dataset" (MIT licence); output layout from verl's
-``examples/data_preprocess/math_dataset.py``; the instruction and the box extraction from this
-repository's ``new_math_reward.py``.
+Sources: columns and splits from the dataset card of DigitalLearningGmbH/MATH-lighteval (Hendrycks
+et al. 2021, "Measuring Mathematical Problem Solving With the MATH Dataset", MIT licence); the
+output layout from verl's example named above.
 """
 
 from __future__ import annotations
@@ -75,58 +37,41 @@ import re
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from new_math_reward import INSTRUCTION, extract_last_boxed
-from script_utils import ArgumentParser, DataError, ensure_output_dir, one_line, positive_int, write_parquet_atomic
+from grpo_math.evaluation import recipe
+from grpo_math.io import ArgumentParser, DataError, ensure_output_dir, one_line, positive_int, write_parquet_atomic
+from new_math_reward import extract_last_boxed
 
 HERE = Path(__file__).resolve().parent
 
 #: Hub id of the dataset; verl's MATH example uses it as ``data_source`` too.
-HUB_ID = "DigitalLearningGmbH/MATH-lighteval"
+HUB_ID = recipe.DEFAULT_DATA_SOURCE
 DEFAULT_INPUT_DIR = HERE / "data" / "math-lighteval"
 DEFAULT_OUTPUT_DIR = HERE / "data" / "verl" / "math"
 SPLITS = ("train", "test")
 #: Columns of MATH-lighteval (dataset card), all strings.
 SOURCE_COLUMNS = ("problem", "level", "type", "solution")
 #: The seven MATH subjects, spelled as in the ``type`` column (Hendrycks et al. 2021).
-SUBJECTS = (
-    "Algebra",
-    "Counting & Probability",
-    "Geometry",
-    "Intermediate Algebra",
-    "Number Theory",
-    "Prealgebra",
-    "Precalculus",
-)
+SUBJECTS = ("Algebra", "Counting & Probability", "Geometry", "Intermediate Algebra", "Number Theory", "Prealgebra",
+            "Precalculus")
 #: ``Level 1`` .. ``Level 5``; ``Level ?`` marks two train problems of the original release.
 LEVEL_RE = re.compile(r"Level [1-5?]")
 
-OUTPUT_SCHEMA = pa.schema(
-    [
-        ("data_source", pa.string()),
-        ("prompt", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))),
-        ("ability", pa.string()),
-        ("reward_model", pa.struct([("style", pa.string()), ("ground_truth", pa.string())])),
-        (
-            "extra_info",
-            pa.struct(
-                [
-                    ("split", pa.string()),
-                    ("index", pa.int64()),
-                    ("level", pa.string()),
-                    ("type", pa.string()),
-                    ("question", pa.string()),
-                ]
-            ),
-        ),
-    ]
-)
+#: verl's columns (module docstring).
+OUTPUT_SCHEMA = pa.schema([
+    ("data_source", pa.string()),
+    ("prompt", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))),
+    ("ability", pa.string()),
+    ("reward_model", pa.struct([("style", pa.string()), ("ground_truth", pa.string())])),
+    ("extra_info", pa.struct([("split", pa.string()), ("index", pa.int64()), ("level", pa.string()),
+                              ("type", pa.string()), ("question", pa.string())])),
+])
 
 
 def _bad_rows(label: str, field: str, expected: str, bad: Sequence[int], total: int,
@@ -246,7 +191,7 @@ def to_record(problem: str, level: str, subject: str, answer: str, split: str, i
     """One verl row (see the module docstring for the layout)."""
     return {
         "data_source": HUB_ID,
-        "prompt": [{"role": "user", "content": problem + " " + INSTRUCTION}],
+        "prompt": recipe.messages(problem),
         "ability": "math",
         "reward_model": {"style": "rule", "ground_truth": answer},
         "extra_info": {"split": split, "index": index, "level": level, "type": subject, "question": problem},
@@ -303,74 +248,58 @@ def build_split(split: str, parts: list[tuple[str, dict]], levels: Optional[set[
 # ------------------------------------------------------------------------------------------
 # command line
 # ------------------------------------------------------------------------------------------
-def _csv(text: str) -> list[str]:
-    return [t.strip() for t in text.split(",") if t.strip()]
+def comma_list(what: str, pick, refused) -> Callable[[str], list[str]]:
+    """argparse type: comma-separated ``what`` items, each mapped by ``pick`` (None: refused, the
+    message ``refused(item)``), each kept once, at least one."""
+    def parse(text: str) -> list[str]:
+        out: list[str] = []
+        for item in filter(None, (t.strip() for t in text.split(","))):
+            value = pick(item)
+            if value is None:
+                raise argparse.ArgumentTypeError(refused(item))
+            out += [value] if value not in out else []
+        if not out:
+            raise argparse.ArgumentTypeError(f"expected at least one {what}")
+        return out
+    return parse
 
 
-def parse_levels(text: str) -> set[str]:
-    """``"1,2"`` -> ``{"Level 1", "Level 2"}``; accepts 1-5, ``?`` and ``Level N``."""
-    out = set()
-    for tok in _csv(text):
-        m = re.fullmatch(r"(?:level\s*)?([1-5?])", tok, flags=re.IGNORECASE)
-        if not m:
-            raise argparse.ArgumentTypeError(f"expected level numbers 1-5 or ?, got {tok!r}")
-        out.add(f"Level {m.group(1)}")
-    if not out:
-        raise argparse.ArgumentTypeError("expected at least one level")
-    return out
+def _level(item: str) -> Optional[str]:
+    m = re.fullmatch(r"(?:level\s*)?([1-5?])", item, flags=re.IGNORECASE)
+    return f"Level {m.group(1)}" if m else None
 
 
-def parse_types(text: str) -> set[str]:
-    """``"algebra,Prealgebra"`` -> canonical subject names; unknown names are an error."""
-    canon = {s.lower(): s for s in SUBJECTS}
-    out = set()
-    for tok in _csv(text):
-        if tok.lower() not in canon:
-            raise argparse.ArgumentTypeError(
-                f"unknown type {tok!r}; expected some of: {', '.join(SUBJECTS)}")
-        out.add(canon[tok.lower()])
-    if not out:
-        raise argparse.ArgumentTypeError("expected at least one type")
-    return out
-
-
-def parse_splits(text: str) -> list[str]:
-    """``"train,test"`` -> ``["train", "test"]`` (each at most once)."""
-    out = []
-    for tok in _csv(text):
-        if tok not in SPLITS:
-            raise argparse.ArgumentTypeError(f"expected splits from train,test, got {tok!r}")
-        if tok not in out:
-            out.append(tok)
-    if not out:
-        raise argparse.ArgumentTypeError("expected at least one split")
-    return out
+parse_levels = comma_list("level", _level, lambda t: f"expected level numbers 1-5 or ?, got {t!r}")
+parse_types = comma_list("type", lambda t: {s.lower(): s for s in SUBJECTS}.get(t.lower()),
+                         lambda t: f"unknown type {t!r}; expected some of: {', '.join(SUBJECTS)}")
+parse_splits = comma_list("split", lambda t: t if t in SPLITS else None,
+                          lambda t: f"expected splits from train,test, got {t!r}")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = ArgumentParser(
-        prog="prepare_math.py",
-        description=__doc__.split("\n\n", 1)[0], epilog=__doc__.split("\n\n", 1)[1],
-    )
+    p = ArgumentParser(prog="prepare_math.py", description=__doc__)
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--input-dir", type=Path, default=DEFAULT_INPUT_DIR,
-                     help="MATH-lighteval directory with data/{split}-*.parquet (default: %(default)s)")
-    src.add_argument("--from-hub", action="store_true",
-                     help=f"load {HUB_ID} with datasets.load_dataset (needs internet)")
-    p.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT_DIR,
-                   help="where train.parquet/test.parquet are written (default: %(default)s)")
-    p.add_argument("--splits", type=parse_splits, default=list(SPLITS),
-                   help="comma-separated splits to convert (default: train,test)")
-    p.add_argument("--levels", type=parse_levels, default=None,
-                   help="comma-separated level numbers 1-5 or ? to keep (default: all)")
-    p.add_argument("--types", type=parse_types, default=None,
-                   help="comma-separated subjects to keep, e.g. Algebra,Prealgebra (default: all)")
-    p.add_argument("--max-train-rows", type=positive_int, default=None,
-                   help="keep at most N train rows after filtering (default: all)")
-    p.add_argument("--max-test-rows", type=positive_int, default=None,
-                   help="keep at most N test rows after filtering (default: all)")
-    p.add_argument("--seed", type=int, default=None,
-                   help="with a row cap, take a seeded random sample instead of the first N rows")
+    src.add_argument("--input-dir", type=Path, default=DEFAULT_INPUT_DIR, metavar="DIR",
+                     help="a MATH-lighteval folder holding data/{split}-*.parquet, the Hub dataset's layout "
+                          "(default: %(default)s)")
+    src.add_argument("--from-hub", action="store_true", help=(
+        f"load {HUB_ID} with datasets.load_dataset instead (internet); its row order differs from the shipped "
+        "files (same content), so extra_info.index differs too"))
+    p.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT_DIR, metavar="DIR",
+                   help="receives train.parquet / test.parquet, created if missing (default: %(default)s)")
+    p.add_argument("--splits", type=parse_splits, default=list(SPLITS), metavar="LIST",
+                   help="comma-separated subset of train,test (default: both)")
+    p.add_argument("--levels", type=parse_levels, metavar="LIST", help=(
+        "comma-separated level numbers 1-5 or ? ('Level 3' also accepted) to keep (default: every row, including "
+        "the two 'Level ?' train rows of the original MATH release)"))
+    p.add_argument("--types", type=parse_types, metavar="LIST",
+                   help=f"comma-separated subjects to keep, case-insensitive, from: {', '.join(SUBJECTS)} (default: all)")
+    p.add_argument("--max-train-rows", type=positive_int, metavar="N",
+                   help="at most N train rows, counted after filtering (default: all)")
+    p.add_argument("--max-test-rows", type=positive_int, metavar="N", help="the same for the test split")
+    p.add_argument("--seed", type=int, metavar="S", help=(
+        "with a cap, keep a seeded random sample (numpy.random.default_rng(S)) instead of the first N rows; "
+        "rows keep source order either way"))
     return p
 
 

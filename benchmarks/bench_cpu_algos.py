@@ -26,7 +26,8 @@ from pathlib import Path
 
 from benchmarks.bench_cpu_run import run_launcher
 from health_report import scalars_by_step
-from script_utils import cpu_description, write_text_atomic
+from benchmarks import cpu_description
+from grpo_math.io import write_text_atomic
 
 SCORE = "critic/score/mean"
 DROPPED = "training/filter_groups/evicted_samples"

@@ -35,7 +35,8 @@ from pathlib import Path
 
 from benchmarks.bench_cpu_run import run_launcher
 from health_report import scalars_by_step
-from script_utils import cpu_description, write_text_atomic
+from benchmarks import cpu_description
+from grpo_math.io import write_text_atomic
 
 #: per-step columns and their number formats. The rollout/actor agreement is logged by verl
 #: (verl/utils/debug/metrics.py) as the Pearson correlation and the largest difference of the token

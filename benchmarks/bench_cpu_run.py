@@ -43,7 +43,8 @@ from pathlib import Path
 import psutil
 
 from health_report import scalars_by_step  # TensorBoard's reader, one place
-from script_utils import cpu_description, positive_int, write_text_atomic
+from benchmarks import cpu_description
+from grpo_math.io import positive_int, write_text_atomic
 
 REPO = Path(__file__).resolve().parent.parent
 PHASES = ("gen", "old_log_prob", "ref", "adv", "update_actor", "update_weights", "save_checkpoint", "testing")

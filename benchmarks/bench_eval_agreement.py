@@ -22,8 +22,8 @@ Inputs (one or both; each becomes one table):
 Judges, each on the same prediction text and reference:
 
 * ``OpenCompass``: MATHVerifyEvaluator (opencompass 0.5.4), the reference judge;
-* ``evaluate.py opencompass``: ``opencompass_math.score`` (evaluate.py --protocol opencompass);
-* ``evaluate.py strict``: ``evaluate.strict_verdict``, math-verify on the last ``\\boxed{}`` only
+* ``evaluate.py opencompass``: ``grpo_math.evaluation.opencompass.score`` (evaluate.py --protocol opencompass);
+* ``evaluate.py strict``: ``grpo_math.evaluation.recipe.strict_verdict``, math-verify on the last ``\\boxed{}`` only
   (the recipe protocol's independent check);
 * ``recipe reward``: ``new_math_reward.compute_score(...)["acc"]`` (data_source MATH-lighteval).
 
@@ -46,10 +46,10 @@ import time
 from pathlib import Path
 from typing import Optional
 
-import evaluate as ev
 import new_math_reward as nmr
-import opencompass_math as ocm
-from script_utils import DataError, one_line, write_text_atomic
+from grpo_math.evaluation import opencompass as ocm
+from grpo_math.evaluation import recipe, rescore
+from grpo_math.io import DataError, one_line, write_text_atomic
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -121,9 +121,9 @@ def opencompass_judge(items: list[dict], oc_python: Path) -> list[Optional[bool]
 def real_items(path: Path) -> tuple[list[dict], str]:
     """Predictions and OpenCompass's verdicts of a real run; returns (items, predictions file)."""
     try:
-        pred_file = ev.find_opencompass_predictions(path)
-        rows = ev.load_opencompass_predictions(pred_file)
-        details = ev.opencompass_verdicts(pred_file)
+        pred_file = rescore.find_predictions(path)
+        rows = rescore.load_predictions(pred_file)
+        details = rescore.opencompass_verdicts(pred_file)
     except DataError as exc:
         raise BenchError(str(exc)) from None
     if details is None or len(details) != len(rows):
@@ -138,8 +138,8 @@ def judge_all(items: list[dict]) -> float:
     start = time.perf_counter()
     for it in items:
         it["evaluate.py opencompass"] = ocm.score(it["prediction"], it["gold"])["correct"]
-        it["evaluate.py strict"] = ev.strict_verdict(it["prediction"], it["gold"] or "")[0]
-        res = nmr.compute_score(ev.DEFAULT_DATA_SOURCE, it["prediction"], it["gold"] or "")
+        it["evaluate.py strict"] = recipe.strict_verdict(it["prediction"], it["gold"] or "")[0]
+        res = nmr.compute_score(recipe.DEFAULT_DATA_SOURCE, it["prediction"], it["gold"] or "")
         it["recipe reward"] = float(res["acc"]) >= 1.0
     return time.perf_counter() - start
 

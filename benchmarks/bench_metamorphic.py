@@ -86,7 +86,8 @@ from types import SimpleNamespace
 from typing import Callable, Optional
 
 from benchmarks import bench_reward
-from script_utils import ArgumentParser, cpu_description, positive_int, write_text_atomic
+from benchmarks import cpu_description
+from grpo_math.io import ArgumentParser, positive_int, write_text_atomic
 
 HERE = Path(__file__).resolve()
 REPO = HERE.parents[1]

@@ -50,7 +50,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from script_utils import cpu_description, write_text_atomic
+from benchmarks import cpu_description
+from grpo_math.io import write_text_atomic
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"

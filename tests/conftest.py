@@ -20,7 +20,7 @@ from typing import Callable
 
 import pytest
 
-from script_utils import STACK_MATRIX, stack_python, version_matches
+from grpo_math.stacks import STACK_MATRIX, default_stack, stack_python, version_matches
 
 REPO = Path(__file__).resolve().parent.parent
 LAUNCHER = REPO / "run_qwen2_5_1_5b.sh"
@@ -76,7 +76,7 @@ def running_stack() -> str:
     for stack, devices in STACK_MATRIX.items():
         if any(version_matches(installed, row["verl"].version) for row in devices.values()):
             return stack
-    raise LookupError(f"verl {installed} is no stack's (script_utils.STACK_MATRIX)")
+    raise LookupError(f"verl {installed} is no stack's (grpo_math.stacks.STACK_MATRIX)")
 
 
 def launcher_command(stack: str, device: str, *extra: str, **env: str) -> list[str]:
@@ -123,9 +123,8 @@ class ComposedLaunches:
 
 
 def default_cpu_stack() -> str:
-    """The stack the launcher and setup.sh pick on a CPU machine (tools/devices.sh detect_stack)."""
-    return subprocess.run(["bash", "-c", f"source {REPO / 'tools' / 'devices.sh'}; detect_stack cpu python3"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    """The stack the launcher and setup.sh pick on a CPU machine."""
+    return default_stack("cpu")
 
 
 @dataclass

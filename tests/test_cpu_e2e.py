@@ -73,7 +73,7 @@ def test_health_report_on_the_real_run(cpu_run, tmp_path):
     """health_report.py, in the run's own environment as the README has it, reads the CPU run's
     real logs: report, JSON and figures are produced, and the run's known pathology (no learning
     signal from a 135M model) is named."""
-    from script_utils import stack_python
+    from grpo_math.stacks import stack_python
 
     out = tmp_path / "health"
     proc = subprocess.run(

@@ -44,7 +44,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, launch_output, missing_environment, rollout_rows
-from script_utils import stack_python
+from grpo_math.stacks import stack_python
 
 STEPS = 5
 #: the cpu_learn profile, shortened for CI: 5 steps of 4 prompts x 8 responses of 64 tokens, one

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, json_from_stack
-from script_utils import DOCKERFILE_STACKS, STACK_MATRIX
+from grpo_math.stacks import DOCKERFILE_STACKS, STACK_MATRIX
 
 DOCKER = REPO / "docker"
 DOCKERFILES = {"ascend": DOCKER / "Dockerfile.ascend", "ascend-current": DOCKER / "Dockerfile.ascend-current",
@@ -151,6 +151,7 @@ def test_copies_what_the_launcher_sources(name):
     copies = [rest for word, rest in instructions(DOCKERFILES[name]) if word == "COPY"]
     for folder in launcher_sources():
         assert f"{folder}/ ./{folder}/" in copies, (name, folder)
+    assert "grpo_math/ ./grpo_math/" in copies, name  # the package the scripts import
 
 
 @pytest.mark.parametrize("name", sorted(DOCKERFILES))

@@ -1,5 +1,6 @@
-"""Tests for evaluate.py: pass@k, the hacking gap and the summary on crafted samples; data layout
-detection and its errors; resumable output; one tiny end-to-end generation on CPU.
+"""Tests for evaluate.py and grpo_math/evaluation: pass@k, the hacking gap and the summary on
+crafted samples; data layout detection and its errors; resumable output; one tiny end-to-end
+generation on CPU.
 
 The generation test builds a random 2-layer Qwen2ForCausalLM (hidden size 32) over the real
 Qwen2.5 tokenizer (shared/data/qwen2_5_tokenizer, plus the repo's tokenizer_config.json when
@@ -19,8 +20,9 @@ import pytest
 
 import evaluate as ev
 import new_math_reward as nmr
-from script_utils import DataError
 from conftest import REPO
+from grpo_math.evaluation import data, recipe, run
+from grpo_math.io import DataError
 
 TOKENIZER = REPO.parent / "shared" / "data" / "qwen2_5_tokenizer"
 LIGHTEVAL_TEST = REPO / "data" / "math-lighteval" / "data" / "test-00000-of-00001.parquet"
@@ -45,16 +47,16 @@ def test_pass_at_k_matches_the_combinatorial_formula(n):
     for c in range(n + 1):
         for k in range(1, n + 1):
             expected = 1.0 - math.comb(n - c, k) / math.comb(n, k)
-            assert ev.pass_at_k(n, c, k) == pytest.approx(expected, abs=1e-12)
+            assert recipe.pass_at_k(n, c, k) == pytest.approx(expected, abs=1e-12)
 
 
 def test_pass_at_k_known_values_and_errors():
-    assert ev.pass_at_k(5, 2, 1) == pytest.approx(0.4)
-    assert ev.pass_at_k(4, 1, 2) == pytest.approx(0.5)
-    assert ev.pass_at_k(3, 0, 3) == 0.0 and ev.pass_at_k(3, 3, 1) == 1.0
+    assert recipe.pass_at_k(5, 2, 1) == pytest.approx(0.4)
+    assert recipe.pass_at_k(4, 1, 2) == pytest.approx(0.5)
+    assert recipe.pass_at_k(3, 0, 3) == 0.0 and recipe.pass_at_k(3, 3, 1) == 1.0
     for bad in [(3, 4, 1), (3, 1, 4), (3, 1, 0), (3, -1, 1)]:
         with pytest.raises(ValueError):
-            ev.pass_at_k(*bad)
+            recipe.pass_at_k(*bad)
 
 
 # ------------------------------------------------------------------------------------------
@@ -64,45 +66,45 @@ def test_hacking_gap_counts_both_directions_and_caps_examples():
     records = ([rec("agree-right", acc=1.0, strict=True), rec("agree-wrong")]
                + [rec(f"hack{i}", acc=1.0, strict=False) for i in range(7)]
                + [rec("missed", acc=0.0, strict=True)])
-    gap = ev.hacking_gap(records)
+    gap = recipe.hacking_gap(records)
     assert gap["reward_only"]["count"] == 7 and gap["reward_only"]["rate"] == pytest.approx(0.7)
     assert [e["id"] for e in gap["reward_only"]["examples"]] == [f"hack{i}" for i in range(5)]
     assert gap["strict_only"]["count"] == 1 and gap["strict_only"]["rate"] == pytest.approx(0.1)
     ex = gap["strict_only"]["examples"][0]
     assert ex["id"] == "missed" and {"ground_truth", "extracted_answer", "boxed_answer", "response_tail"} <= set(ex)
-    assert ev.hacking_gap([]) == {"reward_only": {"count": 0, "rate": 0.0, "examples": []},
+    assert recipe.hacking_gap([]) == {"reward_only": {"count": 0, "rate": 0.0, "examples": []},
                                   "strict_only": {"count": 0, "rate": 0.0, "examples": []}}
 
 
 def test_real_reward_and_strict_check_disagree_on_crafted_responses():
     """The reward reads the <answer> block, the strict check the last box of the response."""
     prob = {"id": "p", "level": "Level 2", "type": "Algebra", "ground_truth": "2",
-            "data_source": ev.DEFAULT_DATA_SOURCE, "extra_info": None}
+            "data_source": recipe.DEFAULT_DATA_SOURCE, "extra_info": None}
     layout = "<think>\nStep 1: solve.\n</think>\n<answer>\n\\boxed{%s}\n</answer>"
-    rewarded_only = ev.score_sample(prob, 0, layout % "2" + " Or maybe \\boxed{3}.", 30, 10, False)
-    strict_only = ev.score_sample(prob, 1, layout % "5" + "\nActually \\boxed{2}", 30, 10, False)
-    both = ev.score_sample(prob, 2, layout % "2", 20, 10, False)
+    rewarded_only = recipe.judge(prob, layout % "2" + " Or maybe \\boxed{3}.")
+    strict_only = recipe.judge(prob, layout % "5" + "\nActually \\boxed{2}")
+    both = recipe.judge(prob, layout % "2")
     assert (rewarded_only["reward_acc"], rewarded_only["strict_correct"]) == (1.0, False)
     assert (strict_only["reward_acc"], strict_only["strict_correct"]) == (0.0, True)
     assert (both["reward_acc"], both["strict_correct"], both["boxed_answer"]) == (1.0, True, "2")
-    assert both["format_credit"] == pytest.approx(ev.FULL_FORMAT_CREDIT) == pytest.approx(0.2)
-    gap = ev.hacking_gap([rewarded_only, strict_only, both])
+    assert both["format_credit"] == pytest.approx(recipe.FULL_FORMAT_CREDIT) == pytest.approx(0.2)
+    gap = recipe.hacking_gap([rewarded_only, strict_only, both])
     assert gap["reward_only"]["count"] == 1 and gap["strict_only"]["count"] == 1
 
 
 def test_strict_verdict_edge_cases():
-    assert ev.strict_verdict("so \\boxed{\\dfrac12}", "\\frac{1}{2}") == (True, "\\dfrac12")
-    assert ev.strict_verdict("no box at all", "1") == (False, None)
-    assert ev.strict_verdict("\\boxed{}", "1") == (False, "")
-    huge = "1" * (ev.STRICT_MAX_ANSWER_CHARS + 1)
-    assert ev.strict_verdict("\\boxed{%s}" % huge, huge)[0] is False
+    assert recipe.strict_verdict("so \\boxed{\\dfrac12}", "\\frac{1}{2}") == (True, "\\dfrac12")
+    assert recipe.strict_verdict("no box at all", "1") == (False, None)
+    assert recipe.strict_verdict("\\boxed{}", "1") == (False, "")
+    huge = "1" * (recipe.STRICT_MAX_ANSWER_CHARS + 1)
+    assert recipe.strict_verdict("\\boxed{%s}" % huge, huge)[0] is False
 
 
 def test_strict_verdict_works_off_the_main_thread():
     import threading
 
     out = []
-    t = threading.Thread(target=lambda: out.append(ev.strict_verdict("\\boxed{0.5}", "\\frac{1}{2}")))
+    t = threading.Thread(target=lambda: out.append(recipe.strict_verdict("\\boxed{0.5}", "\\frac{1}{2}")))
     t.start()
     t.join()
     assert out == [(True, "0.5")]
@@ -116,7 +118,7 @@ def test_summarize_fields_groups_and_pass_at_k():
         rec("b", 1, acc=0.0, strict=False, level="Level 3", typ="Geometry", fmt=0.0, tokens=40),
         rec("c", 0, acc=1.0, strict=False, level="Level 3", typ="Algebra", fmt=0.2, tokens=50),  # incomplete
     ]
-    s = ev.summarize(records, ks=[1, 2], n=2)
+    s = recipe.summarize(records, ks=[1, 2], n=2)
     assert (s["problems"], s["samples"], s["samples_per_problem"]) == (3, 5, 2)
     assert s["accuracy"] == pytest.approx(2 / 5) and s["strict_accuracy"] == pytest.approx(2 / 5)
     assert s["format_compliance"] == pytest.approx(3 / 5) and s["format_full_credit"] == pytest.approx(0.2)
@@ -129,12 +131,12 @@ def test_summarize_fields_groups_and_pass_at_k():
     assert s["by_level"]["Level 3"]["samples"] == 3
     assert s["by_type"]["Geometry"] == {"samples": 2, "accuracy": 0.0, "strict_accuracy": 0.0}
     assert s["hacking_gap"]["reward_only"]["count"] == 1 and s["hacking_gap"]["strict_only"]["count"] == 1
-    table = ev.format_table(s)
+    table = recipe.format_table(s)
     assert "pass@2 reward / strict" in table and "Geometry" in table and "rewarded, strictly wrong" in table
 
 
 def test_summarize_empty():
-    s = ev.summarize([], ks=[1], n=1)
+    s = recipe.summarize([], ks=[1], n=1)
     assert s["samples"] == 0 and s["accuracy"] == 0.0 and s["pass_at_k"]["reward"] == {"1": 0.0}
 
 
@@ -142,10 +144,10 @@ def test_summarize_empty():
 # data layouts
 # ------------------------------------------------------------------------------------------
 def test_detect_format():
-    assert ev.detect_format(["problem", "level", "type", "solution"]) == "lighteval"
-    assert ev.detect_format(["problem", "solution", "answer", "subject", "level", "unique_id"]) == "math500"
-    assert ev.detect_format(["data_source", "prompt", "ability", "reward_model", "extra_info"]) == "verl"
-    assert ev.detect_format(["question", "answer"]) is None
+    assert data.detect_format(["problem", "level", "type", "solution"]) == "lighteval"
+    assert data.detect_format(["problem", "solution", "answer", "subject", "level", "unique_id"]) == "math500"
+    assert data.detect_format(["data_source", "prompt", "ability", "reward_model", "extra_info"]) == "verl"
+    assert data.detect_format(["question", "answer"]) is None
 
 
 def write_jsonl(path: Path, rows) -> Path:
@@ -156,7 +158,7 @@ def write_jsonl(path: Path, rows) -> Path:
 def test_math500_jsonl_fields(tmp_path):
     rows = [{"problem": "1+1?", "answer": "2", "subject": "Prealgebra", "level": 1, "unique_id": "test/x/1.json"},
             {"problem": "2+2?", "answer": 4, "level": "3"}]
-    fmt, probs, dropped = ev.load_problems(write_jsonl(tmp_path / "m.jsonl", rows))
+    fmt, probs, dropped = data.load_problems(write_jsonl(tmp_path / "m.jsonl", rows))
     assert fmt == "math500" and dropped == []
     assert probs[0]["id"] == "test/x/1.json" and probs[0]["level"] == "Level 1" and probs[0]["type"] == "Prealgebra"
     assert probs[1]["id"] == "m-1" and probs[1]["ground_truth"] == "4" and probs[1]["level"] == "Level 3"
@@ -166,13 +168,13 @@ def test_math500_jsonl_fields(tmp_path):
 
 @pytest.mark.skipif(not MATH500.exists(), reason="shared MATH-500 copy not present")
 def test_shared_math500():
-    fmt, probs, _ = ev.load_problems(MATH500)
+    fmt, probs, _ = data.load_problems(MATH500)
     assert fmt == "math500" and len(probs) == 500 and probs[0]["id"].startswith("test/")
 
 
 @pytest.mark.skipif(not LIGHTEVAL_TEST.exists(), reason="shipped MATH test split not present")
 def test_shipped_lighteval_test_split():
-    fmt, probs, dropped = ev.load_problems(LIGHTEVAL_TEST)
+    fmt, probs, dropped = data.load_problems(LIGHTEVAL_TEST)
     assert fmt == "lighteval" and len(probs) == 5000 and dropped == []
     assert probs[0]["id"] == "test-0" and probs[0]["level"].startswith("Level ")
 
@@ -183,7 +185,7 @@ def test_lighteval_parquet_ids_ground_truth_and_empty_box(tmp_path):
                       "solution": ["so \\boxed{\\frac{1}{2}}.", "\\boxed{}", "first \\boxed{1} then \\boxed{7}"]})
     path = tmp_path / "test-00000-of-00001.parquet"
     pq.write_table(table, path)
-    fmt, probs, dropped = ev.load_problems(path)
+    fmt, probs, dropped = data.load_problems(path)
     assert fmt == "lighteval" and dropped == ["test-1"]
     assert [(p["id"], p["ground_truth"]) for p in probs] == [("test-0", "\\frac{1}{2}"), ("test-2", "7")]
 
@@ -194,7 +196,7 @@ def test_verl_parquet_from_prepare_math(tmp_path):
     recs = [prepare_math.to_record("What is 1+1?", "Level 1", "Algebra", "2", "test", 17)]
     path = tmp_path / "test.parquet"
     pq.write_table(pa.Table.from_pylist(recs, schema=prepare_math.OUTPUT_SCHEMA), path)
-    fmt, probs, _ = ev.load_problems(path)
+    fmt, probs, _ = data.load_problems(path)
     assert fmt == "verl"
     p = probs[0]
     assert p["id"] == "test-17" and p["ground_truth"] == "2" and p["level"] == "Level 1"
@@ -216,7 +218,7 @@ def test_data_errors_name_the_file_and_field(tmp_path, name, content, needle):
     path = tmp_path / name
     path.write_text(content, encoding="utf-8")
     with pytest.raises(DataError) as err:
-        ev.load_problems(path)
+        data.load_problems(path)
     msg = str(err.value)
     assert str(path) in msg and needle in msg and "\n" not in msg
 
@@ -224,14 +226,14 @@ def test_data_errors_name_the_file_and_field(tmp_path, name, content, needle):
 def test_data_errors_parquet(tmp_path):
     path = tmp_path / "weird.parquet"
     pq.write_table(pa.table({"question": ["q"], "answer": ["1"]}), path)
-    with pytest.raises(DataError, match="unknown MATH data layout.*expected lighteval"):
-        ev.load_problems(path)
+    with pytest.raises(DataError, match="unknown MATH data layout.*expected verl .*; lighteval .*; math500 "):
+        data.load_problems(path)
     nobox = tmp_path / "test-1.parquet"
     pq.write_table(pa.table({"problem": ["q"], "level": ["Level 1"], "type": ["Algebra"], "solution": ["no box"]}), nobox)
     with pytest.raises(DataError, match="row 0: field 'solution': expected a complete"):
-        ev.load_problems(nobox)
+        data.load_problems(nobox)
     with pytest.raises(DataError, match="file not found"):
-        ev.load_problems(tmp_path / "missing.parquet")
+        data.load_problems(tmp_path / "missing.parquet")
 
 
 def test_cli_bad_input_is_one_line_exit_1(tmp_path, capsys):
@@ -263,31 +265,31 @@ def test_read_samples_drops_a_partial_last_line(tmp_path):
     path = tmp_path / "samples.jsonl"
     good = json.dumps(rec("a")) + "\n" + json.dumps(rec("b")) + "\n"
     path.write_text(good + '{"id": "c", "sample_ind', encoding="utf-8")
-    assert [r["id"] for r in ev.read_samples(path)] == ["a", "b"]
+    assert [r["id"] for r in run.read_samples(path)] == ["a", "b"]
     assert path.read_text(encoding="utf-8") == good  # ready for appending
     path.write_text(good.rstrip("\n"), encoding="utf-8")  # complete record, newline lost
-    assert len(ev.read_samples(path)) == 2 and path.read_text(encoding="utf-8") == good
+    assert len(run.read_samples(path)) == 2 and path.read_text(encoding="utf-8") == good
 
 
 def test_read_samples_rejects_a_bad_middle_line(tmp_path):
     path = tmp_path / "samples.jsonl"
     path.write_text(json.dumps(rec("a")) + "\ngarbage\n" + json.dumps(rec("b")) + "\n", encoding="utf-8")
     with pytest.raises(DataError, match="line 2: not a sample record"):
-        ev.read_samples(path)
+        run.read_samples(path)
 
 
 def test_resume_refuses_samples_of_a_different_run(tmp_path):
     out = tmp_path / "out"
     args = ev.parse_args(["--model", str(tmp_path), "--data", str(tmp_path / "d.jsonl"), "--output-dir", str(out)])
-    ev._prepare_output(args, "math500")
-    (out / ev.SAMPLES_FILE).write_text(json.dumps(rec("a")) + "\n")
+    run.prepare_output(args, "math500")
+    (out / run.SAMPLES_FILE).write_text(json.dumps(rec("a")) + "\n")
     args.max_new_tokens = 256
     with pytest.raises(DataError, match="field 'max_new_tokens'.*1024.*256"):
-        ev._prepare_output(args, "math500")
-    assert (out / ev.SAMPLES_FILE).exists()  # nothing overwritten
+        run.prepare_output(args, "math500")
+    assert (out / run.SAMPLES_FILE).exists()  # nothing overwritten
     args.overwrite = True
-    _, old = ev._prepare_output(args, "math500")
-    assert old == [] and not (out / ev.SAMPLES_FILE).exists()
+    _, old = run.prepare_output(args, "math500")
+    assert old == [] and not (out / run.SAMPLES_FILE).exists()
 
 
 # ------------------------------------------------------------------------------------------
@@ -365,8 +367,8 @@ def test_tiny_sampling_pass_at_k(tiny_qwen, tmp_path):
 def test_prompt_is_the_training_prompt(tiny_qwen, tmp_path):
     """The user turn carries the instruction; with the repo's tokenizer_config.json the chat
     template supplies the recipe's system prompt (as verl's RLHFDataset renders it)."""
-    _, probs, _ = ev.load_problems(write_jsonl(tmp_path / "m.jsonl", [{"problem": "What is $1+1$?", "answer": "2"}]))
-    tok = ev.load_tokenizer(tiny_qwen)
+    _, probs, _ = data.load_problems(write_jsonl(tmp_path / "m.jsonl", [{"problem": "What is $1+1$?", "answer": "2"}]))
+    tok = run.load_tokenizer(tiny_qwen)
     text = tok.apply_chat_template(probs[0]["messages"], add_generation_prompt=True, tokenize=False)
     assert "What is $1+1$? " + nmr.INSTRUCTION in text and text.endswith("<|im_start|>assistant\n")
     if (REPO / "tokenizer_config.json").exists():
@@ -411,14 +413,14 @@ def test_cli_bad_model_dir_is_one_line_and_writes_nothing(tmp_path, capsys, conf
 
 def test_stock_qwen_prompt_warns_in_one_line(tmp_path, capsys):
     model = _model_dir(tmp_path, tokenizer_config=TOKENIZER / "tokenizer_config.json")
-    ev.check_model(model)
+    run.check_model(model)
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(
         f"evaluate.py: WARN --model {model}: the chat template's default system prompt is Qwen's stock one")
 
 
 def test_recipe_prompt_gives_no_warning(tmp_path, capsys):
-    ev.check_model(_model_dir(tmp_path))
+    run.check_model(_model_dir(tmp_path))
     assert capsys.readouterr().err == ""
 
 
@@ -433,6 +435,5 @@ def test_default_output_dir_is_unique_per_checkpoint(tmp_path):
 
 
 def test_table_wording():
-    assert ev._plural(1, "problem") == "1 problem" and ev._plural(3, "problem") == "3 problems"
-    table = ev.format_table(ev.summarize([rec("a", fmt=0.2)], ks=[1], n=1))
+    table = recipe.format_table(recipe.summarize([rec("a", fmt=0.2)], ks=[1], n=1))
     assert "format compliance (full 0.2 format credit)" in table

@@ -17,7 +17,7 @@ import subprocess
 import pytest
 
 from conftest import LAUNCHER, REPO, ComposedLaunches, launcher_overrides
-from script_utils import STACK_MATRIX
+from grpo_math.stacks import STACK_MATRIX
 
 OmegaConf = pytest.importorskip("omegaconf").OmegaConf
 
@@ -248,8 +248,8 @@ def test_help_is_the_manual_with_every_knob():
     proc = subprocess.run(["bash", str(LAUNCHER), "--help"], capture_output=True, text=True, timeout=30)
     assert proc.returncode == 0 and proc.stderr == ""
     assert "Usage: bash run_qwen2_5_1_5b.sh" in proc.stdout and "--preflight-only" in proc.stdout
-    from tools.sync_readme import knobs
+    from grpo_math.knobs import read_knobs
 
-    for name, _, meaning in knobs(LAUNCHER):
+    for name, _, meaning in read_knobs(LAUNCHER):
         assert f"{name}=${{{name}:-" in proc.stdout, name
     assert "set -euo pipefail" not in proc.stdout

@@ -102,16 +102,28 @@ def test_two_edits_only_for_long_knobs():
     assert len("SAVE_FREQ") < launch_guard.LONG_NAME and flagged(["SAV_FREK"]) == []
 
 
-def test_knobs_come_from_sync_readmes_parser(monkeypatch):
+def test_knobs_come_from_the_docs_parser(monkeypatch):
     """One parser of NAME=${NAME:-default} lines: the one that writes docs/knobs.md."""
-    from tools import sync_readme
+    import grpo_math.knobs
 
     table = (REPO / "docs" / "knobs.md").read_text()
     for name in knob_names([LAUNCHER, REPO / "profiles" / "cpu.sh"]):
         assert f"| `{name}` |" in table, name
     assert {"TRAIN_BATCH_SIZE", "CPU_DTYPE", "HCCL_CONNECT_TIMEOUT", "N_NODES"} <= set(LAUNCHER_KNOBS)
-    monkeypatch.setattr(sync_readme, "knobs", lambda path: [("ONLY_KNOB", "1", "")])
+    monkeypatch.setattr(grpo_math.knobs, "read_knobs", lambda path: [("ONLY_KNOB", "1", "")])
     assert knob_names(knob_files("run_qwen2_5_1_5b.sh")) == ["ONLY_KNOB"]
+
+
+def test_the_guard_imports_no_maintenance_script():
+    """What runs on every launch loads neither the documentation generator nor anything outside
+    the standard library and grpo_math (the system's python3 runs it before any environment)."""
+    code = ("import runpy, sys\nsys.argv = ['tools/launch_guard.py', 'typos', 'setup.sh']\n"
+            "try:\n    runpy.run_path(sys.argv[0], run_name='__main__')\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('tools', 'grpo_math', 'script_utils'))))")
+    proc = subprocess.run([sys.executable, "-S", "-c", code], cwd=REPO, capture_output=True, text=True,
+                          env={"PATH": os.environ["PATH"]})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\n")[-2] == "['grpo_math', 'grpo_math.io', 'grpo_math.knobs']"
 
 
 def test_not_compared_and_not_typos_name_real_knobs():

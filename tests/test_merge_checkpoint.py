@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from script_utils import stack_python
+from grpo_math.stacks import stack_python
 from conftest import REPO, json_from_stack, stack_environment
 
 SCRIPT = REPO / "merge_checkpoint.sh"

@@ -1,6 +1,6 @@
-"""OpenCompass's MATH protocol: the reproduction (opencompass_math.py, evaluate.py --protocol
-opencompass, --rescore-opencompass) on tiny literal inputs, and, marked slow, against a real
-OpenCompass run (evaluate_opencompass.sh, SmolLM2-135M on CPU).
+"""OpenCompass's MATH protocol: the reproduction (grpo_math/evaluation/opencompass.py, evaluate.py
+--protocol opencompass, --rescore-opencompass) on tiny literal inputs, and, marked slow, against a
+real OpenCompass run (evaluate_opencompass.sh, SmolLM2-135M on CPU).
 
 The slow test needs .venv-opencompass (bash setup.sh --with-opencompass): it skips without it,
 except under CI (CI=true), where a missing environment is a failure.
@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 import evaluate as ev
-import opencompass_math as ocm
 from conftest import REPO
+from grpo_math.evaluation import data, rescore
+from grpo_math.evaluation import opencompass as ocm
 
 OC_VENV = REPO / ".venv-opencompass"
 SMOLLM2 = REPO / "models" / "SmolLM2-135M-Instruct"
@@ -116,10 +117,10 @@ def write_math_json(path: Path, n: int = 2) -> Path:
 
 
 def test_math_json_loads_with_the_opencompass_prompt(tmp_path):
-    fmt, problems, dropped = ev.load_problems(write_math_json(tmp_path / "math.json"), "opencompass")
+    fmt, problems, dropped = data.load_problems(write_math_json(tmp_path / "math.json"), "opencompass")
     assert fmt == "lighteval" and not dropped and [p["id"] for p in problems] == ["math-0", "math-1"]
     assert problems[1]["ground_truth"] == "2" and problems[1]["messages"] == ocm.build_messages("What is $1+1$?")
-    _, recipe, _ = ev.load_problems(tmp_path / "math.json")
+    _, recipe, _ = data.load_problems(tmp_path / "math.json")
     assert len(recipe[0]["messages"]) == 1  # the recipe protocol: one user turn
 
 
@@ -173,7 +174,7 @@ def test_rescore_flags_a_prompt_that_differs(tmp_path):
     data = json.loads(pred_file.read_text())
     data["0"]["origin_prompt"][0]["prompt"] = data["0"]["origin_prompt"][0]["prompt"].replace("{{", "{")
     pred_file.write_text(json.dumps(data))
-    summary = ev.rescore_opencompass(pred_file, tmp_path / "r")
+    summary = rescore.rescore(pred_file, tmp_path / "r")
     assert summary["prompt_mismatches"] == [0] and summary["agreement"] == 1.0
 
 
@@ -229,20 +230,20 @@ def test_real_opencompass_run_agrees_with_the_reproduction(tmp_path):
         sent = ocm.messages_from_origin_prompt(preds[str(i)]["origin_prompt"])
         assert sent == ocm.build_messages(row["problem"]), f"problem {i}: prompt differs"
         assert preds[str(i)]["gold"] == ocm.reference_answer(row["solution"])
-    _, problems, _ = ev.load_problems(MATH_JSON, "opencompass")
+    _, problems, _ = data.load_problems(MATH_JSON, "opencompass")
     assert [p["messages"] for p in problems[:N_PROBLEMS]] == [ocm.build_messages(r["problem"]) for r in source]
 
     # evaluate.py's judge on OpenCompass's own generations agrees with OpenCompass per problem
-    rescore = subprocess.run([sys.executable, str(REPO / "evaluate.py"), "--rescore-opencompass", str(out_dir),
-                              "--output-dir", str(tmp_path / "rescore")], capture_output=True, text=True,
-                             timeout=600)
-    assert rescore.returncode == 0, rescore.stderr[-2000:]
+    rejudged = subprocess.run([sys.executable, str(REPO / "evaluate.py"), "--rescore-opencompass", str(out_dir),
+                               "--output-dir", str(tmp_path / "rescore")], capture_output=True, text=True,
+                              timeout=600)
+    assert rejudged.returncode == 0, rejudged.stderr[-2000:]
     summary = json.loads((tmp_path / "rescore" / "summary.json").read_text())
     assert summary["problems"] == N_PROBLEMS and summary["protocol"] == "opencompass"
     assert summary["agreement"] == 1.0, summary["disagreements"]
     assert summary["prompt_mismatches"] == []
     assert summary["accuracy_percent"] == pytest.approx(accuracy, abs=0.01)
-    results = ev.opencompass_verdicts(pred_file)
+    results = rescore.opencompass_verdicts(pred_file)
     ours = [json.loads(line) for line in (tmp_path / "rescore" / "rescore.jsonl").read_text().splitlines()]
     assert [r["correct"] for r in ours] == [bool(d["correct"]) for d in results]
     assert [r["pred"] for r in ours] == [d["pred"] for d in results if "pred" in d]

@@ -14,8 +14,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import grpo_math.io
 import parquet2json
-import script_utils
+from grpo_math.evaluation.opencompass import reference_answer
 from conftest import REPO
 
 TEST_PARQUET = REPO / "data" / "math-lighteval" / "data" / "test-00000-of-00001.parquet"
@@ -90,7 +91,7 @@ def test_full_file_is_indented_utf8_and_loads_like_opencompass(full):
         data = json.load(f)
     for key in data.keys():
         assert isinstance(data[key]["problem"], str) and data[key]["problem"]
-        assert parquet2json.opencompass_reads_answer(data[key]["solution"])
+        assert reference_answer(data[key]["solution"]) is not None
 
 
 def test_default_input_is_shipped_test_split(full, tmp_path):
@@ -115,11 +116,11 @@ def test_per_type_counters_with_interleaved_types(tmp_path, capsys):
 
 
 def test_opencompass_answer_forms():
-    assert parquet2json.opencompass_reads_answer("$\\boxed{\\frac{1}{2}}$")
-    assert parquet2json.opencompass_reads_answer("\\boxed {3} then $\\boxed{17}$")
-    assert not parquet2json.opencompass_reads_answer("$\\boxed 5$")
-    assert not parquet2json.opencompass_reads_answer("so \\fbox{4}")
-    assert not parquet2json.opencompass_reads_answer("no answer")
+    """The note names the solutions OpenCompass's loader reads no reference from."""
+    assert reference_answer("$\\boxed{\\frac{1}{2}}$") == "\\frac{1}{2}"
+    assert reference_answer("\\boxed {3} then $\\boxed{17}$") == "17"
+    for unread in ("$\\boxed 5$", "so \\fbox{4}", "no answer"):
+        assert reference_answer(unread) is None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -175,7 +176,7 @@ def test_failed_write_keeps_old_file_and_leaves_no_temp(tmp_path, monkeypatch):
     def failing_fsync(fd):  # the temp file is written, then the disk "fails"
         raise OSError("disk full")
 
-    monkeypatch.setattr(script_utils.os, "fsync", failing_fsync)
+    monkeypatch.setattr(grpo_math.io.os, "fsync", failing_fsync)
     with pytest.raises(OSError, match="disk full"):
         parquet2json.main(["--input", str(src), "--output", str(out)])
     assert out.read_text(encoding="utf-8") == "previous"

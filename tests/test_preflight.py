@@ -19,7 +19,7 @@ import pytest
 import preflight as pf
 import prepare_math
 from conftest import REPO, ComposedLaunches, launcher_overrides, running_stack
-from script_utils import STACK_MATRIX, stack_var, version_matches
+from grpo_math.stacks import STACK_MATRIX, stack_var, version_matches
 
 TOKENIZER = REPO.parent / "shared" / "data" / "qwen2_5_tokenizer"
 SYSTEM_PROMPT, STOCK_PROMPT = pf.recipe_prompts()
@@ -517,7 +517,7 @@ def test_two_nodes_all_joined(tmp_path):
 # --------------------------------------------------------------------------------------
 def installed_row(stack: str, device: str, **over) -> dict:
     """A stack's matrix row as installed versions (images ship post releases and local builds)."""
-    from script_utils import STACK_MATRIX
+    from grpo_math.stacks import STACK_MATRIX
 
     found = {name: pin.version for name, pin in STACK_MATRIX[stack][device].items() if name not in ("cann", "image")}
     found.update(over)

@@ -21,7 +21,7 @@ import pytest
 
 import prepare_math
 from new_math_reward import INSTRUCTION, extract_last_boxed
-from script_utils import DataError
+from grpo_math.io import DataError
 from conftest import REPO, json_from_stack
 
 SRC = REPO / "data" / "math-lighteval" / "data"

@@ -99,6 +99,7 @@ def test_a_changed_threshold_or_knob_makes_the_docs_stale(monkeypatch):
     regenerating fails test_generated_tables_are_in_sync."""
     import dataclasses
 
+    import grpo_math.knobs
     import health_report
     from tools import sync_readme
 
@@ -108,7 +109,7 @@ def test_a_changed_threshold_or_knob_makes_the_docs_stale(monkeypatch):
     monkeypatch.setattr(health_report, "DEFAULT_THRESHOLDS",
                         dataclasses.replace(health_report.DEFAULT_THRESHOLDS, entropy_high=3.0))
     assert sync_readme.synced(rules_doc) != rules_doc
-    monkeypatch.setattr(sync_readme, "knobs", lambda path: [("DEVICE", "npu", "changed")])
+    monkeypatch.setattr(grpo_math.knobs, "read_knobs", lambda path: [("DEVICE", "npu", "changed")])
     assert sync_readme.synced(knobs_doc) != knobs_doc
 
 
@@ -121,14 +122,14 @@ def test_every_generated_table_is_synced_somewhere():
     assert len(blocks) == len(set(blocks)), blocks
     results = {f"benchmarks/results/{p.name}" for p in (REPO / "benchmarks" / "results").glob("*.md")}
     assert results - set(blocks) == {"benchmarks/results/blind_v2_first_score.md"}
-    assert "run_qwen2_5_1_5b.sh:knobs" in blocks
+    assert "grpo_math/knobs.py:knobs_markdown" in blocks
 
 
 def test_a_stale_block_fails_the_check(tmp_path, monkeypatch):
     from tools import sync_readme
 
     page = tmp_path / "page.md"
-    page.write_text("<!-- BEGIN run_qwen2_5_1_5b.sh:knobs -->\nold\n<!-- END run_qwen2_5_1_5b.sh:knobs -->\n")
+    page.write_text("<!-- BEGIN grpo_math/knobs.py:knobs_markdown -->\nold\n<!-- END grpo_math/knobs.py:knobs_markdown -->\n")
     monkeypatch.setattr(sync_readme, "documents", lambda: [page])
     assert sync_readme.main(["--check"]) == 1 and "old" in page.read_text()
     assert sync_readme.main([]) == 0 and "| `DEVICE` |" in page.read_text()

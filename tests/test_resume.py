@@ -187,7 +187,7 @@ def test_step_3_prompts_are_the_next_rows_of_the_sampler(resumed):
     import pyarrow.parquet as pq
 
     import preflight
-    from script_utils import stack_python
+    from grpo_math.stacks import stack_python
 
     out, log, stack = resumed
     # verl's RLHFDataset keeps rows whose templated prompt fits MAX_PROMPT (filter_overlong_prompts);

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-import script_utils
+from grpo_math import stacks
 from conftest import REPO, ComposedLaunches, launcher_command, launcher_overrides
 
 PROFILES = ["npu_1", "npu_4", "npu_8", "npu_2x8", "cuda_1", "cuda_4", "cuda_8", "cuda_2x8", "cpu", "cpu_learn"]
@@ -53,7 +53,7 @@ def composed():
 
 @pytest.mark.parametrize("stack", ["reference", "current"])
 def test_the_launcher_runs_the_stacks_python(stack):
-    python = script_utils.stack_python(stack)
+    python = stacks.stack_python(stack)
     assert launcher_command(stack, "cuda")[0] == (str(python) if python.exists() else "python3")
 
 
@@ -65,7 +65,7 @@ def test_the_launcher_runs_the_stacks_python(stack):
 ])
 def test_verl_loads_the_recipe_reward(composed, stack, launch, reward_name):
     got = composed(stack, launch)
-    assert got["verl"] == script_utils.STACK_MATRIX[stack][launch.split("_")[0]]["verl"].version
+    assert got["verl"] == stacks.STACK_MATRIX[stack][launch.split("_")[0]]["verl"].version
     assert got["reward"] == {"file": str(REPO / "new_math_reward.py"), "name": reward_name}
 
 

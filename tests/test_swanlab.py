@@ -26,7 +26,7 @@ import urllib.request
 import pytest
 
 from conftest import REPO, missing_environment, swanlab_installed
-from script_utils import stack_python
+from grpo_math.stacks import stack_python
 
 STEPS = 2  # profiles/cpu.sh TOTAL_STEPS
 KEY_TAGS = ("critic/score/mean", "actor/ppo_kl", "actor/kl_loss", "actor/pg_loss", "response_length/mean")

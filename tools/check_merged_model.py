@@ -12,7 +12,7 @@ import struct
 import sys
 from pathlib import Path
 
-from script_utils import ArgumentParser, DataError, one_line
+from grpo_math.io import ArgumentParser, DataError, one_line
 
 #: verl's FSDP merger casts every tensor to bfloat16 (model_merger/fsdp_model_merger.py, 0.6.0 and 0.9.1)
 MERGER_DTYPE = "BF16"

@@ -1,16 +1,12 @@
 #!/usr/bin/env python3
-"""The launcher's guards against a user's mistakes, before anything starts.
+"""The launcher's guards against a user's mistakes, before anything starts: ``typos`` (setup.sh and
+run_qwen2_5_1_5b.sh call it first), ``start`` (what a launch of run_qwen2_5_1_5b.sh does with the
+output folder it finds) and ``kept-prompts`` (what ``start`` counts under the launcher's PYTHON).
+``python tools/launch_guard.py COMMAND --help`` gives each one's rules and their sources.
 
-    python tools/launch_guard.py typos SCRIPT [--print-knobs]
-    python tools/launch_guard.py start NAME=VALUE ... [-- HYDRA_OVERRIDE ...]
-    python tools/launch_guard.py kept-prompts --model-path DIR --train-file FILE --max-prompt-length N
-
-``typos`` refuses an environment variable that is not a knob but is close to one (setup.sh and
-run_qwen2_5_1_5b.sh call it first); ``start`` decides what a launch of run_qwen2_5_1_5b.sh does
-with the output folder it finds (resume, refuse, report a finished run, move an earlier run
-aside, keep the earlier console logs). Only the standard library is imported, so the system's
-python3 runs both before any virtual environment exists; ``kept-prompts`` (transformers,
-pyarrow) runs under the launcher's PYTHON. See MANUAL below for the rules and their sources.
+Only the standard library is imported, so the system's python3 runs ``typos`` and ``start``
+before any virtual environment exists; ``kept-prompts`` (transformers, pyarrow) runs under the
+launcher's PYTHON.
 """
 
 from __future__ import annotations
@@ -20,6 +16,7 @@ import os
 import re
 import subprocess
 import sys
+import textwrap
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,8 +26,8 @@ REPO = Path(__file__).resolve().parent.parent
 if sys.path[0] != str(REPO):  # run as a file (tools/launch_guard.py) from any working directory
     sys.path.insert(0, str(REPO))
 
-from script_utils import ArgumentParser, positive_int, write_json_atomic  # noqa: E402
-from tools import sync_readme  # noqa: E402  (its knobs(): the one parser of NAME=${NAME:-default} lines)
+from grpo_math import knobs  # noqa: E402
+from grpo_math.io import ArgumentParser, positive_int, write_json_atomic  # noqa: E402
 
 LAUNCHER = "run_qwen2_5_1_5b.sh"
 SETTINGS_FILE = "launch_settings.json"
@@ -84,10 +81,10 @@ def knob_files(script: str) -> list[Path]:
 
 
 def knob_names(files: Iterable[Path]) -> list[str]:
-    """Knob names of ``files`` in order of first appearance (tools/sync_readme.py's parser)."""
+    """Knob names of ``files`` in order of first appearance (grpo_math.knobs, docs/knobs.md's parser)."""
     names: dict[str, None] = {}
     for path in files:
-        for name, _, _ in sync_readme.knobs(path):
+        for name, _, _ in knobs.read_knobs(path):
             names.setdefault(name, None)
     return list(names)
 
@@ -446,44 +443,53 @@ def cmd_start(items: Sequence[str], overrides: Sequence[str]) -> int:
     return EXIT_REFUSED
 
 
-MANUAL = f"""\
-typos SCRIPT [--print-knobs]
-  Refuses (one line each, exit 2) every environment variable that is not a knob but is close
-  to a knob of SCRIPT: "TRAIN_BATH_SIZE is not a knob; did you mean TRAIN_BATCH_SIZE?".
-  Knobs: the NAME=${{NAME:-default}} lines of SCRIPT (for {LAUNCHER} also of stacks/*.sh and
-  profiles/*.sh), parsed by tools/sync_readme.py, the parser that writes docs/knobs.md.
-  Close: Damerau-Levenshtein distance (insert, delete, substitute, swap two neighbours) 1, or 2
-  for a knob of {LONG_NAME} characters or more, compared in upper case. Never reported: a knob
-  of any script of the recipe, and {', '.join(sorted(NOT_TYPOS))} (other programs' names).
-  Hydra overrides (key=value arguments) are not checked here: verl's Hydra configuration
-  rejects an unknown key at start-up. --print-knobs: on success, print SCRIPT's knob names.
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(prog="python tools/launch_guard.py", description=__doc__.split("\n\n")[0],
+                            epilog="Exit status: 0 go on; 2 refused or bad arguments (one line on stderr); "
+                                   f"{EXIT_COMPLETE} (start) the run is complete.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-start NAME=VALUE ... [-- HYDRA_OVERRIDE ...]
-  The launcher's resolved knobs and the Hydra overrides it passes on. With RESUME_MODE=auto and
-  a checkpoint in CKPT_DIR:
-  - the checkpoint verl will load is checked first. verl 0.6.0 loads the folder that
-    {TRACKER_FILE} names, which it writes after a complete save; a run killed during a save
-    leaves a partial global_step_N beside it, which is reported and not loaded. A missing,
-    empty or partial tracked checkpoint is refused (verl would train from scratch, crash, or
-    load it), naming the last complete one.
-  - CKPT_DIR/{SETTINGS_FILE} (written at every start) is compared with this launch: a knob or
-    Hydra override that changes training is refused, naming each and the two ways out (a new
-    OUTPUT_DIR, or RESUME_MODE=disable). Not compared: {', '.join(sorted(NOT_COMPARED))}; and the
-    Hydra keys {', '.join(sorted(NOT_COMPARED_KEYS))}.
-  - a run whose checkpoint is at or past its planned global steps (TOTAL_STEPS; null: the kept
-    training prompts // TRAIN_BATCH_SIZE x TOTAL_EPOCHS) is reported complete: exit 3, and the
-    launcher exits 0 without training (verl would train one more step).
-  When the run starts over (RESUME_MODE=disable, or nothing complete to resume), a CKPT_DIR or
-  TENSORBOARD_DIR with files is moved aside to NAME.<UTC time>. An existing LOG_FILE is kept as
-  train.N.log (N one above the highest kept). Then {SETTINGS_FILE} is written (atomically).
-  The launcher runs start only when it is about to train (not with DRY_RUN=1 or --preflight-only).
+    def command(name: str, summary: str, *rules: str) -> ArgumentParser:
+        text = "\n".join(textwrap.fill(rule, 100, initial_indent="- ", subsequent_indent="  ") for rule in rules)
+        return sub.add_parser(name, help=summary, description=f"{summary[0].upper()}{summary[1:]}:\n{text}",
+                              prog=f"{parser.prog} {name}")
 
-kept-prompts --model-path DIR --train-file FILE --max-prompt-length N
-  Prints how many training rows verl keeps (templated prompt <= N tokens); start runs it with
-  the launcher's PYTHON when TOTAL_STEPS=null.
-
-Exit status: 0 go on; 2 refused or bad arguments (one line on stderr); 3 (start) the run is complete.
-"""
+    p = command(
+        "typos", "refuse every environment variable that is not a knob but is close to a knob of SCRIPT",
+        f"one line each, exit {EXIT_REFUSED}: 'TRAIN_BATH_SIZE is not a knob; did you mean TRAIN_BATCH_SIZE?'",
+        f"knobs: the NAME=${{NAME:-default}} lines of SCRIPT (for {LAUNCHER} also of stacks/*.sh and profiles/*.sh), "
+        "read by grpo_math.knobs, the parser that writes docs/knobs.md",
+        "close: Damerau-Levenshtein distance (insert, delete, substitute, swap two neighbours) 1, or 2 for a knob of "
+        f"{LONG_NAME} characters or more, compared in upper case",
+        f"never reported: a knob of any script of the recipe, and {', '.join(sorted(NOT_TYPOS))} (other programs' "
+        "names); Hydra overrides are not checked here (verl's Hydra configuration rejects an unknown key at start-up)")
+    p.add_argument("script", help=f"a shell script of the recipe, e.g. {LAUNCHER} or setup.sh")
+    p.add_argument("--print-knobs", action="store_true", help="on success, print SCRIPT's knob names")
+    p = command(
+        "start", "decide what this launch does with the earlier run in CKPT_DIR (run only when about to train)",
+        f"RESUME_MODE=auto: the checkpoint verl will load (the folder {TRACKER_FILE} names, written after a "
+        "complete save) must be complete, else the launch is refused naming the last complete one (verl would "
+        "train from scratch, crash, or load a partial one)",
+        f"RESUME_MODE=auto: CKPT_DIR/{SETTINGS_FILE} (written at every start) is compared with this launch; a knob or "
+        "Hydra override that changes training is refused, naming each and the two ways out (a new OUTPUT_DIR, or "
+        f"RESUME_MODE=disable). Not compared: {', '.join(sorted(NOT_COMPARED))}; the Hydra keys "
+        f"{', '.join(sorted(NOT_COMPARED_KEYS))}",
+        "RESUME_MODE=auto: a run at or past its planned global steps (TOTAL_STEPS; null: the kept training prompts "
+        f"// TRAIN_BATCH_SIZE x TOTAL_EPOCHS) is reported complete: exit {EXIT_COMPLETE}, and the launcher exits 0 "
+        "without training (verl would train one more step)",
+        "starting over (RESUME_MODE=disable, or nothing complete to resume): a CKPT_DIR or TENSORBOARD_DIR with "
+        "files is moved aside to NAME.<UTC time>",
+        f"an existing LOG_FILE is kept as train.N.log (N one above the highest kept); then {SETTINGS_FILE} is written")
+    p.add_argument("settings", nargs="*", metavar="NAME=VALUE",
+                   help="every knob of the launch, resolved; after '--', the Hydra overrides it passes on")
+    p = command(
+        "kept-prompts", "print how many training rows verl keeps",
+        "the rows whose templated prompt is at most --max-prompt-length tokens (verl's data.filter_overlong_prompts)",
+        "start runs it with the launcher's PYTHON when TOTAL_STEPS=null")
+    p.add_argument("--model-path", required=True, type=Path, help="the model whose tokenizer counts")
+    p.add_argument("--train-file", required=True, type=Path, help="the verl parquet of the training split")
+    p.add_argument("--max-prompt-length", required=True, type=positive_int, help="tokens")
+    return parser
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -492,20 +498,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     if "--" in argv:
         at = argv.index("--")
         argv, overrides = argv[:at], argv[at + 1:]
-    parser = ArgumentParser(prog="python tools/launch_guard.py", epilog=MANUAL,
-                            description="Guards of run_qwen2_5_1_5b.sh and setup.sh: refuse a typo of a knob, "
-                                        "and decide what a relaunch does with an earlier run.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("typos", help="refuse environment variables close to a knob of SCRIPT")
-    p.add_argument("script", help=f"a shell script of the recipe, e.g. {LAUNCHER} or setup.sh")
-    p.add_argument("--print-knobs", action="store_true", help="print SCRIPT's knob names on success")
-    p = sub.add_parser("start", help="check the output folder before a launch (see below)")
-    p.add_argument("settings", nargs="*", metavar="NAME=VALUE", help="every knob of the launch, resolved")
-    p = sub.add_parser("kept-prompts", help="count the training rows verl keeps")
-    p.add_argument("--model-path", required=True, type=Path)
-    p.add_argument("--train-file", required=True, type=Path)
-    p.add_argument("--max-prompt-length", required=True, type=positive_int)
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     if args.command == "typos":
         return cmd_typos(args.script, args.print_knobs)
     if args.command == "start":

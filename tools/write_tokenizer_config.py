@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from new_math_reward import QWEN_STOCK_SYSTEM_PROMPT, SYSTEM_PROMPT
-from script_utils import write_text_atomic
+from grpo_math.io import write_text_atomic
 
 REPO = Path(__file__).resolve().parent.parent
 

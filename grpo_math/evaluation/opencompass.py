@@ -1,28 +1,26 @@
-"""OpenCompass's MATH protocol (``math_gen_a58d9d``, OpenCompass 0.5.4) without OpenCompass.
+r"""opencompass: OpenCompass 0.5.4's math_gen_a58d9d as it really runs, without OpenCompass: the
+4-shot Minerva-style turns exactly as sent (their doubled braces included), the problem as
+"Problem:\n...\nSolution:\n", the model's chat template; greedy decoding with the model's
+generation_config.json otherwise in force (transformers; vLLM: temperature 0 only), cut at the
+EOS strings; the reference is the solution's last \boxed{} as OpenCompass's MATHDataset reads it
+(MATH-500: its answer field); judged as MATHVerifyEvaluator judges (math-verify on the raw response,
+first LaTeX match, boxed first); reported: accuracy % = correct / problems, by level and type.
 
 The steps, in the order a problem goes through them:
 
-1. ``reference_answer(solution)``: the ground truth OpenCompass's ``MATHDataset`` keeps, the
-   content of the solution's last ``\\boxed{...}`` (``\\fbox`` only when there is no ``\\boxed``;
-   anything but a braced ``\\boxed{...}`` gives None).
-2. ``build_messages(problem)``: the 4-shot, Minerva-style chat turns ``HuggingFacewithChatTemplate``
-   sends: eight worked-example turns (user / assistant), then ``Problem:\\n{problem}\\nSolution:\\n``.
-   The example turns are sent as the config spells them, with DOUBLED braces
-   (``\\frac{{\\sqrt{{x-2}}}}``, and a stray ``}}`` after the first problem): OpenCompass replaces
-   the text ``{problem}`` (then ``{solution}``, the answer column, by nothing) and leaves every
-   other brace alone. Every user turn then gains one trailing newline: OpenCompass's default
+1. :func:`reference_answer`: the content of the solution's last ``\boxed{...}`` (``\fbox``
+   only when there is no ``\boxed``; anything but a braced ``\boxed{...}`` gives None).
+2. :func:`build_messages`: eight worked-example turns (user / assistant), then the problem turn.
+   The example turns are sent as the config spells them, with DOUBLED braces: OpenCompass
+   replaces the text ``{problem}`` (then ``{solution}``, the answer column, by nothing) and leaves
+   every other brace alone. Every user turn gains one trailing newline: OpenCompass's default
    chat meta-template has an empty SYSTEM slot in each round, mapped to the human role, and
-   merging it into the user turn adds ``"\\n"`` (seen in ``origin_prompt``; the config's turns
-   end in ``Solution:``, the sent ones in ``Solution:\\n``). The model's chat template then
-   renders these turns (``apply_chat_template(..., add_generation_prompt=True)``), so the
-   template's default system prompt (the recipe's, from tokenizer_config.json) is in force.
-3. Generation (evaluate.py): greedy, up to 1024 new tokens, cut at the stop words (the model's
-   EOS strings).
-4. ``score(prediction, reference)``: ``MATHVerifyEvaluator``'s judgement: math-verify parses the
-   reference wrapped in ``$...$`` (first match, LaTeX then plain expressions) and the raw
-   prediction (first match, LaTeX only, boxed answers first, no anchor-free extraction), then
-   ``verify(prediction_parsed, reference_parsed)``. A reference that parses to nothing is
-   skipped: OpenCompass counts the problem in the denominator but reports no detail for it.
+   merging it into the user turn adds ``"\n"`` (seen in ``origin_prompt``).
+3. Generation (grpo_math.evaluation.generate): greedy, cut at the stop words.
+4. :func:`score`: math-verify parses the reference wrapped in ``$...$`` (first match, LaTeX then
+   plain expressions) and the raw prediction (first match, LaTeX only, boxed answers first, no
+   anchor-free extraction), then ``verify(prediction_parsed, reference_parsed)``. A reference
+   that parses to nothing is skipped: counted as a problem, never correct, no detail.
 
 Sources (the installed opencompass 0.5.4 package): ``configs/datasets/math/math_gen_a58d9d.py``
 (the turns, ``MATHDataset``, ``MATHVerifyEvaluator``, no post-processor), ``datasets/math.py``
@@ -30,21 +28,17 @@ Sources (the installed opencompass 0.5.4 package): ``configs/datasets/math/math_
 mapping HUMAN -> user, BOT -> assistant, merge of consecutive same-role turns with a newline, stop
 words, greedy decoding), ``evaluator/math_evaluator.py`` (the math-verify settings, the 10 s
 per-problem limit, accuracy = 100 * correct / problems).
-
-One difference: OpenCompass runs each judgement in a child process killed after 10 s; here
-math-verify's own time limits apply (5 s for parsing and for verifying, in the main thread; off
-the main thread none, as math-verify's SIGALRM timer cannot run there).
 """
-
 from __future__ import annotations
 
+import logging
 import threading
-from typing import Optional
+from typing import Optional, Sequence
+
+from grpo_math.evaluation.summary import by_group, mean, render
 
 #: The dataset config's name in OpenCompass.
 CONFIG_NAME = "math_gen_a58d9d"
-#: OpenCompass's generation budget in the reference's model configs (tokens).
-DEFAULT_MAX_OUT_LEN = 1024
 #: The problem slot of the last user turn.
 PROBLEM_TEMPLATE = "Problem:\n{problem}\nSolution:\n"
 #: The few-shot turns exactly as sent (role, text); braces doubled as in OpenCompass's config.
@@ -82,7 +76,9 @@ FEW_SHOT_TURNS: tuple[tuple[str, str], ...] = (
 USER_TURN_END = "\n"
 #: OpenCompass's role names for chat roles (origin_prompt uses them).
 OC_ROLES = {"user": "HUMAN", "assistant": "BOT", "system": "SYSTEM"}
-#: math-verify's parse / verify time limits used here (seconds; math-verify 0.9.0's defaults).
+#: math-verify's parse / verify time limits in the main thread (seconds; none off it, where its
+#: SIGALRM timer cannot run). OpenCompass instead runs each judgement in a child process killed
+#: after 10 s.
 TIMEOUT_S = 5
 
 
@@ -173,7 +169,7 @@ def cut_at_stop_words(text: str, stop_words: list[str]) -> str:
 
 
 # ------------------------------------------------------------------------------------------
-# 4. scoring
+# 4. judge and summary
 # ------------------------------------------------------------------------------------------
 def parse_reference(reference: Optional[str], timeout: Optional[int]):
     """math-verify's parse of the reference as MATHVerifyEvaluator does it (``$ref$``)."""
@@ -195,8 +191,6 @@ def _once(record, _seen=set()) -> bool:  # noqa: B006 - the set is the memory of
 
 def parse_prediction(prediction: str, timeout: Optional[int]):
     """math-verify's parse of the raw prediction as MATHVerifyEvaluator does it."""
-    import logging
-
     from latex2sympy2_extended import NormalizationConfig
     from math_verify import LatexExtractionConfig, parse
 
@@ -235,3 +229,38 @@ def score(prediction: str, reference: Optional[str]) -> dict:
 def accuracy_percent(verdicts: list[dict]) -> float:
     """OpenCompass's accuracy: 100 * correct / problems (skipped ones count as problems)."""
     return 100.0 * sum(v["correct"] for v in verdicts) / len(verdicts) if verdicts else 0.0
+
+
+def judge(problem: dict, response: str) -> dict:
+    """A sample's verdicts (:func:`score`): ``correct``, ``status``, ``pred`` and ``answer``."""
+    return score(response, problem["ground_truth"])
+
+
+JUDGES = {"accuracy": lambda r: r["correct"]}
+
+
+def summarize(records: Sequence[dict], ks: Sequence[int] = (1,), n: int = 1) -> dict:
+    """summary.json: problems, correct, skipped (reference unparsable, counted as problems, as in
+    OpenCompass), errors, accuracy (a fraction) and accuracy_percent (OpenCompass's figure), by
+    level and type; mean_response_tokens; truncated_rate. ``ks`` and ``n`` are 1 (greedy)."""
+    return {
+        "protocol": "opencompass", "problems": len(records), "correct": sum(1 for r in records if r["correct"]),
+        "skipped": sum(1 for r in records if r.get("status") == "skipped"),
+        "errors": sum(1 for r in records if r.get("status") == "error"),
+        "accuracy": mean([float(r["correct"]) for r in records]), "accuracy_percent": accuracy_percent(list(records)),
+        "mean_response_tokens": mean([r["response_tokens"] for r in records]),
+        "truncated_rate": mean([float(r["truncated"]) for r in records]),
+        "by_level": by_group(records, "level", JUDGES), "by_type": by_group(records, "type", JUDGES),
+    }
+
+
+def format_table(summary: dict) -> str:
+    """The printed report of an opencompass-protocol summary."""
+    s, run = summary, summary.get("run", {})
+    head = f"protocol opencompass ({CONFIG_NAME})" + (
+        f"  model {run.get('model')}  data {run.get('data')}  backend {run.get('backend')}" if run else "")
+    rows = [("problems / correct / skipped / errors", f"{s['problems']} / {s['correct']} / {s['skipped']} / {s['errors']}"),
+            ("accuracy (OpenCompass %)", f"{s['accuracy_percent']:.2f}"),
+            ("mean response length (tokens)", f"{s['mean_response_tokens']:.1f}"),
+            ("truncated (no EOS)", f"{s['truncated_rate']:.4f}")]
+    return "\n".join(render(head, rows, s, {"acc": "accuracy"}))

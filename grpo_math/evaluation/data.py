@@ -1,0 +1,167 @@
+"""Read MATH problems from any of the layouts evaluate.py takes, with each problem's chat turns
+and reference under the chosen protocol."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterable, Optional
+
+import new_math_reward as nmr
+from grpo_math.evaluation import opencompass as oc
+from grpo_math.evaluation import recipe
+from grpo_math.io import DataError, one_line
+
+#: The layouts, detected by their fields (never by file name) in this order: name -> (required
+#: fields, what a row gives). Anything else is refused naming the file and the fields found.
+LAYOUTS = {
+    "verl": (("data_source", "prompt", "reward_model", "extra_info"),
+             "prepare_math.py's verl parquet: the row's own prompt, reference reward_model.ground_truth, "
+             "id {extra_info.split}-{extra_info.index}; recipe protocol only (no problem text)"),
+    "lighteval": (("problem", "level", "type", "solution"),
+                  "a MATH-lighteval parquet (the shipped data/math-lighteval/data/test-00000-of-00001.parquet), or "
+                  "OpenCompass's math.json (parquet2json.py) in key order: reference the solution's last \\boxed{} "
+                  "(recipe: new_math_reward.extract_last_boxed, as prepare_math.py, a row with an empty box "
+                  "dropped; opencompass: as OpenCompass's loader), id {split}-{row}, the split from the file name "
+                  "(test-00000-... -> test, the ids a verl parquet of that split gets; math.json -> math)"),
+    "math500": (("problem", "answer"),
+                "MATH-500-style JSON lines (optional unique_id, subject, level, solution): reference answer, "
+                "id unique_id"),
+}
+
+
+def detect_format(fields: Iterable[str]) -> Optional[str]:
+    """Name of the first layout of LAYOUTS whose required fields are all in ``fields``, else None."""
+    have = set(fields)
+    return next((name for name, (required, _) in LAYOUTS.items() if set(required) <= have), None)
+
+
+def level_name(value: object) -> str:
+    """``3`` / ``"3"`` / ``"Level 3"`` -> ``"Level 3"``; anything else as a string."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and float(value).is_integer():
+        return f"Level {int(value)}"
+    s = "" if value is None else str(value).strip()
+    return f"Level {s}" if s.isdigit() else s
+
+
+def read_rows(path: Path) -> list[dict]:
+    """Rows of a parquet, JSON-lines or math.json file as dicts. Raises DataError."""
+    if not path.is_file():
+        raise DataError(f"{path}: file not found (expected a MATH parquet or JSON-lines file)")
+    if path.suffix == ".parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        try:
+            return pq.read_table(path).to_pylist()
+        except (OSError, pa.ArrowException) as exc:
+            raise DataError(f"{path}: not a readable parquet file ({one_line(exc)})") from None
+    if path.suffix not in (".jsonl", ".json"):
+        raise DataError(f"{path}: unsupported file type '{path.suffix}'; expected .parquet or .jsonl")
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".json" and text.lstrip().startswith("{"):
+        try:
+            obj = json.loads(text)
+        except ValueError:
+            obj = None  # one JSON object per line, read below
+        if isinstance(obj, dict) and obj and all(isinstance(v, dict) for v in obj.values()):
+            return list(obj.values())  # OpenCompass's math.json: records in key order
+    rows = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{path}: line {lineno}: not valid JSON ({exc.msg}); expected one JSON object "
+                                "per line") from None
+            if not isinstance(rows[-1], dict):
+                raise DataError(f"{path}: line {lineno}: expected a JSON object, found {type(rows[-1]).__name__}")
+    return rows
+
+
+def _text(path: Path, where: str, field: str, value: object) -> str:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str) or not value.strip():
+        raise DataError(f"{path}: {where}: field '{field}': expected a non-empty string, found "
+                        f"{one_line(repr(value), 60)}")
+    return value
+
+
+def _problem(path: Path, i: int, row: dict, fmt: str, split: str, protocol: str) -> Optional[dict]:
+    """One problem of a row (load_problems); None for a lighteval row with an empty box (recipe)."""
+    where = f"row {i}"
+    if fmt == "verl":
+        prompt = row["prompt"]
+        if (not isinstance(prompt, (list, tuple)) or not prompt
+                or not all(isinstance(m, dict) and {"role", "content"} <= set(m) for m in prompt)):
+            raise DataError(f"{path}: {where}: field 'prompt': expected a list of {{role, content}} messages, "
+                            f"found {one_line(repr(prompt), 60)}")
+        messages = [{"role": m["role"], "content": m["content"]} for m in prompt]
+        info = row["extra_info"] or {}
+        return {"id": f"{info.get('split', split)}-{info.get('index', i)}",
+                "problem": ([m["content"] for m in messages if m["role"] == "user"] or [messages[-1]["content"]])[-1],
+                "level": level_name(info.get("level")), "type": str(info.get("type") or ""),
+                "ground_truth": _text(path, where, "reward_model.ground_truth",
+                                      (row["reward_model"] or {}).get("ground_truth")),
+                "data_source": _text(path, where, "data_source", row["data_source"]), "messages": messages,
+                "extra_info": {k: info.get(k) for k in ("split", "index", "level", "type")}}
+    problem = _text(path, where, "problem", row["problem"])
+    if fmt == "lighteval":
+        solution = _text(path, where, "solution", row["solution"])
+        gt = nmr.extract_last_boxed(solution)
+        if gt is None:
+            raise DataError(f"{path}: {where}: field 'solution': expected a complete \\boxed{{...}} answer, found "
+                            f"...{one_line(solution[-60:], 60)}")
+        if protocol == "opencompass":
+            gt = oc.reference_answer(solution)
+        elif not gt.strip():
+            return None
+        pid, level, subject = f"{split}-{i}", row["level"], row["type"]
+    else:
+        gt = _text(path, where, "answer", row["answer"])
+        pid, level, subject = str(row.get("unique_id") or f"{split}-{i}"), row.get("level"), row.get("subject") or row.get("type")
+    return {"id": pid, "problem": problem, "level": level_name(level), "type": str(subject or ""), "ground_truth": gt,
+            "data_source": recipe.DEFAULT_DATA_SOURCE, "extra_info": None,
+            "messages": oc.build_messages(problem) if protocol == "opencompass" else recipe.messages(problem)}
+
+
+def load_problems(path: Path, protocol: str = "recipe") -> tuple[str, list[dict], list[str]]:
+    """Read MATH problems from ``path`` (LAYOUTS).
+
+    Returns ``(layout, problems, dropped)``: ``problems`` in file order, each a dict with ``id,
+    problem, level, type, ground_truth, data_source, messages`` (the protocol's chat turns) and
+    ``extra_info``; ``dropped``: ids of rows without a reference (an empty box, recipe protocol).
+    Under the opencompass protocol ``ground_truth`` is OpenCompass's reference (None where its
+    loader reads none). Raises DataError for an unknown layout, a missing field, an empty problem
+    or answer, a solution without a complete box, an unsupported data_source or duplicate ids.
+    """
+    rows = read_rows(path)
+    if not rows:
+        raise DataError(f"{path}: no rows; expected at least one MATH problem")
+    fmt = detect_format(rows[0].keys())
+    if fmt is None:
+        raise DataError(f"{path}: unknown MATH data layout: fields {sorted(rows[0].keys())}; expected "
+                        + "; ".join(f"{name} ({', '.join(fields)})" for name, (fields, _) in LAYOUTS.items()))
+    if protocol == "opencompass" and fmt == "verl":
+        raise DataError(f"{path}: --protocol opencompass needs the problem text; expected a MATH-lighteval "
+                        "parquet, OpenCompass's math.json or a MATH-500 jsonl, not a verl parquet")
+    split = path.name.split("-")[0] if path.name.split("-")[0] in ("train", "test") else path.stem
+    problems, dropped, seen = [], [], set()
+    for i, row in enumerate(rows):
+        missing = [f for f in LAYOUTS[fmt][0] if f not in row]
+        if missing:
+            raise DataError(f"{path}: row {i}: field '{missing[0]}' missing (expected {fmt} fields "
+                            f"{', '.join(LAYOUTS[fmt][0])})")
+        p = _problem(path, i, row, fmt, split, protocol)
+        if p is None:
+            dropped.append(f"{split}-{i}")
+            continue
+        if p["data_source"] not in nmr.SUPPORTED_DATA_SOURCES:
+            raise DataError(f"{path}: row {i}: field 'data_source': {p['data_source']!r} is not judged by "
+                            f"new_math_reward; expected one of {sorted(nmr.SUPPORTED_DATA_SOURCES)}")
+        if p["id"] in seen:
+            raise DataError(f"{path}: field 'id': duplicate problem id {p['id']!r}; expected unique ids "
+                            "(unique_id / extra_info.split+index)")
+        seen.add(p["id"])
+        problems.append(p)
+    return fmt, problems, dropped

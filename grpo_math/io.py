@@ -1,0 +1,119 @@
+"""What every script of the recipe needs: one-line errors, argument types, atomic output files.
+
+- **One line per error.** Bad input raises :class:`DataError`, whose message names the file, the
+  field and what was expected; scripts print it and exit 1. Bad arguments: :class:`ArgumentParser`
+  prints one line and exits 2.
+- **Nothing half-written.** Every output goes to a temporary file beside its target, is flushed to
+  disk (fsync), gets the mode a plain ``open`` would give (``0o666`` minus the umask), and only
+  then replaces the target (``os.replace``); on any error the temporary file is removed and the
+  target is untouched.
+
+Standard library only (pyarrow is imported by the one function that writes parquet): the
+launcher's guards import this module with the system's python3, before any environment exists.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Mapping, Optional
+
+
+class DataError(Exception):
+    """Bad input (data, model folder, output folder); the message is the one line shown to the user."""
+
+
+def one_line(text: object, limit: int = 120) -> str:
+    """``text`` with its whitespace collapsed to single spaces, cut to ``limit`` characters."""
+    s = " ".join(str(text).split())
+    return s if len(s) <= limit else s[: limit - 3] + "..."
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse whose errors are one line (``PROG: error: MESSAGE``, exit status 2) and whose
+    description and epilog keep their line breaks."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {one_line(message, 300)}\n")
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def file_mode() -> int:
+    """The mode a new file gets from ``open``: ``0o666`` minus the process umask."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def ensure_output_dir(folder: Path, knob: str) -> None:
+    """Create ``folder`` (and parents) and check that it is writable; DataError naming ``knob``
+    (the option, e.g. ``--output-dir``) if not."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DataError(f"{knob} {folder}: output folder missing and cannot be created"
+                        f" ({exc.strerror or type(exc).__name__}); expected a writable folder") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise DataError(f"{knob} {folder}: output folder not writable; expected a writable folder")
+
+
+def _write_all(writes: Mapping[Path, object]) -> None:
+    """Call each ``write(temporary name)`` of ``{target: write}``, then move every target into
+    place: all or nothing (module docstring)."""
+    pending: list[tuple[str, Path]] = []
+    try:
+        for path, write in writes.items():
+            path = Path(path)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            os.close(fd)
+            pending.append((tmp, path))
+            write(tmp)
+            with open(tmp, "rb") as fh:
+                os.fsync(fh.fileno())
+            os.chmod(tmp, file_mode())
+    except BaseException:
+        for tmp, _ in pending:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        raise
+    for tmp, path in pending:
+        os.replace(tmp, path)
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (module docstring); creates the folder."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    _write_all({path: lambda tmp: Path(tmp).write_bytes(data)})
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` as UTF-8 to ``path`` atomically."""
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_json_atomic(path: Path, obj: object, indent: Optional[int] = 2) -> None:
+    """Write ``obj`` as UTF-8 JSON (non-ASCII kept, trailing newline) to ``path`` atomically."""
+    write_text_atomic(path, json.dumps(obj, ensure_ascii=False, indent=indent) + "\n")
+
+
+def write_parquet_atomic(tables: Mapping[Path, object]) -> None:
+    """Write every ``{path: pyarrow.Table}``, all or none (module docstring)."""
+    import pyarrow.parquet as pq
+
+    _write_all({path: (lambda tmp, table=table: pq.write_table(table, tmp)) for path, table in tables.items()})

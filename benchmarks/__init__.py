@@ -22,3 +22,21 @@ def cpu_description(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
                       if line.startswith("flags")), []))
     native = [flag for flag in NATIVE_BF16_FLAGS if flag in flags]
     return f"{model}, {os.cpu_count()} CPUs, native bf16: {', '.join(native) if native else 'none'}"
+
+
+def save_chart(fig, ax, path: Path, ylabel: str, title: str) -> None:
+    """Finish a learning-curve chart (labels, grid, legend, title) and write it to ``path`` as a
+    PNG all at once (a temporary file renamed over it), closing the figure."""
+    import matplotlib.pyplot as plt
+
+    ax.set_xlabel("global step")
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", fontsize=8)
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.stem + ".tmp.png")
+    fig.savefig(tmp)
+    plt.close(fig)
+    tmp.replace(path)

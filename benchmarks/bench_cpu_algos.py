@@ -26,7 +26,7 @@ from pathlib import Path
 
 from benchmarks.bench_cpu_run import run_launcher
 from health_report import scalars_by_step
-from benchmarks import cpu_description
+from benchmarks import cpu_description, save_chart
 from grpo_math.io import write_text_atomic
 
 SCORE = "critic/score/mean"
@@ -80,18 +80,9 @@ def plot(curves: dict[str, dict], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(6.4, 3.6), dpi=120)
     for algo, score in curves.items():
         ax.plot(sorted(score), [score[s] for s in sorted(score)], marker="o", label=f"ALGO={algo}")
-    ax.set_xlabel("global step")
-    ax.set_ylabel("training reward (critic/score/mean)")
     ax.set_ylim(-1, 1)  # dapo's overlong penalty reaches -1
-    ax.grid(alpha=0.3)
-    ax.legend(loc="upper left", fontsize=8)
-    ax.set_title("cpu_learn: SmolLM2-135M-Instruct on the answer contract's format", fontsize=9)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.stem + ".tmp.png")
-    fig.savefig(tmp)
-    plt.close(fig)
-    tmp.replace(path)
+    save_chart(fig, ax, path, "training reward (critic/score/mean)",
+               "cpu_learn: SmolLM2-135M-Instruct on the answer contract's format")
 
 
 def main(argv: list[str] | None = None) -> int:

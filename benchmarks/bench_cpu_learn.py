@@ -35,7 +35,7 @@ from pathlib import Path
 
 from benchmarks.bench_cpu_run import run_launcher
 from health_report import scalars_by_step
-from benchmarks import cpu_description
+from benchmarks import cpu_description, save_chart
 from grpo_math.io import write_text_atomic
 
 #: per-step columns and their number formats. The rollout/actor agreement is logged by verl
@@ -101,18 +101,9 @@ def plot(scalars: dict, path: Path) -> None:
         points = scalars[tag]
         ax.plot(sorted(points), [points[s] for s in sorted(points)], marker="s", linestyle="--",
                 label="validation format compliance (greedy)")
-    ax.set_xlabel("global step")
-    ax.set_ylabel("share of the answer contract followed")
     ax.set_ylim(0, 1)
-    ax.grid(alpha=0.3)
-    ax.legend(loc="upper left", fontsize=8)
-    ax.set_title("cpu_learn: SmolLM2-135M-Instruct, GRPO on the contract's format", fontsize=9)
-    fig.tight_layout()
-    tmp = path.with_name(path.stem + ".tmp.png")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(tmp)
-    plt.close(fig)
-    tmp.replace(path)
+    save_chart(fig, ax, path, "share of the answer contract followed",
+               "cpu_learn: SmolLM2-135M-Instruct, GRPO on the contract's format")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -63,9 +63,9 @@ def knobs_table() -> str:
 
 
 def health_rules() -> str:
-    import health_report
+    from grpo_math.health import rules
 
-    return health_report.rules_markdown()
+    return rules.rules_markdown()
 
 
 def stack_matrix() -> str:
@@ -86,7 +86,7 @@ def reward_policy() -> str:
     return new_math_reward.policy_markdown()
 
 
-GENERATORS = {"run_qwen2_5_1_5b.sh:knobs": knobs_table, "health_report.py:rules_markdown": health_rules,
+GENERATORS = {"run_qwen2_5_1_5b.sh:knobs": knobs_table, "grpo_math/health/rules.py:rules_markdown": health_rules,
               "script_utils.py:stack_matrix_markdown": stack_matrix,
               "script_utils.py:docker_images_markdown": docker_images,
               "new_math_reward.py:policy_markdown": reward_policy}

@@ -101,10 +101,12 @@ def to_rgb(color):
 
 
 def test_recorded_cpu_run_shading_agrees_with_the_rules():
-    """The quick start on the current stack: entropy above 2 (info: exploring), gradient 0 (info: no
-    advantage), MFU 0 (not measured)."""
+    """The quick start on the current stack: 87.5 % of responses cut at max length (warned), entropy
+    above 2 (info: exploring), gradient 0 (info: no advantage), MFU 0 (not measured)."""
     fig, findings, ctx = grid(REPO / "tests" / "data" / "health_cpu_current" / "tensorboard")
     p = panels(fig)
+    assert labels(p["response_length/clip_ratio"]) == ["WARN response_truncation at step 1"]
+    assert shading(p["response_length/clip_ratio"])["warn"][0][0] == pytest.approx(0.2)
     assert labels(p["actor/entropy"])[0] == "INFO entropy_high at step 1"
     assert any(lo == pytest.approx(2.0) for lo, _ in shading(p["actor/entropy"])["info"])
     assert labels(p["actor/grad_norm"])[0] == "INFO grad_norm_high"

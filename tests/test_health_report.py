@@ -449,6 +449,16 @@ def test_truncation_ok_line_reads_correctly(tmp_path):
     assert entries["response_truncation"]["message"].endswith("max 0.02 <= 0.2")
 
 
+@pytest.mark.parametrize("ratios,level", [((0.9, 0.7), "warn"), ((0.9,), "warn"), ((0.9, 0.1), "ok")],
+                         ids=["every-step-of-2", "one-step", "not-every-step"])
+def test_truncation_at_every_step_of_a_short_run_warns(tmp_path, ratios, level):
+    """Fewer steps than the 3 the rule asks for, each above 0.2: persistent for the whole run."""
+    write_run(tmp_path / "run", steps=len(ratios), override=_set("response_length/clip_ratio", lambda s: ratios[s - 1], 1))
+    e = report(tmp_path / "run")[1]["response_truncation"]
+    assert e["level"] == level, e
+    if level == "warn":
+        assert (e["step"], e["value"]) == (1, pytest.approx(0.9)) and f"at each of the {len(ratios)} logged steps" in e["message"]
+
 
 def test_clipfrac_note_quotes_the_guides_10_25_band(tmp_path):
     write_run(tmp_path / "run")

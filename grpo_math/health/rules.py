@@ -542,13 +542,14 @@ def check_resp_fall(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
 def check_resp_truncation(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
     s = run.get(TAG_RESP_CLIP)
     v, fin = s.values, s.finite
-    over = fin & (v > th.resp_clip_ratio_warn)
-    i = _first_persistent(over, th.resp_clip_persist)
+    over, n = fin & (v > th.resp_clip_ratio_warn), int(fin.sum())
+    short = 0 < n < th.resp_clip_persist and bool(over[fin].all())  # a run shorter than the persistence
+    i = _first(over) if short else _first_persistent(over, th.resp_clip_persist)
     if i is not None:
         step, val = _at(s, i)
-        return ("warn", step, val, f"{fmt(100 * val)} % of responses hit max_response_length for "
-                f"{th.resp_clip_persist}+ steps: truncated answers score 0 (no boxed answer); raise "
-                "data.max_response_length or check for repetition")
+        span = f"at each of the {n} logged steps" if short else f"for {th.resp_clip_persist}+ steps"
+        return ("warn", step, val, f"{fmt(100 * val)} % of responses hit max_response_length {span}: truncated "
+                "answers score 0 (no boxed answer); raise data.max_response_length or check for repetition")
     if not over.any():
         mx = float(np.max(v[fin])) if fin.any() else None
         return "ok", None, _last_finite(s), f"max {fmt(mx)} <= {th.resp_clip_ratio_warn:g}"
@@ -882,7 +883,8 @@ RULES: Tuple[Rule, ...] = (
          f"warn < {t.resp_fall_factor:g}x trailing median ({t.resp_window} steps, >= {t.resp_min_history} history)",
          f"{SRC_GUIDE}; {SRC_METRIC_UTILS}", check_resp_fall),
     Rule("response_truncation", TAG_RESP_CLIP, (TAG_RESP_CLIP,), lambda t:
-         f"warn > {t.resp_clip_ratio_warn:g} for {t.resp_clip_persist}+ steps", f"{SRC_METRIC_UTILS}; {SRC_DAPO} (overlong responses); threshold heuristic",
+         f"warn > {t.resp_clip_ratio_warn:g} for {t.resp_clip_persist}+ steps in a row, or at every step of a "
+         "shorter run", f"{SRC_METRIC_UTILS}; {SRC_DAPO} (overlong responses); threshold heuristic",
          check_resp_truncation),
     Rule("val_train_gap", "<val reward tag>", (TAG_SCORE_MEAN,), lambda t:
          f"warn if the larger of abs(val), abs(train) is > {t.val_train_ratio_max:g}x the smaller or the signs "

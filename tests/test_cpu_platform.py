@@ -85,7 +85,7 @@ def test_the_weight_sync_reloads_vllm_and_the_check_catches_a_stale_head():
     vLLM the actor's log-probs; the same sync without the head's re-processing is caught by the
     rollout/actor Pearson check and by the bypass mode's actor/ppo_kl check, which the CI learning
     test and health_report.py apply."""
-    from health_report import Thresholds
+    from grpo_math.health.rules import Thresholds
     from test_cpu_learn import ROLLOUT_PEARSON_MIN
 
     if not MODEL.is_dir():

@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-import health_report as hr
+import health_report
+from grpo_math.health import read, rules
 from conftest import REPO
 from test_health_report import _both, _set, fired, report, write_run
 
-PEARSON, PROBS_DIFF = hr.TAG_ROLLOUT_PEARSON, hr.TAG_ROLLOUT_PROBS_DIFF
+PEARSON, PROBS_DIFF = read.TAG_ROLLOUT_PEARSON, read.TAG_ROLLOUT_PROBS_DIFF
 NEW_RULES = ("rollout_actor_mismatch", "val_drop_after_first_update", "zero_reward_from_start",
              "response_length_decline", "memory_growth", "empty_responses")
 RECORDED = sorted(p for p in (REPO / "tests" / "data").glob("health_*") if p.is_dir())
@@ -58,7 +59,7 @@ def test_rollout_actor_mismatch_fires_at_the_broken_sync(tmp_path, tags):
 
 def test_rollout_actor_mismatch_at_its_threshold(tmp_path):
     """Just past the threshold fires, just inside it does not."""
-    th = hr.DEFAULT_THRESHOLDS
+    th = rules.DEFAULT_THRESHOLDS
     bad, good = th.rollout_pearson_min - 0.01, th.rollout_pearson_min + 0.01
     write_run(tmp_path / "run", override=_set(PEARSON, lambda s: bad if s >= 5 else good, 1))
     _, entries = report(tmp_path / "run")
@@ -69,19 +70,19 @@ def test_rollout_actor_mismatch_at_its_threshold(tmp_path):
 def test_without_pearson_the_updates_ppo_kl_judges_the_sync(tmp_path):
     """A run without the old-log-prob pass (bypass mode) logs no Pearson: the on-policy update's
     actor/ppo_kl against the rollout's log-probs fires past its threshold, and a healthy one is ok."""
-    th = hr.DEFAULT_THRESHOLDS
-    write_run(tmp_path / "run", override=_set(hr.TAG_PPO_KL, lambda s: 2.3 if s >= 6 else 2e-3, 1), drop=(PEARSON,))
+    th = rules.DEFAULT_THRESHOLDS
+    write_run(tmp_path / "run", override=_set(read.TAG_PPO_KL, lambda s: 2.3 if s >= 6 else 2e-3, 1), drop=(PEARSON,))
     _, entries = report(tmp_path / "run")
     e = entries["rollout_actor_mismatch"]
-    assert (e["level"], e["step"], e["tag"]) == ("alert", 6, hr.TAG_PPO_KL), e
-    write_run(tmp_path / "edge", override=_set(hr.TAG_PPO_KL, th.rollout_ppo_kl_max * 0.9, 1), drop=(PEARSON,))
+    assert (e["level"], e["step"], e["tag"]) == ("alert", 6, read.TAG_PPO_KL), e
+    write_run(tmp_path / "edge", override=_set(read.TAG_PPO_KL, th.rollout_ppo_kl_max * 0.9, 1), drop=(PEARSON,))
     _, entries = report(tmp_path / "edge")
     assert entries["rollout_actor_mismatch"]["level"] == "ok", entries["rollout_actor_mismatch"]
-    assert hr.TAG_PPO_KL in entries["rollout_actor_mismatch"]["message"]
+    assert read.TAG_PPO_KL in entries["rollout_actor_mismatch"]["message"]
 
 
 def test_rollout_actor_mismatch_skipped_without_the_metrics(tmp_path):
-    write_run(tmp_path / "run", override=_agreement((PROBS_DIFF,), broken_from=3), drop=(hr.TAG_PPO_KL,))
+    write_run(tmp_path / "run", override=_agreement((PROBS_DIFF,), broken_from=3), drop=(read.TAG_PPO_KL,))
     _, entries = report(tmp_path / "run")
     assert entries["rollout_actor_mismatch"]["level"] == "skipped"
     assert PEARSON in entries["rollout_actor_mismatch"]["message"]
@@ -114,7 +115,7 @@ def test_val_drop_after_first_update_needs_step_0(tmp_path):
     """trainer.val_before_train=False: no step-0 validation, nothing to compare with."""
     w = write_run(tmp_path / "run", val=None, close=False)
     for step, value in ((5, 0.0), (10, 0.3)):
-        w.add_scalar(hr.DEFAULT_VAL_TAG, value, step)
+        w.add_scalar(read.DEFAULT_VAL_TAG, value, step)
     w.close()
     _, entries = report(tmp_path / "run")
     e = entries["val_drop_after_first_update"]
@@ -198,7 +199,7 @@ def test_config_option_and_bad_config(tmp_path, capsys):
         elif bad.name == "broken.yaml":
             bad.write_text("a: [unclosed\n")
         out = tmp_path / "o"
-        rc = hr.main([str(tmp_path / "run"), "--config", str(bad), "--output-dir", str(out), "--quiet"])
+        rc = health_report.main([str(tmp_path / "run"), "--config", str(bad), "--output-dir", str(out), "--quiet"])
         err = capsys.readouterr().err.strip()
         assert rc == 2 and err.startswith("error: ") and "\n" not in err and needle in err and str(bad) in err, err
         assert not out.exists()
@@ -256,8 +257,8 @@ def _memory(device, host=lambda s: 20.0, prefix=""):
     rng = random.Random(7)
 
     def f(s, m):
-        m[prefix + hr.TAG_MAX_MEM_RESERVED] = max(device(t) for t in range(1, s + 1))
-        m[prefix + hr.TAG_CPU_MEM] = host(s) + rng.uniform(-0.5, 0.5)
+        m[prefix + read.TAG_MAX_MEM_RESERVED] = max(device(t) for t in range(1, s + 1))
+        m[prefix + read.TAG_CPU_MEM] = host(s) + rng.uniform(-0.5, 0.5)
     return f
 
 
@@ -267,7 +268,7 @@ def test_memory_growth_fires_on_a_steady_leak(tmp_path, prefix):
     write_run(tmp_path / "run", override=_memory(lambda s: 25.0 if s <= 2 else 30 + 0.24 * (s - 3), prefix=prefix))
     _, entries = report(tmp_path / "run")
     e = entries["memory_growth"]
-    assert (e["level"], e["step"], e["tag"]) == ("warn", 20, prefix + hr.TAG_MAX_MEM_RESERVED), e
+    assert (e["level"], e["step"], e["tag"]) == ("warn", 20, prefix + read.TAG_MAX_MEM_RESERVED), e
     assert "device memory grew steadily over steps 3-20: 30 -> 34.08 GB" in e["message"], e["message"]
     assert "+0.24 GB per step" in e["message"] and "vllm-ascend#9563" in e["message"]
     assert set(fired(entries)) == {"memory_growth"}
@@ -276,7 +277,7 @@ def test_memory_growth_fires_on_a_steady_leak(tmp_path, prefix):
 def test_memory_growth_fires_on_the_host(tmp_path):
     write_run(tmp_path / "run", override=_memory(lambda s: 30.0, host=lambda s: 20 + 0.3 * s))
     e = report(tmp_path / "run")[1]["memory_growth"]
-    assert (e["level"], e["tag"]) == ("warn", hr.TAG_CPU_MEM) and e["message"].startswith("host memory"), e
+    assert (e["level"], e["tag"]) == ("warn", read.TAG_CPU_MEM) and e["message"].startswith("host memory"), e
 
 
 @pytest.mark.parametrize("device,why", [
@@ -302,14 +303,14 @@ def test_memory_growth_needs_8_steps_after_the_warm_up(tmp_path):
 # empty_responses
 # --------------------------------------------------------------------------------------
 def _shortest(fn):
-    return _set(hr.TAG_RESP_MIN, fn, 1)
+    return _set(read.TAG_RESP_MIN, fn, 1)
 
 
 def test_empty_responses_fire_at_the_first_empty_step(tmp_path):
     """Steps 7 and 12 had a response of 0 tokens; verl 0.9.1's aborted share and the rollout
     dumps are quoted."""
     write_run(tmp_path / "run", override=_both(_shortest(lambda s: 0 if s in (7, 12) else 5),
-                                               _set(hr.TAG_ABORTED, lambda s: 0.125 if s in (7, 12) else 0.0, 1)))
+                                               _set(read.TAG_ABORTED, lambda s: 0.125 if s in (7, 12) else 0.0, 1)))
     dumps = tmp_path / "rollouts"
     dumps.mkdir()
     (dumps / "7.jsonl").write_text("".join(json.dumps({"input": "p", "output": out, "score": score, "step": 7}) + "\n"
@@ -349,20 +350,20 @@ def test_recorded_runs_exist():
 @pytest.mark.parametrize("run_dir", RECORDED, ids=[p.name for p in RECORDED])
 def test_new_rules_silent_on_recorded_healthy_runs(run_dir, tmp_path):
     out = tmp_path / "h.json"
-    assert hr.main([str(run_dir / "tensorboard"), "--json", str(out), "--output-dir", str(tmp_path / "health"),
+    assert health_report.main([str(run_dir / "tensorboard"), "--json", str(out), "--output-dir", str(tmp_path / "health"),
                     "--quiet", "--no-figures"]) == 0
     entries = {e["id"]: e for e in json.loads(out.read_text())["rules"]}
     for rule in NEW_RULES:
         assert entries[rule]["level"] in ("ok", "skipped"), entries[rule]
-    if any(t in hr.scalars_by_step(run_dir / "tensorboard") for t in hr.ROLLOUT_TAGS):
+    if any(t in read.scalars_by_step(run_dir / "tensorboard") for t in read.ROLLOUT_TAGS):
         assert entries["rollout_actor_mismatch"]["level"] == "ok"
 
 
 @pytest.mark.parametrize("run_dir", RECORDED, ids=[p.name for p in RECORDED])
 def test_recorded_runs_config_names_the_experiment_and_reward(run_dir):
     """Hydra's config.yaml beside the log, as the launcher lays it out, is found and read."""
-    run = hr.discover_runs(run_dir / "tensorboard")[0]
-    cfg = hr.read_run_config(hr.find_run_config(run))
+    run = read.discover_runs(run_dir / "tensorboard")[0]
+    cfg = read.read_run_config(read.find_run_config(run))
     assert cfg.experiment and cfg.reward_file.endswith("new_math_reward.py")
     assert cfg.reward_name in ("compute_score", "compute_format_score")
-    assert hr.experiment_name(run, cfg)[0] == cfg.experiment
+    assert read.experiment_name(run, cfg)[0] == cfg.experiment

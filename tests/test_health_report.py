@@ -17,10 +17,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import health_report as hr
+import health_report
+from grpo_math.health import read, rules
+from script_utils import DataError
 from conftest import REPO
 
-VAL = hr.DEFAULT_VAL_TAG
+VAL = read.DEFAULT_VAL_TAG
 
 
 # --------------------------------------------------------------------------------------
@@ -114,7 +116,7 @@ def write_run(logdir: Path, steps: int = 20, override=None, val=healthy_val, val
 def report(logdir: Path, *args: str, tmp_json: Path = None):
     """Run the CLI in-process with --json; return (exit code, {(run, rule id): entry})."""
     out = tmp_json or (logdir.parent / f"{logdir.name}.health.json")
-    rc = hr.main([str(logdir), "--json", str(out), "--quiet", "--no-figures", *args])
+    rc = health_report.main([str(logdir), "--json", str(out), "--quiet", "--no-figures", *args])
     if not out.exists():
         return rc, {}
     doc = json.loads(out.read_text())
@@ -134,7 +136,7 @@ def test_healthy_run_fires_no_rule(tmp_path):
     rc, entries = report(tmp_path / "tensorboard_log", "--fail-on", "warn")
     assert rc == 0
     assert fired(entries) == {}
-    assert len(entries) == len(hr.RULES)
+    assert len(entries) == len(rules.RULES)
     # clip fraction 0 at lr 1e-6 with one update per step is expected, not a warning
     assert entries["clipfrac_low"]["level"] == "info"
     assert entries["zero_variance_groups"]["level"] == "skipped"
@@ -256,7 +258,7 @@ def test_short_runs_report_without_false_alarms(tmp_path, steps):
     figures = [] if steps == 1 else ["--no-figures"]  # figures of a 1-point run; others: speed
     if steps == 1:
         pytest.importorskip("matplotlib")
-    rc = hr.main([str(tmp_path / "run"), "--output-dir", str(out_dir), "--quiet", "--fail-on", "warn", *figures])
+    rc = health_report.main([str(tmp_path / "run"), "--output-dir", str(out_dir), "--quiet", "--fail-on", "warn", *figures])
     assert rc == 0
     assert (out_dir / "health_report.md").is_file()
     if steps == 1:
@@ -270,7 +272,7 @@ def test_resumed_run_keeps_the_latest_value_per_step(tmp_path):
             w.add_scalar("actor/pg_loss", value, s)
         w.close()
     assert len(list((tmp_path / "run").glob("*tfevents*"))) == 2
-    s = hr.load_scalars(tmp_path / "run")["actor/pg_loss"]
+    s = read.load_scalars(tmp_path / "run")["actor/pg_loss"]
     assert s.steps.tolist() == list(range(1, 13))
     assert s.values.tolist() == [1.0] * 5 + [2.0] * 7
 
@@ -308,7 +310,7 @@ def test_nested_runs_each_reported_and_selectable(tmp_path):
     write_run(root / "exp1")
     write_run(root / "exp2", override=_set("actor/pg_loss", float("nan"), 3))
     out = tmp_path / "all.json"
-    rc = hr.main([str(tmp_path / "logs"), "--json", str(out), "--quiet", "--no-figures"])
+    rc = health_report.main([str(tmp_path / "logs"), "--json", str(out), "--quiet", "--no-figures"])
     doc = json.loads(out.read_text())
     assert rc == 0
     assert doc["runs"] == ["tensorboard_log/proj/exp1", "tensorboard_log/proj/exp2"]
@@ -354,12 +356,12 @@ def test_threshold_override(tmp_path):
     write_run(tmp_path / "run", override=_set("actor/grad_norm", 5.0, 12, 12))
     _, entries = report(tmp_path / "run", "--set", "grad_spike_factor=50")
     assert entries["grad_norm_spike"]["level"] == "ok"
-    th = hr.override_thresholds(hr.DEFAULT_THRESHOLDS, ["grad_spike_window=4", "kl_loss_warn=0.2"])
+    th = rules.override_thresholds(rules.DEFAULT_THRESHOLDS, ["grad_spike_window=4", "kl_loss_warn=0.2"])
     assert (th.grad_spike_window, th.kl_loss_warn) == (4, 0.2)
     with pytest.raises(ValueError, match="unknown threshold"):
-        hr.override_thresholds(hr.DEFAULT_THRESHOLDS, ["nope=1"])
+        rules.override_thresholds(rules.DEFAULT_THRESHOLDS, ["nope=1"])
     with pytest.raises(ValueError, match="int"):
-        hr.override_thresholds(hr.DEFAULT_THRESHOLDS, ["grad_spike_window=1.5"])
+        rules.override_thresholds(rules.DEFAULT_THRESHOLDS, ["grad_spike_window=1.5"])
 
 
 def test_default_output_is_health_beside_the_log_folder(tmp_path):
@@ -370,8 +372,8 @@ def test_default_output_is_health_beside_the_log_folder(tmp_path):
     event = next((run / "tensorboard").glob("*tfevents*"))
     for logdir in (run / "tensorboard", event, run / "swanlog", run / "swanlog" / swan.run_id,
                    run / "swanlog" / "runs.swanlab"):
-        assert hr.default_output_dir(logdir) == run / "health", logdir
-    assert hr.main([str(run / "tensorboard"), "--quiet", "--no-figures"]) == 0
+        assert read.default_output_dir(logdir) == run / "health", logdir
+    assert health_report.main([str(run / "tensorboard"), "--quiet", "--no-figures"]) == 0
     assert (run / "health" / "health_report.md").is_file() and not (run / "tensorboard" / "health").exists()
 
 
@@ -379,7 +381,7 @@ def test_figures_written_atomically(tmp_path):
     pytest.importorskip("matplotlib")
     write_run(tmp_path / "run", override=_set("actor/grad_norm", 5.0, 12, 12))
     out = tmp_path / "figs"
-    assert hr.main([str(tmp_path / "run"), "--output-dir", str(out), "--quiet"]) == 0
+    assert health_report.main([str(tmp_path / "run"), "--output-dir", str(out), "--quiet"]) == 0
     names = {p.name for p in out.iterdir()}
     assert {"health_grid.png", "health_report.md", "actor_entropy.png", "actor_pg_clipfrac.png",
             "actor_grad_norm.png", "response_length_mean.png", "reward_train_vs_validation.png"} <= names
@@ -407,7 +409,7 @@ def test_errors_exit_2_with_one_line_and_write_nothing(tmp_path, capsys):
     ]
     for argv, needle in cases:
         out = tmp_path / "o"
-        rc = hr.main(argv + ["--output-dir", str(out), "--json", str(tmp_path / "x.json")])
+        rc = health_report.main(argv + ["--output-dir", str(out), "--json", str(tmp_path / "x.json")])
         err = capsys.readouterr().err.strip()
         assert rc == 2, argv
         assert err.startswith("error: ") and "\n" not in err and needle in err, err
@@ -421,14 +423,17 @@ def test_cli_subprocess_and_list_rules(tmp_path):
     res = subprocess.run([sys.executable, str(REPO / "health_report.py"), "--list-rules"],
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0
-    for rule in hr.RULES:
+    for rule in rules.RULES:
         assert f"`{rule.id}`" in res.stdout
 
 
-def test_every_rule_cites_a_source():
-    for rule in hr.RULES:
-        assert rule.source and rule.thresholds and rule.check.__name__.startswith("check_")
-    assert len({r.id for r in hr.RULES}) == len(hr.RULES)
+def test_every_rule_cites_a_source_and_words_its_thresholds_from_them():
+    changed = rules.Thresholds(kl_loss_warn=0.123)
+    for rule in rules.RULES:
+        assert rule.source and rule.describe(rules.DEFAULT_THRESHOLDS) and rule.check.__name__.startswith("check_")
+    assert len({r.id for r in rules.RULES}) == len(rules.RULES)
+    kl = next(r for r in rules.RULES if r.id == "kl_high")
+    assert "0.123" in kl.describe(changed) and "0.123" not in kl.describe(rules.DEFAULT_THRESHOLDS)
 
 
 def test_truncation_ok_line_reads_correctly(tmp_path):
@@ -442,6 +447,17 @@ def test_truncation_ok_line_reads_correctly(tmp_path):
     write_run(tmp_path / "calm")
     _, entries = report(tmp_path / "calm")
     assert entries["response_truncation"]["message"].endswith("max 0.02 <= 0.2")
+
+
+@pytest.mark.parametrize("ratios,level", [((0.9, 0.7), "warn"), ((0.9,), "warn"), ((0.9, 0.1), "ok")],
+                         ids=["every-step-of-2", "one-step", "not-every-step"])
+def test_truncation_at_every_step_of_a_short_run_warns(tmp_path, ratios, level):
+    """Fewer steps than the 3 the rule asks for, each above 0.2: persistent for the whole run."""
+    write_run(tmp_path / "run", steps=len(ratios), override=_set("response_length/clip_ratio", lambda s: ratios[s - 1], 1))
+    e = report(tmp_path / "run")[1]["response_truncation"]
+    assert e["level"] == level, e
+    if level == "warn":
+        assert (e["step"], e["value"]) == (1, pytest.approx(0.9)) and f"at each of the {len(ratios)} logged steps" in e["message"]
 
 
 def test_clipfrac_note_quotes_the_guides_10_25_band(tmp_path):
@@ -461,6 +477,33 @@ def test_mfu_on_a_cpu_run_is_info(tmp_path):
     _, entries = report(tmp_path / "gpu")
     assert entries["mfu"]["level"] == "ok"
 
+
+
+LOSS_SCALE_NOTE = "verl 0.6.0 logs `actor/pg_loss` and `actor/kl_loss` divided by"
+
+
+@pytest.mark.parametrize("run_name,stack", [("health_cpu_reference", "verl 0.6.0 (perf/max_memory_allocated_gb logged)"),
+                                            ("health_cpu_current", "verl 0.9.x (reward.custom_reward_function in ")])
+def test_the_loss_scale_note_is_for_verl_060_runs_only(tmp_path, run_name, stack):
+    assert health_report.main([str(REPO / "tests" / "data" / run_name / "tensorboard"), "--output-dir", str(tmp_path),
+                               "--quiet", "--no-figures"]) == 0
+    md = (tmp_path / "health_report.md").read_text()
+    assert f"- stack: {stack}" in md
+    assert (LOSS_SCALE_NOTE in md) == stack.startswith("verl 0.6.0")
+
+
+def test_the_stack_from_launch_settings(tmp_path):
+    """The launcher's CKPT_DIR/launch_settings.json names the stack; without it or the tags, it is unknown."""
+    write_run(tmp_path / "out" / "tensorboard", steps=3)
+    assert health_report.main([str(tmp_path / "out" / "tensorboard"), "--quiet", "--no-figures"]) == 0
+    md = (tmp_path / "out" / "health" / "health_report.md").read_text()
+    assert "- stack: unknown (no launch_settings.json" in md and LOSS_SCALE_NOTE not in md
+    settings = tmp_path / "out" / "checkpoints" / "launch_settings.json"
+    settings.parent.mkdir()
+    settings.write_text(json.dumps({"knobs": {"STACK": "reference"}}))
+    assert health_report.main([str(tmp_path / "out" / "tensorboard"), "--quiet", "--no-figures"]) == 0
+    md = (tmp_path / "out" / "health" / "health_report.md").read_text()
+    assert f"- stack: verl 0.6.0 (STACK=reference in {settings})" in md and LOSS_SCALE_NOTE in md
 
 # --------------------------------------------------------------------------------------
 # SwanLab local logs: the same rules on the same metrics
@@ -540,7 +583,7 @@ def test_swanlab_log_gives_the_same_report_as_tensorboard(tmp_path, override):
     rc, sw = report(tmp_path / "swanlog")
     assert rc == 0
     assert _levels(sw) == _levels(tb)
-    tb_points, sw_points = hr.scalars_by_step(tmp_path / "tb"), hr.scalars_by_step(tmp_path / "swanlog")
+    tb_points, sw_points = read.scalars_by_step(tmp_path / "tb"), read.scalars_by_step(tmp_path / "swanlog")
     assert {t: sorted(v) for t, v in sw_points.items()} == {t: sorted(v) for t, v in tb_points.items()}
     for tag, points in tb_points.items():  # TensorBoard keeps float32, SwanLab's JSON float64
         got = [sw_points[tag][step] for step in points]
@@ -552,7 +595,7 @@ def test_swanlab_run_header_names_the_experiment_and_state(tmp_path):
     try:
         with open(w.logs / w.folders["actor/pg_loss"] / "1000.log", "a") as fh:
             fh.write('{"index": 7, "da')  # a line still being written
-        rc = hr.main([str(tmp_path / "swanlog"), "--quiet", "--no-figures"])
+        rc = health_report.main([str(tmp_path / "swanlog"), "--quiet", "--no-figures"])
         md = (tmp_path / "health" / "health_report.md").read_text()
     finally:
         w.close()
@@ -566,18 +609,18 @@ def test_swanlab_directory_forms_are_detected(tmp_path):
     root = tmp_path / "swanlog"
     w1 = write_swanlab_run(root, experiment="exp1", steps=3)
     write_swanlab_run(root, experiment="exp2", steps=4)
-    assert hr.swanlab_root(root) == root and hr.swanlab_root(root / "runs.swanlab") == root
-    assert hr.swanlab_root(root / w1.run_id) == root and hr.swanlab_root(tmp_path) is None
-    assert [r.name for r in hr.discover_runs(root)] == ["proj/exp1", "proj/exp2"]
-    assert [r.name for r in hr.discover_runs(root / "runs.swanlab")] == ["proj/exp1", "proj/exp2"]
-    assert [r.name for r in hr.discover_runs(root / w1.run_id)] == ["proj/exp1"]
-    assert [r.name for r in hr.discover_runs(root, "exp2")] == ["proj/exp2"]
-    assert [r.name for r in hr.discover_runs(root, w1.run_id)] == ["proj/exp1"]
-    assert sorted(hr.scalars_by_step(root / w1.run_id)["actor/pg_loss"]) == [1, 2, 3]
-    with pytest.raises(hr.DataError, match="2 SwanLab experiments"):
-        hr.scalars_by_step(root)
+    assert read.swanlab_root(root) == root and read.swanlab_root(root / "runs.swanlab") == root
+    assert read.swanlab_root(root / w1.run_id) == root and read.swanlab_root(tmp_path) is None
+    assert [r.name for r in read.discover_runs(root)] == ["proj/exp1", "proj/exp2"]
+    assert [r.name for r in read.discover_runs(root / "runs.swanlab")] == ["proj/exp1", "proj/exp2"]
+    assert [r.name for r in read.discover_runs(root / w1.run_id)] == ["proj/exp1"]
+    assert [r.name for r in read.discover_runs(root, "exp2")] == ["proj/exp2"]
+    assert [r.name for r in read.discover_runs(root, w1.run_id)] == ["proj/exp1"]
+    assert sorted(read.scalars_by_step(root / w1.run_id)["actor/pg_loss"]) == [1, 2, 3]
+    with pytest.raises(DataError, match="2 SwanLab experiments"):
+        read.scalars_by_step(root)
     out = tmp_path / "all.json"
-    assert hr.main([str(root), "--json", str(out), "--quiet", "--no-figures"]) == 0
+    assert health_report.main([str(root), "--json", str(out), "--quiet", "--no-figures"]) == 0
     assert json.loads(out.read_text())["runs"] == ["proj/exp1", "proj/exp2"]
     assert (tmp_path / "health" / "proj__exp2" / "health_report.md").is_file()
 
@@ -596,8 +639,8 @@ def test_swanlab_database_opened_immutable_when_read_only_fails(tmp_path, monkey
             raise sqlite3.OperationalError("unable to open database file")
         return real_connect(database, *args, **kwargs)
 
-    monkeypatch.setattr(hr.sqlite3, "connect", connect)
-    assert sorted(hr.scalars_by_step(tmp_path / "swanlog")["actor/entropy"]) == [1, 2, 3]
+    monkeypatch.setattr(read.sqlite3, "connect", connect)
+    assert sorted(read.scalars_by_step(tmp_path / "swanlog")["actor/entropy"]) == [1, 2, 3]
     assert [u.rsplit("?", 1)[1] for u in uris] == ["mode=ro", "immutable=1"]
 
 
@@ -621,13 +664,13 @@ def test_swanlab_and_neither_kind_errors_are_one_line(tmp_path, capsys):
     ]
     for path, needles in cases:
         out = tmp_path / "o"
-        rc = hr.main([str(path), "--output-dir", str(out), "--json", str(tmp_path / "x.json")])
+        rc = health_report.main([str(path), "--output-dir", str(out), "--json", str(tmp_path / "x.json")])
         err = capsys.readouterr().err.strip()
         assert rc == 2, path
         assert err.startswith("error: ") and "\n" not in err, err
         for needle in needles:
             assert needle in err, (needle, err)
         assert not out.exists() and not (tmp_path / "x.json").exists()
-    rc = hr.main([str(outer / "swanlog"), "--run", "nomatch", "--quiet", "--no-figures"])
+    rc = health_report.main([str(outer / "swanlog"), "--run", "nomatch", "--quiet", "--no-figures"])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and "nomatch" in err and "proj/exp" in err and "\n" not in err

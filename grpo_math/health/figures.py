@@ -1,0 +1,258 @@
+"""The health figures: a grid of the key curves (``health_grid.png``) and one PNG per curve. Each panel
+shades what its rules read as ok / info / warn / alert, lists their verdicts (level, rule, step),
+circles every warn and alert on the curve at the step it fired, and says "not measured" where verl
+logs 0 for a metric it cannot measure instead of drawing the zeros."""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import re
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Dict, List, Sequence, Tuple
+
+import numpy as np
+
+from .read import (MEMORY_TAGS, TAG_CLIPFRAC, TAG_ENTROPY, TAG_GRAD_NORM, TAG_KL_LOSS, TAG_MAX_MEM,
+                   TAG_MAX_MEM_RESERVED, TAG_MFU, TAG_PG_LOSS, TAG_PPO_KL, TAG_RESP_CLIP, TAG_RESP_LEN,
+                   TAG_ROLLOUT_PEARSON, TAG_SCORE_MEAN, TAG_THROUGHPUT, VAL_MEAN_RE, Run)
+from .rules import SEVERITY, Context, Finding, Thresholds, baseline, entropy_limits, fmt
+
+COLORS = {"ok": "tab:green", "info": "tab:blue", "warn": "darkorange", "alert": "red"}
+INF = math.inf
+#: (low, high, level the rules give a value there, widen the y-axis to show the whole band)
+Band = Tuple[float, float, str, bool]
+
+
+def entropy_bands(th: Thresholds, ctx: Context, run: Run) -> List[Band]:
+    base = baseline(run.get(TAG_ENTROPY), th)
+    if base is None:
+        return []
+    alert, warn, warn_high = entropy_limits(base, th)
+    return [(-INF, alert, "alert", False), (alert, warn, "warn", False), (warn, th.entropy_low, "info", False),
+            (th.entropy_low, th.entropy_high, "ok", True), (th.entropy_high, warn_high, "info", False),
+            (warn_high, INF, "warn", False)]
+
+
+def clipfrac_bands(th: Thresholds, ctx: Context, run: Run) -> List[Band]:
+    return [(-INF, th.clipfrac_too_low, "warn" if ctx.clipfrac_band_applies else "info", False),
+            (th.clipfrac_too_low, th.clipfrac_healthy_high, "ok", True),
+            (th.clipfrac_healthy_high, th.clipfrac_violent, "warn", False), (th.clipfrac_violent, INF, "alert", False)]
+
+
+@dataclass(frozen=True)
+class Panel:
+    title: str
+    tags: Tuple[str, ...]
+    ylabel: str
+    rules: Tuple[str, ...]
+    bands: Callable[[Thresholds, Context, Run], List[Band]] = lambda th, ctx, run: []
+    #: tags logged as 0 when verl cannot measure them (no accelerator, no peak FLOPS)
+    zero_unmeasured: Tuple[str, ...] = ()
+
+
+def panels(run: Run, ctx: Context) -> List[Panel]:
+    """The key curves, in reading order, with the tags of each that this run logged; a panel whose
+    tags are all absent is left out."""
+    val = tuple(t for t in dict.fromkeys([ctx.val_reward_tag, ctx.val_tag]) if t)
+    pearson = run.get(TAG_ROLLOUT_PEARSON) is not None
+    every = [
+        Panel("actor/entropy", (TAG_ENTROPY,), "nats/token", ("entropy_collapse", "entropy_high"), entropy_bands),
+        Panel("actor/kl_loss", (TAG_KL_LOSS,), "nats/token (logged)", ("kl_high", "kl_low"), lambda th, ctx, run: [
+            (-INF, th.kl_loss_warn / ctx.loss_scale, "ok", False),
+            (th.kl_loss_warn / ctx.loss_scale, th.kl_loss_alert / ctx.loss_scale, "warn", False),
+            (th.kl_loss_alert / ctx.loss_scale, INF, "alert", False)]),
+        Panel("actor/pg_loss", (TAG_PG_LOSS,), "loss", ("pg_loss_nan",)),
+        Panel("actor/pg_clipfrac", (TAG_CLIPFRAC,), "fraction", ("clipfrac_high", "clipfrac_low"), clipfrac_bands),
+        Panel("actor/grad_norm", (TAG_GRAD_NORM,), "L2 norm", ("grad_norm_spike", "grad_norm_high"),
+              lambda th, ctx, run: [(-INF, th.grad_norm_band_low, "info", False),
+                                    (th.grad_norm_band_low, th.grad_norm_band_high, "ok", True),
+                                    (th.grad_norm_band_high, INF, "warn", False)]),
+        Panel("response_length/mean", (TAG_RESP_LEN,), "tokens",
+              ("response_length_rise", "response_length_fall", "response_length_decline", "empty_responses")),
+        Panel("response_length/clip_ratio", (TAG_RESP_CLIP,), "fraction", ("response_truncation",),
+              lambda th, ctx, run: [(0.0, th.resp_clip_ratio_warn, "ok", True),
+                                    (th.resp_clip_ratio_warn, INF, "warn", False)]),
+        Panel("reward: train vs validation", (TAG_SCORE_MEAN, *val), "score",
+              ("zero_reward_from_start", "no_positive_reward", "no_learning_signal", "zero_variance_groups",
+               "val_train_gap", "reward_up_val_down", "val_regression", "val_drop_after_first_update")),
+        Panel("rollout vs actor: Pearson of token probabilities", (TAG_ROLLOUT_PEARSON,), "correlation",
+              ("rollout_actor_mismatch",), lambda th, ctx, run: [(-INF, th.rollout_pearson_min, "alert", False),
+                                                                  (th.rollout_pearson_min, 1.0, "ok", True)])
+        if pearson else
+        Panel("rollout vs actor: actor/ppo_kl (no old-log-prob pass)", (TAG_PPO_KL,), "nats/token",
+              ("rollout_actor_mismatch",), lambda th, ctx, run: [(-INF, th.rollout_ppo_kl_max, "ok", True),
+                                                                  (th.rollout_ppo_kl_max, INF, "alert", False)]),
+        Panel("perf/throughput", (TAG_THROUGHPUT,), "tokens/s/GPU", ("throughput_drop",)),
+        Panel("perf/mfu/actor", (TAG_MFU,), "fraction of peak", ("mfu",), zero_unmeasured=(TAG_MFU,)),
+        Panel("memory: device peak, host used", MEMORY_TAGS, "GB", ("memory_growth",), zero_unmeasured=(TAG_MAX_MEM, TAG_MAX_MEM_RESERVED)),
+    ]
+    return [p for p in every if any(run.get(t) is not None for t in p.tags)]
+
+
+def unmeasured(run: Run, ctx: Context, panel: Panel) -> Dict[str, str]:
+    """{tag: why it was not measured} for the panel's logged tags that carry no measurement."""
+    out = {}
+    for tag in (t for t in panel.zero_unmeasured if run.get(t) is not None):
+        v = run.get(tag).values
+        if tag == TAG_MFU and ctx.on_cpu:
+            out[tag] = f"a CPU run ({TAG_MAX_MEM} 0 at every step): verl divides by an accelerator's peak FLOPS"
+        elif not np.isfinite(v).any() or np.all(v[np.isfinite(v)] == 0):
+            out[tag] = "verl logs 0 at every step: " + ("no peak FLOPS known for this device" if tag == TAG_MFU
+                                                        else "no accelerator memory")
+    return out
+
+
+def legend_name(run: Run, tag: str) -> str:
+    m = VAL_MEAN_RE.match(tag)
+    return f"val-{m['sec']} {m['var']}/mean@{m['n']}" if m else run.logged(tag)
+
+
+#: (marker, line style, marker size, hollow) per series: series drawn on top of each other stay
+#: visible, each later one a larger hollow marker around the earlier.
+SERIES_STYLES = (("o", "-", 3.5, False), ("s", "--", 6.5, True), ("^", ":", 9.0, True), ("D", "-.", 11.0, True))
+
+
+def verdict_lines(panel: Panel, findings: Sequence[Finding]) -> List[Tuple[str, str]]:
+    """(text, level) per line: each rule that fired or informs, worst first, then the ok ones."""
+    mine = [f for f in findings if f.rule in panel.rules or (f.rule == "nonfinite_metrics" and f.tag in panel.tags)]
+    lines = [(f"{f.level.upper()} {f.rule}" + (f" at step {f.step}" if f.step is not None else ""), f.level)
+             for f in sorted(mine, key=lambda f: -SEVERITY[f.level]) if f.level in ("info", "warn", "alert")]
+    ok = [f.rule for f in mine if f.level == "ok"]
+    return lines + ([("ok: " + ", ".join(ok), "ok")] if ok else [])
+
+
+def draw(ax, run: Run, panel: Panel, findings: Sequence[Finding], th: Thresholds, ctx: Context) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    missing = unmeasured(run, ctx, panel)
+    tags = [t for t in panel.tags if run.get(t) is not None and t not in missing]
+    drawn: List[str] = []
+    for k, tag in enumerate(tags):
+        s = run.get(tag)
+        marker, style, size, hollow = SERIES_STYLES[k % len(SERIES_STYLES)]
+        label = legend_name(run, tag)
+        same = next((d for d in drawn if np.array_equal(run.get(d).steps, s.steps)
+                     and np.array_equal(run.get(d).values, s.values, equal_nan=True)), None)
+        if same is not None:
+            label += f" (identical to {legend_name(run, same)})"
+        elif len(s) > 1 and s.finite.all() and np.all(s.values == s.values[0]):
+            label += f" ({fmt(float(s.values[0]))} at every step)"
+        line, = ax.plot(s.steps, s.values, linestyle=style, linewidth=1.3, label=label if len(panel.tags) > 1 else None,
+                        marker=marker if len(s) <= 40 or k else None, markersize=size)
+        if hollow:
+            line.set_markerfacecolor("none")
+            line.set_markeredgewidth(1.2)
+        drawn.append(tag)
+    bands = panel.bands(th, ctx, run) if tags else []
+    ax.relim()
+    ax.autoscale_view()
+    ylo, yhi = ax.get_ylim() if tags else (0.0, 1.0)
+    for lo, hi, _, include in bands:
+        if include:
+            lo, hi = (lo if math.isfinite(lo) else min(ylo, hi)), (hi if math.isfinite(hi) else max(yhi, lo))
+            pad = 0.05 * (max(yhi, hi) - min(ylo, lo))
+            ylo, yhi = min(ylo, lo - pad), max(yhi, hi + pad)
+    if ylo == yhi:
+        ylo, yhi = ylo - 1, yhi + 1
+    unmeasured_by_why = {why: [legend_name(run, t) for t in missing if missing[t] == why] for why in missing.values()}
+    notes = [(line, level) for text, level in verdict_lines(panel, findings) + [
+        (f"not measured: {', '.join(names)}, {why}", "info") for why, names in unmeasured_by_why.items()]
+        for line in textwrap.wrap(text, 72, subsequent_indent="  ")]
+    bad = {tag: ~run.get(tag).finite for tag in tags}
+    entries = (len(tags) if len(panel.tags) > 1 else 0) + any(m.any() for m in bad.values())
+    # the notes above the data and the legend below it: fractions of the axes' height
+    above, below = 0.09 * len(notes) + 0.03, (0.07 * entries + 0.04 if entries else 0.0)
+    span = (yhi - ylo) / max(0.25, 1 - above - below)
+    for tag, m in bad.items():
+        if m.any():
+            ax.plot(run.get(tag).steps[m], np.full(int(m.sum()), ylo), "x", color="red", markersize=8,
+                    label="non-finite")
+    floor, bottom, top = ylo, ylo - below * span, yhi + above * span
+    for lo, hi, level, _ in bands:
+        if hi > bottom and lo < top:
+            ax.axhspan(max(lo, bottom), min(hi, top), color=COLORS[level], alpha=0.12)
+    ax.set_ylim(bottom, top)
+    for f in findings:
+        if f.level in ("warn", "alert") and f.step is not None and f.rule in panel.rules + ("nonfinite_metrics",):
+            target = f.tag if f.tag in tags else (tags[0] if tags and f.rule != "nonfinite_metrics" else None)
+            if target is None:
+                continue
+            s = run.get(target)
+            at = s.values[s.steps == f.step]
+            ax.axvline(f.step, color=COLORS[f.level], linestyle="--", linewidth=1, alpha=0.7)
+            ax.plot([f.step], [float(at[0]) if at.size and math.isfinite(at[0]) else floor], marker="o", markersize=13,
+                    markerfacecolor="none", markeredgecolor=COLORS[f.level], markeredgewidth=2, linestyle="none")
+    for k, (text, level) in enumerate(notes):
+        ax.text(0.015, 0.975 - 0.09 * k, text, transform=ax.transAxes, fontsize=6.5, va="top", color=COLORS[level],
+                fontweight="bold" if level in ("warn", "alert") else "normal",
+                bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1})
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_title(panel.title, fontsize=9)
+    ax.set_xlabel("step", fontsize=8)
+    ax.set_ylabel(panel.ylabel, fontsize=8)
+    ax.tick_params(labelsize=7)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=6, loc="lower right")
+    if not tags:  # nothing measured: no axes to read
+        ax.set_xticks([])
+        ax.set_yticks([])
+
+
+def health_grid(run: Run, findings: Sequence[Finding], th: Thresholds, ctx: Context):
+    """The grid of key curves as a matplotlib Figure titled with the experiment's name (None when no
+    curve has data)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = panels(run, ctx)
+    if not shown:
+        return None
+    from .report import step_range
+
+    ncols, nrows = 3, (len(shown) + 2) // 3
+    height = 3.4 * nrows + 0.7  # fixed margins in inches (tight_layout costs a second draw)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(5 * ncols, height), squeeze=False)
+    for ax, panel in zip(axes.flat, shown):
+        draw(ax, run, panel, findings, th, ctx)
+    for ax in list(axes.flat)[len(shown):]:
+        ax.set_visible(False)
+    counts = {lvl: sum(f.level == lvl for f in findings) for lvl in ("alert", "warn")}
+    fig.suptitle(f"GRPO health: {ctx.experiment}", fontsize=12, fontweight="bold")
+    log = os.path.relpath(run.path) if Path(os.path.abspath(run.path)).is_relative_to(Path.cwd()) else run.path
+    fig.text(0.5, 1 - 0.45 / height, f"log {log}; training steps {step_range(run)}; {counts['alert']} alert, "
+             f"{counts['warn']} warn\neach panel lists its rules' verdicts and is shaded where they read a value as "
+             "ok (green), info (blue), warn (orange) or alert (red); warn and alert circled where they fired",
+             ha="center", va="top", fontsize=8, color="dimgray")
+    fig.subplots_adjust(left=0.06, right=0.98, bottom=0.5 / height, top=1 - 1.2 / height, wspace=0.25, hspace=0.5)
+    return fig
+
+
+def render_figures(run: Run, findings: Sequence[Finding], th: Thresholds, ctx: Context) -> Dict[str, bytes]:
+    """PNG bytes: ``health_grid.png`` and one ``<title>.png`` per panel."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    def png(fig) -> bytes:
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=100)
+        plt.close(fig)
+        return buf.getvalue()
+
+    fig = health_grid(run, findings, th, ctx)
+    if fig is None:
+        return {}
+    out = {"health_grid.png": png(fig)}
+    for panel in panels(run, ctx):
+        fig, ax = plt.subplots(figsize=(6, 3.8))
+        fig.subplots_adjust(left=0.14, right=0.97, bottom=0.14, top=0.91)
+        draw(ax, run, panel, findings, th, ctx)
+        out[re.sub(r"[^A-Za-z0-9._-]+", "_", panel.title).strip("_") + ".png"] = png(fig)
+    return out

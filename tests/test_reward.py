@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 import new_math_reward as R
 from conftest import REPO
+from tools.reward_policy import POLICY_RULES, policy_markdown
 
 SRC = "DigitalLearningGmbH/MATH-lighteval"
 KEYS = {"score": float, "acc": float, "format": float, "cot": float, "pred": str}
@@ -1022,9 +1023,9 @@ def test_hedged_bases_and_moduli_are_distinct_answers():
 
 
 # ======================================================================================
-# The written policy (POLICY_RULES, docs/reward_policy.md): every rule's examples
+# The written policy (tools/reward_policy.py POLICY_RULES, docs/reward_policy.md): every rule's examples
 # ======================================================================================
-@pytest.mark.parametrize("rule", R.POLICY_RULES, ids=[r["rule"] for r in R.POLICY_RULES])
+@pytest.mark.parametrize("rule", POLICY_RULES, ids=[r["rule"] for r in POLICY_RULES])
 def test_policy_rule(rule, unhurried):
     assert rule["examples"] and rule["source"] and rule["decision"] and rule["choice"]
     for question, answer, gold, paid in rule["examples"]:
@@ -1035,9 +1036,9 @@ def test_policy_rule(rule, unhurried):
 
 
 def test_policy_table_lists_every_rule():
-    table = R.policy_markdown()
-    assert table.count("\n") == len(R.POLICY_RULES) + 1
-    assert all(f"| {r['rule']} |" in table for r in R.POLICY_RULES)
+    table = policy_markdown()
+    assert table.count("\n") == len(POLICY_RULES) + 1
+    assert all(f"| {r['rule']} |" in table for r in POLICY_RULES)
     assert (REPO / "docs" / "reward_policy.md").read_text().count(table) == 1
 
 

@@ -81,15 +81,15 @@ def docker_images() -> str:
 
 
 def reward_policy() -> str:
-    import new_math_reward
+    from tools import reward_policy
 
-    return new_math_reward.policy_markdown()
+    return reward_policy.policy_markdown()
 
 
 GENERATORS = {"run_qwen2_5_1_5b.sh:knobs": knobs_table, "health_report.py:rules_markdown": health_rules,
               "script_utils.py:stack_matrix_markdown": stack_matrix,
               "script_utils.py:docker_images_markdown": docker_images,
-              "new_math_reward.py:policy_markdown": reward_policy}
+              "tools/reward_policy.py:policy_markdown": reward_policy}
 
 
 def synced(text: str, where: str = "README.md") -> str:

@@ -212,7 +212,7 @@ POLICY_RULES = (
          decision="Several different boxed answers offered as alternatives, cycled candidates, a truncated or "
                   "placeholder box and a hallucinated follow-up problem are not paid.",
          choice="Refuse: hedging is the cheapest hack to farm.",
-         source="this recipe's hack defence (section 3); OpenCompass reads the last box only",
+         source="this recipe's hack defence (new_math_reward.py section 2); OpenCompass reads the last box only",
          examples=[("", "3 \\text{ or } 4", "4", False)]),
 )
 

@@ -42,11 +42,12 @@ SYSTEM_PROMPT = (QWEN_STOCK_SYSTEM_PROMPT + " First think through the problem st
 #: Appended to every MATH problem by prepare_math.py (in place of verl's "Let's think step by step ...").
 INSTRUCTION = ("Let's think step by step inside <think> </think> tags, then give the final answer within \\boxed{} "
                "inside <answer> </answer> tags.")
-#: The reference run's weights: a correct answer 0.7, the format up to 0.2
+#: The reference run's weights, compute_score's defaults: a correct answer 0.7, the format up to 0.2
 #: (FORMAT_TAG_CREDIT for each of the four FORMAT_MARKERS), the reasoning up to 0.1.
 SCORE_CORRECT = 0.7
 FORMAT_TAG_CREDIT = 0.05
 FORMAT_MARKERS = (THINK_OPEN + "\n", "\n" + THINK_CLOSE + "\n", "\n" + ANSWER_OPEN + "\n", "\n" + ANSWER_CLOSE)
+FORMAT_CREDIT_MAX = len(FORMAT_MARKERS) * FORMAT_TAG_CREDIT
 #: Text before <think> / after </answer> costs this per character (reference), each side capped.
 FORMAT_STRAY_COST_PER_CHAR, FORMAT_STRAY_COST_MAX = 0.001, 0.1
 #: Reasoning (reference): numbered steps of COT_MIN_STEP_CHARS characters or more, credit by steps and keyword steps.
@@ -1936,12 +1937,26 @@ def _judge(text: str, gold: str, question: Optional[str] = None) -> Tuple[bool, 
     # each of several boxes must be an answer: none may restate the task
     return ok and not (len(distinct) > 1 and any(_restates_task(a, gold, text, question) for a in distinct)), pred
 
-def compute_score(data_source, solution_str, ground_truth, extra_info=None) -> dict:
+def _weight(name: str, value) -> float:
+    """A weight from verl's reward_kwargs: a number >= 0, else one line naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+        raise ValueError(f"new_math_reward: reward_kwargs.{name}={value!r}; expected a number >= 0")
+    return value
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, *, correct_weight: float = SCORE_CORRECT,
+                  format_weight: float = FORMAT_CREDIT_MAX, reasoning_weight: float = COT_FULL_CREDIT,
+                  format_only: bool = False) -> dict:
     """verl's reward for one response, in the order data flows: extract the final boxed answer (section 2), normalise
     it and the gold (3), judge their equivalence (4), apply what ``extra_info["question"]`` demands (5); a correct
-    answer earns SCORE_CORRECT plus the format and reasoning credit (6), a wrong one 0. Returns score, acc, format,
-    cot (the credits granted) and pred on every call; raises ValueError for an unsupported data_source (a
-    configuration error), never for model text."""
+    answer earns ``correct_weight`` plus the format and reasoning credit scaled to ``format_weight`` and
+    ``reasoning_weight`` (6), a wrong one 0. ``format_only``: ``score`` is the share of CONTRACT_PARTS followed instead,
+    whatever the answer (for a model too small for MATH). The keywords come from verl's ``reward_kwargs``. Returns
+    score, acc, format, cot (the credits granted) and pred on every call; raises ValueError for an unsupported
+    data_source or a bad keyword argument (configuration errors), never for model text."""
+    correct_weight, format_weight = _weight("correct_weight", correct_weight), _weight("format_weight", format_weight)
+    reasoning_weight = _weight("reasoning_weight", reasoning_weight)
+    if not isinstance(format_only, bool):
+        raise ValueError(f"new_math_reward: reward_kwargs.format_only={format_only!r}; expected True or False")
     if data_source not in SUPPORTED_DATA_SOURCES:
         raise ValueError(f"new_math_reward: unsupported data_source {data_source!r}; expected one of "
                          f"{sorted(SUPPORTED_DATA_SOURCES)}. Route other datasets to their own reward.")
@@ -1958,27 +1973,26 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None) -> d
             STATS["hard_timeouts"] += 1
             acc = False
         if acc:
-            fmt, cot = format_credit(text), reasoning_credit(text)
+            fmt = format_credit(text) * (format_weight / FORMAT_CREDIT_MAX)
+            cot = reasoning_credit(text) * (reasoning_weight / COT_FULL_CREDIT)
     except Exception:  # noqa: BLE001 - model text must never crash training
         STATS["internal_errors"] += 1
         acc, fmt, cot = False, 0.0, 0.0
-    score = SCORE_CORRECT + fmt + cot if acc else 0.0
-    return {"score": float(min(score, 1.0)), "acc": 1.0 if acc else 0.0, "format": float(fmt), "cot": float(cot),
-            "pred": pred[:PRED_MAX_CHARS]}
+    out = {"score": float(correct_weight + fmt + cot if acc else 0.0), "acc": 1.0 if acc else 0.0,
+           "format": float(fmt), "cot": float(cot), "pred": pred[:PRED_MAX_CHARS]}
+    if format_only:
+        try:
+            parts = contract_parts(solution_str if isinstance(solution_str, str) else "")
+            share = round(sum(parts.values()) / len(CONTRACT_PARTS), 6)
+        except Exception:  # noqa: BLE001 - model text must never crash training
+            STATS["internal_errors"] += 1
+            share = 0.0
+        out.update(score=share, format=share)
+    return out
 
 def compute_format_score(data_source, solution_str, ground_truth, extra_info=None) -> dict:
-    """The answer contract's format alone, paid whatever the answer: ``score`` (and ``format``) is the share of
-    CONTRACT_PARTS followed, a reward a model too small for MATH can learn (never for a model meant to solve
-    problems); ``acc`` is still judged."""
-    out = compute_score(data_source, solution_str, ground_truth, extra_info)
-    try:
-        parts = contract_parts(solution_str if isinstance(solution_str, str) else "")
-        share = round(sum(parts.values()) / len(CONTRACT_PARTS), 6)
-    except Exception:  # noqa: BLE001 - model text must never crash training
-        STATS["internal_errors"] += 1
-        share = 0.0
-    out.update(score=share, format=share)
-    return out
+    """``compute_score(..., format_only=True)``, under the name earlier configs and runs use."""
+    return compute_score(data_source, solution_str, ground_truth, extra_info, format_only=True)
 
 for _warm in ("x^{2}+\\frac{1}{2}", "\\frac{\\sqrt{3}}{2}+\\pi", "3+4i"):
     _parse(_warm)  # warm the LaTeX parser and sympy at import (first calls cost ~0.2 s)

@@ -273,7 +273,8 @@ def check_prompt_lengths(path: Path, knob: str, tok, max_prompt_length: int,
     LENGTH_WARN_SHARE (10 %), FAIL above LENGTH_FAIL_SHARE (50 %).
 
     verl drops such rows (data.filter_overlong_prompts=True, the launcher's setting); if most
-    would go, the length, the tokenizer or the data is wrong. A seeded sample of ``sample_rows`` rows (numpy default_rng(0)) keeps this fast and reproducible.
+    would go, the length, the tokenizer or the data is wrong. A seeded sample of ``sample_rows`` rows
+    (numpy default_rng(0)) keeps this fast and reproducible.
     """
     import numpy as np
     import pyarrow.parquet as pq
@@ -610,7 +611,8 @@ def configured_reward(stack: str, reward_file: Path, reward_name: str, overrides
 
     key = stack_reward_key(stack)
     reward = OmegaConf.create({"path": str(reward_file), "name": reward_name, "reward_kwargs": {}})
-    for override in OverridesParser.create().parse_overrides([o for o in overrides if override_key(o).startswith(key + ".")]):
+    ours = [o for o in overrides if override_key(o).startswith(key + ".")]
+    for override in OverridesParser.create().parse_overrides(ours):
         field = override.key_or_group[len(key) + 1:]
         if override.is_delete():
             parent, _, leaf = field.rpartition(".")
@@ -635,8 +637,8 @@ def load_reward(stack: str, path: str, name: str, reward_kwargs: Optional[dict] 
     from verl.trainer.ppo.reward import get_custom_reward_fn
 
     config = OmegaConf.create({})
-    OmegaConf.update(config, stack_reward_key(stack), {"path": path, "name": name, "reward_kwargs": reward_kwargs or {}},
-                     force_add=True)
+    reward = {"path": path, "name": name, "reward_kwargs": reward_kwargs or {}}
+    OmegaConf.update(config, stack_reward_key(stack), reward, force_add=True)
     previous = sys.modules.pop("custom_module", None)
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # verl 0.6.0 prints the function it loads
@@ -692,7 +694,8 @@ def score_of(result) -> float:
 
 
 def check_reward_smoke(stack: str, path: str, name: str, train_file: Path,
-                       timer: Callable[[], float] = time.monotonic, reward_kwargs: Optional[dict] = None) -> list[Problem]:
+                       timer: Callable[[], float] = time.monotonic,
+                       reward_kwargs: Optional[dict] = None) -> list[Problem]:
     """Load the reward with the installed verl's own loader, reward_kwargs included, and score a correct and a wrong
     response built from TRAIN_FILE's first row, in the main thread and in a worker thread.
 
@@ -716,7 +719,7 @@ def check_reward_smoke(stack: str, path: str, name: str, train_file: Path,
                      f"and this Python ({sys.executable}) has verl {installed or 'not installed'}")]
     kwargs_shown = f" with reward_kwargs {reward_kwargs}" if reward_kwargs else ""
     unset = "VERL_LOGGING_LEVEL" not in os.environ
-    os.environ.setdefault("VERL_LOGGING_LEVEL", "WARNING")  # verl's import-time INFO lines (its platform) are no findings
+    os.environ.setdefault("VERL_LOGGING_LEVEL", "WARNING")  # verl's import-time INFO lines are no findings
     try:
         from verl.trainer.ppo.reward import get_custom_reward_fn  # noqa: F401 - verl's import is not the reward's time
     except Exception as err:  # noqa: BLE001 - a broken verl install, whatever it raises
@@ -728,10 +731,12 @@ def check_reward_smoke(stack: str, path: str, name: str, train_file: Path,
     try:
         fn = load_reward(stack, path, name, reward_kwargs)
     except FileNotFoundError:
-        return [fail(f"{where}: no such file: {path.removeprefix('file://')}: set REWARD_FILE to the reward's .py file")]
+        missing = path.removeprefix("file://")
+        return [fail(f"{where}: no such file: {missing}: set REWARD_FILE to the reward's .py file")]
     except AttributeError:
         functions = ", ".join(reward_functions(path)[:6]) or "none"
-        return [fail(f"{where}: the file defines no {name} (its functions: {functions}): set REWARD_NAME to one of them")]
+        return [fail(f"{where}: the file defines no {name} (its functions: {functions}): set REWARD_NAME to one of "
+                     "them")]
     except Exception as err:  # noqa: BLE001 - the module's own import error, whatever it is
         return [fail(f"{where}: verl cannot load it ({why(err.__cause__ or err)}): fix the file")]
     try:

@@ -599,6 +599,7 @@ def _norm_key(raw: str) -> str:
 # ======================================================================================
 # 4. Judge equivalence: (a) the typed parse, (b) the comparison by type, (c) exact numbers (0.333 is not 1/3), (d) the
 #    CAS at high precision, hostile inputs refused before sympy sees them, (e) the wall-clock guard.
+# (a) The typed parse: matrix, union, tuple or interval, set or list, or one item.
 _OPEN, _CLOSE = "([{", ")]}"
 _WORD_SEP_RE = re.compile(r"(?<![A-Za-z\\])(?:and|or)(?![A-Za-z])")
 _MATRIX_RE = re.compile(r"^\\begin\{([pbBvV]?matrix|array)\}(?:\{[lcr|]*\})?(.*)\\end\{\1\}$", re.S)

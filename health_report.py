@@ -19,7 +19,7 @@ from grpo_math.health.read import (DEFAULT_VAL_TAG, HYDRA_CONFIG, SWANLAB_DB, de
 from grpo_math.health.report import finding_json, render_markdown
 from grpo_math.health.rules import DEFAULT_THRESHOLDS, SEVERITY, build_context, evaluate, override_thresholds, \
     rules_markdown
-from script_utils import ArgumentParser, DataError, positive_int, write_bytes_atomic
+from grpo_math.io import ArgumentParser, DataError, positive_int, write_bytes_atomic
 
 __all__ = ["main", "scalars_by_step"]
 

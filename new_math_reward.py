@@ -1,61 +1,11 @@
-"""Rule-based MATH reward for verl GRPO (``custom_reward_function.path`` = this file).
+"""Rule-based MATH reward for verl GRPO: set ``custom_reward_function.path`` to this file (one self-contained file; it
+needs sympy, latex2sympy2_extended and math-verify).
 
-``compute_score(data_source, solution_str, ground_truth, extra_info=None)`` returns a dict
-with the same keys and types on every call (verl's naive reward manager logs every key but
-``score`` into ``reward_extra_info``; validation averages the numeric ones, majority-votes on
-``pred``):
-
-    score   float  SCORE_CORRECT + format credit + reasoning credit if correct, else 0.0
-    acc     float  1.0 if the final answer is correct, else 0.0
-    format  float  format credit granted (0.0 unless correct)
-    cot     float  reasoning credit granted (0.0 unless correct)
-    pred    str    the extracted final answer ("" when there is none), at most PRED_MAX_CHARS
-
-The file's sections follow the order data flows through ``compute_score``:
-
-1. **Routing.** ``data_source`` must be one of SUPPORTED_DATA_SOURCES, else ``ValueError``
-   (a configuration bug, never model text). Nothing that depends on model text raises: an
-   internal failure scores 0 and is counted in ``STATS["internal_errors"]``.
-2. **Extraction.** The final answer is the last ``\\boxed{}``/``\\fbox{}`` inside
-   ``<answer>`` when that tag is present, else in the response (after ``</think>`` when
-   that part has a box), together with the boxes of the same final statement.
-3. **Hack-defence policy** (one section): hedges between boxes (or an unboxed alternative
-   right after the last box), candidates cycled through
-   one box after another, boxes of echoed worked examples or prompt placeholders, truncated
-   boxes, hallucinated follow-up problems, and a final answer that merely restates the
-   problem's own expression (or, for a "factor" task, factors it only in part). A response
-   caught here is not paid. The same section holds POLICY_RULES, the written policy for what
-   a task demands beyond the value (forms the question names, read from
-   ``extra_info["question"]`` into one table of forbidden features (_DEMAND_FORBIDS), the units
-   and modulus it asks for, options in any layout, huge expressions; docs/reward_policy.md).
-4. **Equivalence, one canonical pipeline** applied to the answer and the gold alike:
-   (a) unicode maths to LaTeX (``√ π − × · ² ½ ∞ ≤ ∪``; first, because ``≤ − ∪`` decide the
-   later splits); (b) wrappers, labels and units stripped in named steps, each recorded
-   (percent, unit in any wrapper, base subscript or base in words, choice letter in any
-   case, congruence modulus), number and fraction words read as numbers, remarks in words
-   after a value, membership and congruence prefixes before a name (one name pattern,
-   ``F(x)`` included) dropped; (c) relation chains split: the last side is the answer when the gold is
-   not itself a relation (``\\approx``: the rounded value, or the exact side when its
-   rounding is right; ``f(t) =``: the bound variable renamed to the gold's); (d) parse into a
-   typed structure (matrix, union, tuple/interval, set-builder notation as its interval,
-   set/list, a strict chain as an ordered list, or one item: choice, text, relation, value);
-   (e) compare by type: exact
-   rationals for numbers (repeating decimals in any notation), then a CAS
-   (latex2sympy2_extended, math-verify's parser) evaluated at high precision; with the
-   question's options, a letter for its option's value and back. Decimals are exact values:
-   ``0.24999`` is not ``1/4``, ``3.14`` is not ``pi`` (MATH: "exact values, not approximations").
-5. **Bounded time.** Cheap syntactic and tree guards refuse hostile inputs before sympy
-   evaluates anything, CAS work has a soft deadline in CPU time of the calling thread (so
-   that load on the machine does not change a judgement), and in the main thread a wall-clock
-   SIGALRM guard cuts any overrun (unless the host owns SIGALRM). Model text never reaches
-   ``eval``/``exec``/``sympify(str)``.
-6. **Format and reasoning credit**, only on correct answers (the reference recipe's rules).
-
-Rule sources are cited next to each rule: "reference" is the reference recipe's reward,
-"MATH" the answer conventions of Hendrycks et al. 2021, "math-verify" Hugging Face's
-verifier. Where this file departs from the reference rule, the docstring says why.
-"""
-
+A correct final answer comes first: only it earns, and format and reasoning credit are paid on top of it. "Correct"
+means mathematically equivalent to the gold, exactly (no float tolerance), plus what the question demands of the
+answer's form (docs/reward_policy.md). Every call is bounded in time; model text never reaches eval/exec/sympify and
+never makes compute_score raise. The sections follow the data: 1 contract and limits, 2 extract, 3 normalise, 4 judge,
+5 policy, 6 format credit, 7 entry point (compute_score). Rules and measurements: docs/reward.md."""
 
 from __future__ import annotations
 
@@ -65,6 +15,7 @@ import signal
 import threading
 import time
 from array import array
+from collections import namedtuple
 from fractions import Fraction
 from functools import lru_cache
 from itertools import accumulate
@@ -77,115 +28,69 @@ from latex2sympy2_extended.math_normalization import normalize_latex as _normali
 from math_verify import verify as _mv_verify
 from math_verify.grader import should_treat_as_complex as _complex_re
 
-# --------------------------------------------------------------------------------------
-# The answer contract, defined once. The system prompt in tokenizer_config.json, the
-# instruction appended to every training/eval problem (prepare_math.py) and the format
-# rules below all follow it.
-# --------------------------------------------------------------------------------------
+
+# ======================================================================================
+# 1. The answer contract (tokenizer_config.json's system prompt and prepare_math.py follow it), weights and limits.
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
-
 #: Qwen2.5-Instruct's stock default system prompt (its tokenizer_config.json chat template).
 QWEN_STOCK_SYSTEM_PROMPT = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
-
-#: The recipe's default system prompt: Qwen's stock prompt plus the answer contract, with a
-#: layout example whose line breaks are real newlines (the reference recipe escaped them
-#: twice, showing the model a literal backslash-n).
-SYSTEM_PROMPT = (
-    QWEN_STOCK_SYSTEM_PROMPT
-    + " First think through the problem step by step inside <think> </think> tags,"
-    " then give the final answer inside <answer> </answer> tags, written as \\boxed{}."
-    " Use exactly this layout:\n"
-    "<think>\nStep 1: ...\nStep 2: ...\n</think>\n<answer>\n\\boxed{...}\n</answer>"
-)
-
-#: Appended (after one space) to every MATH problem by prepare_math.py; replaces verl's
-#: MATH example instruction "Let's think step by step and output the final answer within
-#: \\boxed{}." so that the user turn states the same contract as the system prompt.
-INSTRUCTION = (
-    "Let's think step by step inside <think> </think> tags, then give the final answer"
-    " within \\boxed{} inside <answer> </answer> tags."
-)
-
-# --------------------------------------------------------------------------------------
-# Weights and rules: every number the reward pays, in one place, with its source.
-# --------------------------------------------------------------------------------------
-#: Reward for a correct final answer (reference run). Wrong answers get 0 whatever the format.
+#: The recipe's system prompt: Qwen's stock prompt plus the answer contract (real newlines).
+SYSTEM_PROMPT = (QWEN_STOCK_SYSTEM_PROMPT + " First think through the problem step by step inside <think> </think>"
+                 " tags, then give the final answer inside <answer> </answer> tags, written as \\boxed{}. Use exactly"
+                 " this layout:\n<think>\nStep 1: ...\nStep 2: ...\n</think>\n<answer>\n\\boxed{...}\n</answer>")
+#: Appended to every MATH problem by prepare_math.py (in place of verl's "Let's think step by step ...").
+INSTRUCTION = ("Let's think step by step inside <think> </think> tags, then give the final answer within \\boxed{} "
+               "inside <answer> </answer> tags.")
+#: The reference run's weights, compute_score's defaults: a correct answer 0.7, the format up to 0.2
+#: (FORMAT_TAG_CREDIT for each of the four FORMAT_MARKERS), the reasoning up to 0.1.
 SCORE_CORRECT = 0.7
-#: Format credit per layout marker present exactly once (reference: 4 x 0.05 = 0.2).
 FORMAT_TAG_CREDIT = 0.05
-#: The four layout markers the reference rewards; they spell SYSTEM_PROMPT's layout.
 FORMAT_MARKERS = (THINK_OPEN + "\n", "\n" + THINK_CLOSE + "\n", "\n" + ANSWER_OPEN + "\n", "\n" + ANSWER_CLOSE)
-#: The parts of the answer contract that compute_format_score pays, an equal share each: every
-#: contract tag once (tags out of order: none of the four), a final \boxed{} answer, nothing
-#: before <think> and nothing after </answer> (the reference's stray-text rule, as a yes/no).
+FORMAT_CREDIT_MAX = len(FORMAT_MARKERS) * FORMAT_TAG_CREDIT
+#: Text before <think> / after </answer> costs this per character (reference), each side capped.
+FORMAT_STRAY_COST_PER_CHAR, FORMAT_STRAY_COST_MAX = 0.001, 0.1
+#: Reasoning (reference): numbered steps of COT_MIN_STEP_CHARS characters or more, credit by steps and keyword steps.
+COT_FULL_CREDIT, COT_FULL_MIN_STEPS, COT_FULL_MIN_KEYWORD_STEPS = 0.1, 3, 2
+COT_PARTIAL_CREDIT, COT_PARTIAL_MIN_STEPS, COT_PARTIAL_MIN_KEYWORD_STEPS = 0.05, 2, 1
+COT_MIN_STEP_CHARS = 4
+COT_KEYWORDS = ("solve", "equation", "calculate", "substitute", "therefore", "because", "thus", "sum", "product",
+                "derivative", "integral")
+#: What format_only pays an equal share of: each tag once and in order, a final \boxed{}, no text around the tags.
 CONTRACT_PARTS = ("think_open", "think_close", "answer_open", "answer_close", "boxed", "starts_with_think",
                   "ends_with_answer")
-#: Cost per character of text before <think> / after </answer> (reference), each side capped.
-FORMAT_STRAY_COST_PER_CHAR = 0.001
-FORMAT_STRAY_COST_MAX = 0.1
-#: Reasoning credit (reference): >= 3 sequential steps with >= 2 keyword steps -> 0.1;
-#: >= 2 steps with >= 1 keyword step -> 0.05.
-COT_FULL_CREDIT = 0.1
-COT_FULL_MIN_STEPS = 3
-COT_FULL_MIN_KEYWORD_STEPS = 2
-COT_PARTIAL_CREDIT = 0.05
-COT_PARTIAL_MIN_STEPS = 2
-COT_PARTIAL_MIN_KEYWORD_STEPS = 1
-#: A step line needs more than 3 characters after its number (reference).
-COT_MIN_STEP_CHARS = 4
-#: Reference keyword list; matched at word starts, inflections allowed (see _STEP_KEYWORD_RE).
-COT_KEYWORDS = ("solve", "equation", "calculate", "substitute", "therefore", "because", "thus",
-                "sum", "product", "derivative", "integral")
+#: data_source values judged here (MATH and its hub copies); any other raises ValueError.
+SUPPORTED_DATA_SOURCES = frozenset({"DigitalLearningGmbH/MATH-lighteval", "lighteval/MATH", "HuggingFaceH4/MATH-500",
+                                    "hendrycks/competition_math", "EleutherAI/hendrycks_math"})
 
-#: data_source values this reward judges (MATH and its common hub copies / subsets). Any
-#: other value raises ValueError: route other datasets to their own reward explicitly.
-SUPPORTED_DATA_SOURCES = frozenset({
-    "DigitalLearningGmbH/MATH-lighteval",  # the recipe's training data (verl's MATH example)
-    "lighteval/MATH",                      # verl's default routing name for MATH
-    "HuggingFaceH4/MATH-500",              # the recipe's validation subset
-    "hendrycks/competition_math",          # the original hub name of the same data
-    "EleutherAI/hendrycks_math",           # per-subject copy of the same data
-})
-
-# --------------------------------------------------------------------------------------
-# Limits that keep every call bounded (section 5). Inputs over a limit are judged
-# by exact string comparison only, or rejected (not correct).
-# --------------------------------------------------------------------------------------
+# Limits that keep every call bounded: over a limit, exact string comparison only, or not correct.
 MAX_RESPONSE_CHARS = 400_000   # longer responses: only the tail is searched for the answer
 MAX_ANSWER_CHARS = 2_000       # longer final answers: exact normalised string match only
 MAX_CAS_CHARS = 400            # longest item handed to the CAS
-MAX_NESTING = 40               # deepest {[( nesting handed to the CAS (deep nesting: recursion)
+MAX_NESTING = 40               # deepest {[( nesting handed to the CAS
 MAX_LIST_ITEMS = 16            # longer answer lists: exact item strings only (no CAS)
 MAX_FINAL_BOXES = 16           # more distinct boxes in the final statement: an enumeration hack
 MAX_INT_DIGITS = 4_000         # integer literals longer than this: string compare only
-MAX_POWER_DEPTH = 2           # a^{b^{c}} is parsed; deeper symbolic towers are refused
+MAX_POWER_DEPTH = 2            # a^{b^{c}} is parsed; deeper symbolic towers are refused
 MAX_FACTORIAL_ARG = 10_000     # n! and binomial(n, k) evaluated only for integers up to this
 MAX_POWER_BITS = 200_000       # integer powers up to this size are evaluated exactly
 MAX_LOG10_MAGNITUDE = 20_000   # CAS input whose value may exceed 10**this is rejected
+MAX_FACTOR_DEGREE = 24         # largest total degree of a factor whose irreducibility is decided
+MAX_FACTOR_VARIABLES = 3       # and its number of variables
 CAS_BUDGET_S = 0.5             # soft deadline for CAS work in one call, CPU seconds of the calling thread
 HARD_TIMEOUT_S = 1.5           # SIGALRM guard (main thread only) for the whole comparison, wall-clock seconds
 NUMERIC_DIGITS = 50            # precision of the sample-point evaluation
 NUMERIC_SLACK_DIGITS = 20      # values must agree to all evaluated digits but these (exactness)
 MAX_EVAL_EXTRA_DIGITS = 2_000  # extra digits for large magnitudes (2^{200}+1 vs 2^{200})
 PRED_MAX_CHARS = 300           # longest ``pred`` string returned
-
-#: The clock of the soft deadline: CPU time of the calling thread, not wall-clock. A judgement
-#: is then a function of the work it takes, not of the machine's load: on a busy machine (a
-#: CI runner, the rollout sharing the cores, other reward threads holding the GIL) a case
-#: near the budget would otherwise flip from paid to refused, a noisy reward for the same
-#: response. The SIGALRM guard stays wall-clock (it must also cut C-level work that never
-#: checks the soft deadline), at 3 x CAS_BUDGET_S, so that it only decides when the thread
-#: gets less than a third of a core.
+#: The soft deadline's clock: the calling thread's CPU time, so that a judgement does not depend on the machine's load.
 _cpu_clock = time.thread_time
-
 #: Counters for failures and guards; read them with reward_stats().
-STATS = {"calls": 0, "internal_errors": 0, "guard_rejections": 0, "cas_deadline": 0,
-         "hard_timeouts": 0}
+STATS = {"calls": 0, "internal_errors": 0, "guard_rejections": 0, "cas_deadline": 0, "hard_timeouts": 0}
 
 
 def reward_stats() -> dict:
-    """Return a copy of the module counters (calls, internal errors, guard hits)."""
+    """A copy of the module counters (calls, internal errors, guard hits)."""
     return dict(STATS)
 
 
@@ -194,24 +99,40 @@ class _Rejected(Exception):
 
 
 class _HardTimeout(BaseException):
-    """Raised by the SIGALRM guard (a BaseException, so that no library's ``except
-    Exception`` swallows it)."""
+    """Raised by the SIGALRM guard (a BaseException: no library's ``except Exception`` swallows it)."""
+
 
 # ======================================================================================
-# 2. Extraction: the final boxed answer
-# ======================================================================================
-# One token regex drives a single linear pass: box commands (with or without a brace),
-# escaped braces (ignored: LaTeX literals, not groups) and plain braces.
+# 2. Extract the final boxed answer. None: a box copied from the prompt, a last box left unclosed, a hallucinated next
+#    problem, a hedge ("or" between boxes), cycled candidates, an echoed example (tests/test_reward.py: each hack).
+#: Box commands (with or without a brace), escaped braces (no groups) and braces: one linear pass.
 _BOX_TOKEN_RE = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])[ \t]*(\{)?|\\[{}]|[{}]")
 _BARE_BOX_ARG_RE = re.compile(r"[^\s$]+")
 _BARE_BOX_STOP_RE = re.compile(r"\\[\]\)]")
+_PLACEHOLDER_BOXES = frozenset({"", "...", "\\ldots", "\\cdots", "\\dots", "answer", "\\text{answer}", "?"})
+_MATH_DELIMS_RE = re.compile(r"\\[()\[\]]|\$+|\*\*")
+#: A retraction between two boxes: the later one supersedes the earlier (self-correction).
+_CORRECTION_RE = re.compile(
+    r"\b(?:wait|wrong|mistake|incorrect|actually|correct(?:s|ed|ing|ion)?|instead|re-?check|oops|"
+    r"sorry|error|redo|scratch|revis\w*|reconsider\w*)\b", re.I)
+_HEDGE_RE = re.compile(r"\b(?:or|either|maybe|perhaps|possibly|might|could|alternatively|also|otherwise)\b", re.I)
+_CONTINUATION_RE = re.compile(
+    r"(?m)^[ \t#*]*(?:Problem|Question|Human|User)\s*\d*\s*[:.]|<\|im_start\|>|<\|endoftext\|>|<\|im_end\|>")
+_NEW_TASK_RE = re.compile(
+    r"\b(?:now|next)\b[^\n.]{0,30}?\b(?:the|our|this)\s+(?:given|real|actual|original|current|own|"
+    r"problem|question|one)\b|\b(?:following|using|with)\s+the\s+same\s+(?:approach|method|steps|idea)\b", re.I)
+_GAP_LONG = 150
+#: Distinct superseding boxed answers, none retracted, that amount to cycling candidates.
+MAX_SUPERSEDED_CANDIDATES = 2
+#: An unboxed alternative right after the final box: "$\\boxed{3}$ (or maybe 4)".
+_TRAILING_HEDGE_RE = re.compile(
+    r"^[\s$).,;:*]{0,8}(?:\(\s*)?(?:or|maybe|perhaps|possibly|alternatively|otherwise)\b(?:\s+(?:maybe|perhaps|possibly|"
+    r"else|also|even|just))?[\s,]*(?:\$(?P<span>[^$]{1,300})\$|(?P<alt>[-+]?(?:\d|\\(?:frac|sqrt|pi|dfrac))"
+    r"[^\n.;!?)$]{0,60}?)[\s]*(?:[.;!?)]|\n|$))", re.I)
 
 
 def _scan_boxes(text: str) -> Tuple[List[Tuple[int, int, int, int]], int]:
-    """All complete boxes as (start, end, content start, content end), ordered by start,
-    and the start of the last box left unclosed (-1 if none). One linear pass whatever the
-    nesting; contents are sliced later by _box_content, only for the boxes that matter.
-    A brace-less box (``\\boxed 5``) has content start -1 and its token span as end."""
+    """All complete boxes (start, end, content start or -1 brace-less, content end); the last unclosed one's start."""
     boxes: List[Tuple[int, int, int, int]] = []
     open_boxes: List[Tuple[int, int, int]] = []  # (depth, content start, box start)
     depth = 0
@@ -221,9 +142,8 @@ def _scan_boxes(text: str) -> Tuple[List[Tuple[int, int, int, int]], int]:
             if m.group(1):
                 depth += 1
                 open_boxes.append((depth, m.end(), m.start()))
-            else:  # brace-less form: "\boxed 5"
-                arg = _BARE_BOX_ARG_RE.match(text, m.end())
-                if arg:
+            else:
+                if arg := _BARE_BOX_ARG_RE.match(text, m.end()):
                     boxes.append((m.start(), arg.end(), -1, arg.start()))
         elif tok == "{":
             depth += 1
@@ -235,66 +155,65 @@ def _scan_boxes(text: str) -> Tuple[List[Tuple[int, int, int, int]], int]:
             while open_boxes and open_boxes[-1][0] > depth:  # stray closers: drop orphans
                 open_boxes.pop()
     boxes.sort()
-    unclosed = open_boxes[-1][2] if open_boxes else -1
-    return boxes, unclosed
+    return boxes, open_boxes[-1][2] if open_boxes else -1
 
 
 def _box_content(text: str, box: Tuple[int, int, int, int]) -> str:
-    """The content of a box found by _scan_boxes (brace-less: the token, no trailing
-    punctuation, e.g. ``\\boxed 5.`` -> ``5``)."""
-    start, end, cstart, cend = box
-    if cstart >= 0:
-        return text[cstart:cend]
-    return _BARE_BOX_STOP_RE.split(text[cend:end], 1)[0].rstrip(".,;:")
+    """A box's content (brace-less: the token without trailing punctuation, ``\\boxed 5.`` -> 5)."""
+    _, end, cstart, cend = box
+    return text[cstart:cend] if cstart >= 0 else _BARE_BOX_STOP_RE.split(text[cend:end], 1)[0].rstrip(".,;:")
 
 
 def extract_last_boxed(text: str) -> Optional[str]:
-    """Return the content of the last ``\\boxed{...}`` / ``\\fbox{...}`` in ``text``.
-
-    Nested braces are kept intact (``\\boxed{\\frac{1}{2}}`` -> ``\\frac{1}{2}``); the
-    brace-less form ``\\boxed 5.`` yields the token after the space without trailing
-    punctuation (``5``). Returns None when there is no complete box, or when the last box
-    is left unclosed (a truncated answer). Linear in ``len(text)``.
-    """
+    """The content of the last complete ``\\boxed{...}`` / ``\\fbox{...}``, or None (none, or the last one unclosed)."""
     boxes, unclosed = _scan_boxes(text)
     boxes = [b for b in boxes if b[2] >= 0 or _box_content(text, b)]
-    if not boxes:
-        return None
-    last = boxes[-1]
-    if unclosed > last[0]:
-        return None
-    return _box_content(text, last)
+    return None if not boxes or unclosed > boxes[-1][0] else _box_content(text, boxes[-1])
+
+
+def _gap_kind(gap: str) -> str:
+    """The text between two boxes: 'separate' statements, a 'correction', a 'hedge' or a 'join' (one statement)."""
+    g = _MATH_DELIMS_RE.sub(" ", gap)
+    if _CORRECTION_RE.search(g):
+        return "correction"
+    if _HEDGE_RE.search(g):
+        return "hedge"
+    long_or_prose = len(g.strip()) > _GAP_LONG or ("\n" in g and re.search(r"[A-Za-z]{2,}", g.strip()))
+    return "separate" if long_or_prose else "join"
+
+
+def _cycles_candidates(region: str, outer: list, first: int, values: List[str]) -> bool:
+    """MAX_SUPERSEDED_CANDIDATES separate statements with other boxed values before the final one, none retracted."""
+    statements = 0
+    for k in range(first - 1, -1, -1):
+        kind = _gap_kind(region[outer[k][1]:outer[k + 1][0]])
+        if kind == "correction":
+            return False
+        if kind == "separate" and _box_content(region, outer[k]).strip() not in values:
+            statements += 1
+    return statements >= MAX_SUPERSEDED_CANDIDATES
 
 
 def _final_statement(region: str, cut_continuation: bool) -> Tuple[Optional[List[str]], bool]:
-    """Boxed answers of the region's final statement and whether they are not payable
-    (hedged or cycled: section 3).
-
-    Returns (None, False) when there is no usable final box (none, only placeholders copied
-    from the prompt or boxes of an echoed example, or a truncated last box). With
-    ``cut_continuation`` the region ends at a hallucinated next problem/turn that starts
-    after the first complete box."""
+    """The boxed answers of the final statement and whether hedged or cycled; (None, False) without a usable box."""
     boxes, unclosed = _scan_boxes(region)
     if cut_continuation and boxes:
-        m = _CONTINUATION_RE.search(region, min(b[1] for b in boxes))
-        if m:
+        if m := _CONTINUATION_RE.search(region, min(b[1] for b in boxes)):
             boxes = [b for b in boxes if b[1] <= m.start()]
             unclosed = unclosed if unclosed < m.start() else -1
-    # keep outermost boxes only, drop placeholders (echoed "\boxed{}" / "\boxed{...}")
-    outer: List[Tuple[int, int, int, int]] = []
+    outer: List[Tuple[int, int, int, int]] = []  # outermost boxes only
     for b in boxes:
-        if outer and b[0] < outer[-1][1]:
-            continue
-        outer.append(b)
+        if not (outer and b[0] < outer[-1][1]):
+            outer.append(b)
     if unclosed >= 0 and (not outer or unclosed > outer[-1][0]):
-        return None, False  # the last box is truncated: no final answer
+        return None, False  # the last box is truncated
     outer = [b for b in outer if b[3] - b[2] > MAX_ANSWER_CHARS or
              _box_content(region, b).strip() not in _PLACEHOLDER_BOXES]
-    outer = _drop_echoed_examples(region, outer)
+    turns = [m.start() for m in _NEW_TASK_RE.finditer(region, outer[0][1])] if outer else []
+    outer = [b for b in outer if not any(b[1] <= t for t in turns)]  # an echoed example's boxes come before the turn
     if not outer:
         return None, False
-    first = len(outer) - 1
-    hedged = False
+    first, hedged = len(outer) - 1, False
     while first > 0 and len(outer) - first <= MAX_FINAL_BOXES:
         kind = _gap_kind(region[outer[first - 1][1]:outer[first][0]])
         if kind in ("separate", "correction"):
@@ -306,833 +225,54 @@ def _final_statement(region: str, cut_continuation: bool) -> Tuple[Optional[List
         group, hedged = outer[-(MAX_FINAL_BOXES + 1):], True  # report every candidate
     # whole-answer brace groups go before the length cut ({{...{4}...}} is the answer 4)
     answers = [strip_grouping_braces(_box_content(region, b))[:MAX_ANSWER_CHARS + 1] for b in group]
-    alternative = _trailing_alternative(region, group[-1][1])
-    if alternative is not None:
-        return answers + [alternative], True
+    if m := _TRAILING_HEDGE_RE.match(region[group[-1][1]:group[-1][1] + 400]):
+        return answers + [(m.group("span") or m.group("alt")).strip()], True
     return answers, hedged
 
 
-#: An unboxed alternative offered right after the final box, in the same sentence:
-#: "$\\boxed{3}$ (or maybe 4)", "$\\boxed{3}$, or possibly $4$".
-_TRAILING_HEDGE_RE = re.compile(
-    r"^[\s$).,;:*]{0,8}(?:\(\s*)?(?:or|maybe|perhaps|possibly|alternatively|otherwise)\b(?:\s+(?:maybe|perhaps|possibly|"
-    r"else|also|even|just))?[\s,]*(?:\$(?P<span>[^$]{1,300})\$|(?P<alt>[-+]?(?:\d|\\(?:frac|sqrt|pi|dfrac))"
-    r"[^\n.;!?)$]{0,60}?)[\s]*(?:[.;!?)]|\n|$))", re.I)
-
-
-def _trailing_alternative(region: str, end: int) -> Optional[str]:
-    """Hedge after the last box: the value an "or maybe ..." clause right after it offers."""
-    m = _TRAILING_HEDGE_RE.match(region[end:end + 400])
-    return (m.group("span") or m.group("alt")).strip() if m else None
-
-
 def extract_final_answer(text: str) -> Tuple[Optional[List[str]], bool]:
-    """The response's final boxed answer(s) and whether they are not payable (section 3).
-
-    Inside ``<answer>`` blocks when present after the reasoning (several blocks must agree,
-    else it is a hedge); otherwise after ``</think>`` when that part has a box, else the
-    whole response, cut at a hallucinated continuation."""
-    if len(text) > MAX_RESPONSE_CHARS:
-        text = text[-MAX_RESPONSE_CHARS:]
-    region = text
-    if THINK_CLOSE in text:
-        tail = text.rsplit(THINK_CLOSE, 1)[1]
-        if ANSWER_OPEN in tail or "\\boxed" in tail or "\\fbox" in tail:
-            region = tail
-    if ANSWER_OPEN in region:
-        finals: List[List[str]] = []
-        hedged = False
-        for block in region.split(ANSWER_OPEN)[1:]:
-            ans, h = _final_statement(block.split(ANSWER_CLOSE, 1)[0], cut_continuation=False)
-            if ans is not None:
-                finals.append(ans)
-                hedged = hedged or h
-        if not finals:
-            return None, False
-        if len({tuple(_norm_key(a) for a in f) for f in finals}) > 1:
-            return [a for f in finals for a in f], True  # blocks disagree: a hedge
-        return finals[-1], hedged
-    return _final_statement(region, cut_continuation=True)
-
+    """The final boxed answer(s), in the ``<answer>`` blocks (which must agree) or after ``</think>``; a hedge flag."""
+    text = text[-MAX_RESPONSE_CHARS:]
+    tail = text.rsplit(THINK_CLOSE, 1)[1] if THINK_CLOSE in text else ""
+    region = tail if ANSWER_OPEN in tail or "\\boxed" in tail or "\\fbox" in tail else text
+    if ANSWER_OPEN not in region:
+        return _final_statement(region, cut_continuation=True)
+    finals: List[List[str]] = []
+    hedged = False
+    for block in region.split(ANSWER_OPEN)[1:]:
+        ans, h = _final_statement(block.split(ANSWER_CLOSE, 1)[0], cut_continuation=False)
+        if ans is not None:
+            finals.append(ans)
+            hedged = hedged or h
+    if not finals:
+        return None, False
+    if len({tuple(_norm_key(a) for a in f) for f in finals}) > 1:
+        return [a for f in finals for a in f], True  # blocks disagree: a hedge
+    return finals[-1], hedged
 
 
 # ======================================================================================
-# 3. Hack-defence policy: what is never paid, in one place
-# ======================================================================================
-# Each rule answers one way a response can look right without answering; a test in
-# tests/test_reward.py reproduces each hack. Extraction (section 2) applies the first five;
-# _judge applies the last one after normalisation.
-#
-#   placeholder box   a box copied from the prompt (empty, "...", "answer") is no answer
-#   truncation        a final box left unclosed means there is no final answer
-#   continuation      a hallucinated next problem/turn after the answer is not the model's
-#   hedge             boxes joined by "or"/"maybe"/... , or disagreeing <answer> blocks
-#   candidate cycling three or more superseding boxed answers with no retraction between
-#   echoed example    boxes of a worked example followed by "now let's solve the problem"
-#   restated task     the final answer is the problem's own expression, written as given
-_PLACEHOLDER_BOXES = frozenset({"", "...", "\\ldots", "\\cdots", "\\dots", "answer", "\\text{answer}", "?"})
-# Gap between two boxes: what decides whether they belong to one statement.
-_MATH_DELIMS_RE = re.compile(r"\\[()\[\]]|\$+|\*\*")
-#: Words that announce a retraction: the later box supersedes the earlier (self-correction).
-_CORRECTION_RE = re.compile(
-    r"\b(?:wait|wrong|mistake|incorrect|actually|correct(?:s|ed|ing|ion)?|instead|re-?check|oops|"
-    r"sorry|error|redo|scratch|revis\w*|reconsider\w*)\b", re.I)
-#: Words that offer alternatives: boxes joined by them are hedging, never a final answer.
-_HEDGE_RE = re.compile(r"\b(?:or|either|maybe|perhaps|possibly|might|could|alternatively|also|otherwise)\b", re.I)
-#: A hallucinated follow-up turn/problem (base-model continuation) ends the response.
-_CONTINUATION_RE = re.compile(
-    r"(?m)^[ \t#*]*(?:Problem|Question|Human|User)\s*\d*\s*[:.]|<\|im_start\|>|<\|endoftext\|>|<\|im_end\|>")
-#: The response turns from an echoed worked example to its own task: boxes before it are
-#: the example's ("Now let's solve the given problem", "Following the same approach").
-_NEW_TASK_RE = re.compile(
-    r"\b(?:now|next)\b[^\n.]{0,30}?\b(?:the|our|this)\s+(?:given|real|actual|original|current|own|"
-    r"problem|question|one)\b|\b(?:following|using|with)\s+the\s+same\s+(?:approach|method|steps|idea)\b", re.I)
-_GAP_LONG = 150
-#: Distinct superseding boxed answers, none retracted, that amount to cycling candidates.
-MAX_SUPERSEDED_CANDIDATES = 2
-
-
-def _gap_kind(gap: str) -> str:
-    """Classify the text between two boxes: 'separate' (different statements: the later box
-    supersedes), 'correction' (a separate statement that retracts the earlier), 'hedge'
-    (alternatives offered) or 'join' (one statement listing several boxes, e.g.
-    "$\\boxed{3}$, $\\boxed{5}$ and $\\boxed{7}$")."""
-    g = _MATH_DELIMS_RE.sub(" ", gap)
-    if _CORRECTION_RE.search(g):
-        return "correction"
-    if _HEDGE_RE.search(g):
-        return "hedge"
-    stripped = g.strip()
-    if len(stripped) > _GAP_LONG or ("\n" in g and re.search(r"[A-Za-z]{2,}", stripped)):
-        return "separate"
-    return "join"
-
-
-def _drop_echoed_examples(region: str, boxes: list) -> list:
-    """Echoed example: boxes that come before the response turns to its own task
-    ("Example: ... \\boxed{9}. Now let's solve the given problem ...") are the example's."""
-    if not boxes:
-        return boxes
-    turns = [m.start() for m in _NEW_TASK_RE.finditer(region, boxes[0][1])]
-    return [b for b in boxes if not any(b[1] <= t for t in turns)] if turns else boxes
-
-
-def _cycles_candidates(region: str, outer: list, first: int, values: List[str]) -> bool:
-    """Candidate cycling: before the final statement (which starts at outer[first]) stand
-    at least MAX_SUPERSEDED_CANDIDATES separate statements ending in other boxed values, with
-    no retraction anywhere between them: "if 21 and 22, \\boxed{43}. ... If 22 and 23,
-    \\boxed{45}" offers candidates one after another. A retracted box is self-correction; a
-    row of boxes in one statement (options copied from the prompt) is one statement."""
-    statements = 0
-    for k in range(first - 1, -1, -1):
-        kind = _gap_kind(region[outer[k][1]:outer[k + 1][0]])
-        if kind == "correction":
-            return False
-        if kind == "separate" and _box_content(region, outer[k]).strip() not in values:
-            statements += 1
-    return statements >= MAX_SUPERSEDED_CANDIDATES
-
-
-#: A task that asks to rewrite the expression it states, in the problem or in the response's
-#: own restatement of it ("We need to expand ...", "To factor, ...", "Simplify $...$"); "factor"
-#: as a verb only (not "its factors", "factorial").
-_TASK_RE = re.compile(r"\b(expand|factor(?=(?:ed|ing|i[sz](?:e|ation)\w*)?\b)|simplify|combine|rationali[sz]e|"
-                      r"multiply\s+out|reduce|evaluate|compute|calculate|what\s+is|find|express|write|convert|"
-                      r"rewrite)\w*", re.I)
-_OWN_TASK_RE = re.compile(
-    r"\b(?:to|we|let's|let\s+us)\s+(?:need\s+to\s+|want\s+to\s+|must\s+|have\s+to\s+)?"
-    r"(expand|factor|simplify|combine|rationali[sz]e|multiply\s+out|reduce|evaluate|compute)\b", re.I)
-_MATH_SPAN_RE = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.S)
-_SENTENCE_END_RE = re.compile(r"[.!?](?:\s|$)|\n")
-
-
-def _task_expressions(text: str, own: bool) -> Tuple[frozenset, Tuple[str, ...]]:
-    """The expressions a task names, normalised, and its verbs (lower case): every math span
-    in a sentence whose text before the span has a task verb (``own``: the response's own
-    "we need to expand ..."; else the problem's "Expand ...")."""
-    verb_re = _OWN_TASK_RE if own else _TASK_RE
-    text = text[:4000]
-    exprs, verbs = set(), tuple(v.lower() for v in verb_re.findall(_MATH_SPAN_RE.sub(" ", text)))
-    for m in _MATH_SPAN_RE.finditer(text) if verbs else ():
-        start = max((e.end() for e in _SENTENCE_END_RE.finditer(text, max(m.start() - 200, 0), m.start())),
-                    default=max(m.start() - 200, 0))
-        if verb_re.search(_MATH_SPAN_RE.sub(" ", text[start:m.start()])):
-            span = next(g for g in m.groups() if g is not None)
-            exprs.add(_normalise(strip_grouping_braces(span.strip().rstrip("?.,;: "))[:MAX_ANSWER_CHARS]).s)
-    return frozenset(exprs), verbs
-
-
-@lru_cache(maxsize=4096)
-def _question_tasks(question: str) -> Tuple[frozenset, Tuple[str, ...]]:
-    """_task_expressions of a problem (cached: a step scores n responses to each problem)."""
-    return _task_expressions(question, own=False)
-
-
-def _restates_task(pred: str, gold: str, text: str, question: Optional[str],
-                   deadline: Optional[float] = None) -> bool:
-    """Restated task: the final answer is the problem's own expression (``Expand (x+3)(x-8)``
-    answered ``(x+3)(x-8)``, ``Simplify \\sqrt{245}`` answered ``\\sqrt{245}``), or a
-    "factor" task answered with a sum or an incomplete factorisation (_incompletely_factored) /
-    an "expand" task with a product. The task is read
-    from ``extra_info["question"]`` when the data carries it, else from the response's own
-    statement of it before the final box. Equal in value to the gold, such an answer does
-    no work the problem asked for (MATH's answers are the simplified, requested form)."""
-    pn, gn = _normalise(pred).s, _normalise(gold).s
-    if pn == gn:
-        return False
-    exprs, verbs = _question_tasks(question) if question else (frozenset(), ())
-    if not question:
-        exprs, verbs = _task_expressions(text[:text.rfind("\\boxed")], own=True)
-    if pn in exprs:
-        return True
-    if any(v.startswith("factor") for v in verbs) and _top_terms(gn) == 1 and "(" in gn:
-        # a sum answers no "factor" task, nor a product with a factor left to split
-        return _top_terms(pn) > 1 or _incompletely_factored(pn, gn, deadline or _cpu_clock() + CAS_BUDGET_S)
-    if any(v.startswith("expand") or v.startswith("multiply") for v in verbs) and "(" not in gn:
-        return bool(_SUM_GROUP_RE.search(pn))  # a product of a sum answers no "expand" task; (2/x) is no sum
-    return False
-
-
-_SUM_GROUP_RE = re.compile(r"\([^()]*[\w}][^()]*?[+-][^()]*\)")
-#: Largest total degree and number of variables of a factor whose irreducibility is decided
-#: (sympy factors such polynomials in milliseconds; the dense form grows with the variables).
-MAX_FACTOR_DEGREE = 24
-MAX_FACTOR_VARIABLES = 3
-
-
-def _degree(e) -> float:
-    """Total degree of an unevaluated polynomial tree (constants 0), inf for anything else."""
-    sp = _sympy
-    if isinstance(e, sp.Symbol):
-        return 1
-    if not e.free_symbols:
-        return 0
-    if isinstance(e, sp.Add):
-        return max(_degree(a) for a in e.args)
-    if isinstance(e, sp.Mul):
-        return sum(_degree(a) for a in e.args)
-    if isinstance(e, sp.Pow) and e.exp.is_Integer and e.exp >= 0:
-        return int(e.exp) * _degree(e.base)
-    return math.inf
-
-
-def _factored_completely(s: str, deadline: float) -> Optional[bool]:
-    """Whether the product s (as written: the parse is unevaluated) is factored completely over
-    the integers, up to order, signs and numeric factors: every non-constant factor, powers
-    peeled, a primitive polynomial with integer coefficients (content +-1) that is irreducible
-    over Z. None when undecided: not a polynomial, too large, out of time, or sympy fails."""
-    e = _parse(s)
-    if not isinstance(e, _sympy.Expr):
-        return None
-    todo, factors = [e], []
-    while todo:
-        f = todo.pop()
-        if isinstance(f, _sympy.Mul):
-            todo.extend(f.args)
-        elif isinstance(f, _sympy.Pow) and f.exp.is_Integer and f.exp > 0:
-            todo.append(f.base)
-        elif f.free_symbols:
-            factors.append(f)
-    try:
-        for f in factors:
-            syms = sorted(f.free_symbols, key=str)
-            if len(syms) > MAX_FACTOR_VARIABLES or _degree(f) > MAX_FACTOR_DEGREE or _cpu_clock() > deadline:
-                return None
-            poly = _sympy.Poly(f, *syms)
-            if not poly.domain.is_ZZ:
-                return False  # a rational, radical or complex coefficient: not a factor over Z
-            content, parts = poly.factor_list()
-            if abs(content) != 1 or len(parts) != 1 or parts[0][1] != 1:
-                return False
-        return True
-    except Exception:  # noqa: BLE001 - sympy's failure leaves the question open
-        return None
-
-
-def _incompletely_factored(pred: str, gold: str, deadline: float) -> bool:
-    """A "factor" task's answer equal to the gold that leaves a factor to split (``4(9-x^2)``,
-    ``z^{96}(28z+7)``, ``(6-2x)(6+2x)`` for ``4(3-x)(3+x)``). Only when the gold itself is
-    factored completely over Z (a gold with radicals, or no polynomial, is left alone), and
-    never when undecided."""
-    return _factored_completely(gold, deadline) is True and _factored_completely(pred, deadline) is False
-
-
-def _top_terms(s: str) -> int:
-    """Number of top-level terms of an expression (``x(x+2)+(x+2)`` has 2, ``(x+1)(x+2)`` 1)."""
-    return len(_split_top(s.lstrip("+-"), seps="+-", words=False))
-
-
-# --------------------------------------------------------------------------------------
-# What the task demands: forms the question requires (POLICY_RULES, docs/reward_policy.md)
-# --------------------------------------------------------------------------------------
-#: Question phrases that require a form, by demand. "ordered" and "normalised" change the
-#: comparison (answers_match); the others name forms: an answer of the right value is refused
-#: when it has a feature the demand forbids (_DEMAND_FORBIDS) and the gold has not.
-_DEMAND_RES = (
-    ("ordered", re.compile(
-        r"\bin\s+(?:increasing|decreasing|ascending|descending|numerical)\s+order|"
-        r"\b(?:least|smallest|lowest)\s+to\s+(?:greatest|largest|highest)\b|"
-        r"\b(?:greatest|largest|highest)\s+to\s+(?:least|smallest|lowest)\b|\bin\s+order\s+from\b", re.I)),
-    ("rationalised", re.compile(r"\brationali[sz]|\b(?:integer|rational)\s+denominator", re.I)),
-    ("radical form", re.compile(r"\bsimplest\s+radical\s+form|\bin\s+the\s+form\s*\$[^$]{0,60}\\sqrt", re.I)),
-    ("common fraction", re.compile(r"\b(?:common|improper)\s+fractions?\b|\bfractions?\s+in\s+(?:simplest|lowest)|"
-                                   r"\bin\s+the\s+form\s*\$\s*-?\s*\\d?frac\s*\{?\s*[a-z]\s*\}?\s*\{?\s*[a-z]\s*\}?\s*\$|"
-                                   r"\b(?:express|expressed|give|convert|enter|leave|answer)\b[^.?!$]{0,40}?"
-                                   r"\b(?:as|to|into)\s+(?:an?\s+)?(?:simple\s+|proper\s+)?fractions?\b", re.I)),
-    ("lowest terms", re.compile(r"\blowest\s+terms|\bsimplest\s+form|\breduced\s+fraction", re.I)),
-    ("mixed number", re.compile(r"\bmixed\s+numbers?\b", re.I)),
-    ("decimal", re.compile(r"\b(?:as|to|in)\s+(?:an?\s+)?(?:terminating\s+)?decimals?\b"
-                           r"(?!\s+(?:point|places?|digits?|expansion|representation|equivalent|notation))|"
-                           r"\bdecimal\s+form\b|\(\s*as\s+a\s+decimal\s*\)", re.I)),
-    ("exponential", re.compile(r"\b(?:exponential|scientific)\s+notation|\bas\s+a\s+power\s+of\b", re.I)),
-    ("normalised", re.compile(r"\\gcd\s*\(\s*\|\s*A\s*\|", re.I)),
-    ("list", re.compile(r"\bseparated\s+by\s+commas|\bcomma[-\s]separated|\benter\s+all\b", re.I)),
-    ("percent", re.compile(r"\b(?:as|in)\s+(?:a\s+)?percent(?:age)?\b|\bwhat\s+percent", re.I)),
-    ("simplified", re.compile(r"\bsimplif(?:y|ied)\b", re.I)),
-    ("solved for y", re.compile(r"\bin\s+the\s+form\s*[\"'`]*\s*\$?\s*y\s*=", re.I)),
-    ("interval", re.compile(r"\binterval\s+notation|\b(?:as|in)\s+(?:an?\s+)?(?:interval|union\s+of\s+intervals)\b",
-                            re.I)),
-)
-#: Words in a demand's clause that undo it: "(not mixed numbers or decimals)".
-_DEMAND_NEGATION_RE = re.compile(r"\b(?:not|no|nor|never|instead\s+of|rather\s+than|without)\b", re.I)
-#: Form words: a clause that offers two of them joined by "or" demands neither ("as a decimal or a fraction").
-_FORM_WORD_RE = re.compile(r"\b(?:fraction|decimal|mixed\s+number|integer|percent|radical|notation)", re.I)
-_CLAUSE_END_RE = re.compile(r"[.?!;:()\n]")
-
-
-def _demand_stated(q: str, m) -> bool:
-    """A demand phrase found in a question is a demand unless its clause negates it or offers
-    another form as an alternative."""
-    start = max((e.end() for e in _CLAUSE_END_RE.finditer(q, max(m.start() - 80, 0), m.start())),
-                default=max(m.start() - 80, 0))
-    after = _CLAUSE_END_RE.search(q, m.end())
-    clause = q[start:after.start() if after else len(q)]
-    if _DEMAND_NEGATION_RE.search(q[start:m.start()]):
-        return False
-    return not (re.search(r"\bor\b", clause) and len({w.lower() for w in _FORM_WORD_RE.findall(clause)}) > 1)
-
-
-@lru_cache(maxsize=4096)
-def question_demands(question: Optional[str]) -> frozenset:
-    """The required forms a problem states (names of _DEMAND_RES), read from its text (cached:
-    a step scores n responses to each problem)."""
-    if not question:
-        return frozenset()
-    q = question[:6000]
-    return frozenset(name for name, rx in _DEMAND_RES if any(_demand_stated(q, m) for m in rx.finditer(q)))
-
-
-_FRAC_OPEN_RE = re.compile(r"\\frac\s*\{")
-_SLASH_SQRT_RE = re.compile(r"/\s*(?:\([^()]*\\sqrt|[\d.]*\\sqrt)")
-_SQRT_INT_RE = re.compile(r"\\sqrt\{(\d{1,8})\}")
-_INT_FRAC_RE = re.compile(r"\\frac\{-?(\d{1,12})\}\{(\d{1,12})\}|(?<![\d.}])(\d{1,12})/(\d{1,12})(?![\d.])")
-#: A decimal with a fractional part (57.0 is the integer 57 written with a zero, not a decimal form).
-_DECIMAL_FORM_RE = re.compile(r"\d?\.(?=\d*[1-9]|\d*\\(?:overline|bar|dot))")
-_MIXED_FORM_RE = re.compile(r"(?<![\w.}^_{])\d+\\frac\{(\d+)\}\{(\d+)\}")
-_FRACTION_FORM_RE = re.compile(r"\\frac|\d\s*/\s*\d")
-
-
-def _radical_denominator(s: str) -> bool:
-    """A radical in a denominator: ``\\frac{1}{\\sqrt{2}}``, ``3/\\sqrt{5}``, ``1/(2\\sqrt{3})``."""
-    if _SLASH_SQRT_RE.search(s):
-        return True
-    for m in _FRAC_OPEN_RE.finditer(s):
-        num_end = _match_brace(s, m.end() - 1)
-        if num_end < 0 or s[num_end + 1:num_end + 2] != "{":
-            continue
-        den_end = _match_brace(s, num_end + 1)
-        if den_end > 0 and "\\sqrt" in s[num_end + 1:den_end]:
-            return True
-    return False
-
-
-def _square_factor(s: str) -> bool:
-    """A square root of an integer with a square factor: ``\\sqrt{8}``, ``\\sqrt{9}``."""
-    for m in _SQRT_INT_RE.finditer(s):
-        n, k = int(m.group(1)), 2
-        while k * k <= n:
-            if n % (k * k) == 0:
-                return True
-            k += 1
-    return False
-
-
-def _unreduced_fraction(s: str) -> bool:
-    """An integer fraction not in lowest terms: ``\\frac{6}{8}``, ``6/8``."""
-    for m in _INT_FRAC_RE.finditer(s):
-        a, b = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
-        if int(b) > 1 and math.gcd(int(a), int(b)) > 1:
-            return True
-    return False
-
-
-def _mixed_number(s: str) -> bool:
-    """A mixed number: an integer before a proper integer fraction, ``6\\frac{1}{5}``."""
-    return any(int(m.group(1)) < int(m.group(2)) for m in _MIXED_FORM_RE.finditer(s))
-
-
-def _improper_fraction(s: str) -> bool:
-    """An integer fraction of absolute value above 1 that is not the tail of a mixed number."""
-    for m in _INT_FRAC_RE.finditer(s):
-        if m.group(1) and s[:m.start()][-1:].isdigit():
-            continue  # 6\\frac{1}{5}: part of a mixed number
-        a, b = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
-        if int(a) > int(b) > 1:
-            return True
-    return False
-
-
-def _unsolved_for_y(s: str) -> bool:
-    """An equation that is not y on one side and an expression without y on the other:
-    ``2x + y = 0`` (``-2x = y`` is solved, read right to left)."""
-    sides = _top_level_eq(s)
-    return len(sides) == 2 and not any(a == "y" and "y" not in _letters(b) for a, b in (sides, sides[::-1]))
-
-
-#: Form features of a normalised answer, by name (each a yes/no on the canonical string and
-#: its recorded percent sign).
-_FORM_FEATURES = {
-    "radical in a denominator": lambda n: _radical_denominator(n.s),
-    "square factor under a root": lambda n: _square_factor(n.s),
-    "unreduced fraction": lambda n: _unreduced_fraction(n.s),
-    "decimal": lambda n: bool(_DECIMAL_FORM_RE.search(n.s)),
-    "mixed number": lambda n: _mixed_number(n.s),
-    "improper fraction": lambda n: _improper_fraction(n.s),
-    "fraction": lambda n: bool(_FRACTION_FORM_RE.search(n.s)),
-    "percent": lambda n: n.pct,
-    "no exponent": lambda n: "^" not in n.s and bool(n.s),
-    "inequality": lambda n: bool(_INEQ_RE.search(n.s)),
-    "equation not solved for y": lambda n: _unsolved_for_y(n.s),
-}
-#: What each stated form forbids. Source: MATH (the form the question asks for is the answer;
-#: its graders refuse 0.28 for "a common fraction" 7/25 and 31/5 for "a mixed number" 6 1/5).
-_DEMAND_FORBIDS = {
-    "rationalised": ("radical in a denominator",),
-    "radical form": ("radical in a denominator", "square factor under a root", "decimal"),
-    "simplified": ("unreduced fraction", "square factor under a root", "radical in a denominator"),
-    "interval": ("inequality",),
-    "solved for y": ("equation not solved for y",),
-    "common fraction": ("unreduced fraction", "decimal", "mixed number", "percent"),
-    "lowest terms": ("unreduced fraction",),
-    "mixed number": ("improper fraction", "decimal", "percent"),
-    "decimal": ("fraction", "percent"),
-    "exponential": ("no exponent",),
-}
-
-
-def _form_violation(pred: str, gold: str, demands: frozenset) -> Optional[str]:
-    """The form an answer of the right value has and a demand of the question forbids (the
-    gold has not), as "demand: feature"; else None."""
-    names = sorted(demands & set(_DEMAND_FORBIDS))
-    if not names:
-        return None
-    pn, gn = _normalise(pred), _normalise(gold)
-    for name in names:
-        for feature in _DEMAND_FORBIDS[name]:
-            check = _FORM_FEATURES[feature]
-            if check(pn) and not check(gn):
-                return name + ": " + feature
-    return None
-
-
-_QUESTION_MOD_RE = re.compile(r"(?:\\[pb]?mod(?![A-Za-z])|\bmod(?:ulo)?\b)\s*\{?\s*(\d+)")
-
-
-@lru_cache(maxsize=4096)
-def _question_modulus(question: str) -> Optional[str]:
-    """The one modulus a problem works with ("$3n \\equiv 2 \\pmod{11}$", "modulo 11"), else None
-    (none, or several: a system of congruences may be answered modulo their product)."""
-    moduli = set(_QUESTION_MOD_RE.findall(question[:6000]))
-    return moduli.pop() if len(moduli) == 1 else None
-
-
-def _foreign_modulus(pred: str, gold: str, question: Optional[str]) -> bool:
-    """A congruence answered modulo another number than the question's one modulus (and the gold's)."""
-    mod = _normalise(pred).mod if question and "mod" in pred else None
-    return bool(mod and mod.isdigit() and mod != _normalise(gold).mod
-                and _question_modulus(question) not in (None, mod))
-
-
-_ASKED_UNIT_RE = re.compile(r"\b(?=(?:in|how\s+many)\s+((?:square\s+|cubic\s+)?[A-Za-z]+(?:\s+per\s+[A-Za-z]+)?))",
-                            re.I)  # a lookahead: "in how many seconds" holds two phrases
-
-
-@lru_cache(maxsize=4096)
-def _question_units(question: str) -> frozenset:
-    """The units of measure a problem asks its answer in ("How much, in dollars, ...", "the
-    height in centimeters", "how many seconds"), canonical (_unit_key)."""
-    keys = {_unit_key(m.group(1)) for m in _ASKED_UNIT_RE.finditer(question[:6000])}
-    return frozenset(k for k in keys if k.split()[-1] in _MEASURES)
-
-
-def _foreign_unit(pred: str, gold: str, question: Optional[str]) -> bool:
-    """An answer in a unit of measure that is neither the gold's nor one the question asks
-    for, when the question asks for one: 2.50 cents for "how much, in dollars". A rate's unit
-    may lose its "per ..." ("12 hours" for "how many hours per week")."""
-    unit = _normalise(pred).unit if question else None
-    if not unit or unit.split()[-1] not in _MEASURES or unit == _normalise(gold).unit:
-        return False
-    asked = _question_units(question)
-    return bool(asked) and unit not in asked | {a.split(" per ")[0] for a in asked}
-
-
-#: Option labels in a problem, three layouts: "(A)" (also in \\textbf{}, \\text{}, \\mathrm{}),
-#: a letter opening a line ("A. 67.332", "B) $f(0)=0$", "$\\bullet$ C. $34$ dollars") and a
-#: letter given a meaning ('Enter "C" for circle, "P" for parabola').
-_OPTION_LABEL_RES = (
-    re.compile(r"(?:\\(?:textbf|text|mathrm|textrm)\s*\{\s*)?\(\s*([A-J])\s*\)\s*\}?"),
-    re.compile(r"(?m)^[ \t]*(?:\$?\\bullet\$?|[-*\u2022])?[ \t]*(?:\\textbf\{)?([A-J])[.):]\}?(?=[ \t$])"),
-)
-_OPTION_MEANING_RE = re.compile(r"[\"'`]{1,2}([A-Z])[\"'`]{1,2}\s+(?:for|if|means)\s+(?:an?\s+|the\s+)?"
-                                r"([A-Za-z][A-Za-z -]*[A-Za-z])")
-_OPTION_JUNK_RE = re.compile(r"\\q?quad(?![A-Za-z])|\\\\|\$|\\[ ,;!]|\\hspace\s*\{[^{}]*\}|~")
-
-
-def _option_run(q: str, rx) -> list:
-    """The last run of labels A, B, C, ... in order (at least three) that rx finds in q."""
-    run: list = []
-    for m in rx.finditer(q):
-        if len(run) < 10 and m.group(1) == "ABCDEFGHIJ"[len(run)]:
-            run.append(m)
-        elif m.group(1) == "A":
-            run = [m]
-    return run if len(run) >= 3 else []
-
-
-@lru_cache(maxsize=4096)
-def question_options(question: Optional[str]) -> dict:
-    """The options a problem lists, letter -> value text: a run of at least three labels
-    A, B, C, ... in order in one of _OPTION_LABEL_RES's layouts (the value runs to the next
-    label; the last one to the end of its line or math span), or at least two letters given a
-    meaning (_OPTION_MEANING_RE). Empty when the problem lists none. Cached: do not modify
-    the result."""
-    if not question:
-        return {}
-    q = question[:6000]
-    out = {}
-    for rx in _OPTION_LABEL_RES:
-        run = _option_run(q, rx)
-        for i, m in enumerate(run):
-            chunk = q[m.end():run[i + 1].start() if i + 1 < len(run) else len(q)]
-            if i + 1 == len(run):
-                chunk = chunk.lstrip(" \t")  # the last value: its line, or its math span
-                chunk = chunk.split("\n", 1)[0] if chunk[:1] == "$" else re.split(r"\$|\n|\\\]", chunk, maxsplit=1)[0]
-            value = _OPTION_JUNK_RE.sub(" ", chunk).strip().rstrip(".,;")
-            if value and len(value) <= 200:
-                out[m.group(1)] = value
-        if len(out) >= 3:
-            return out
-        out = {}
-    meanings = {m.group(1): m.group(2).strip() for m in _OPTION_MEANING_RE.finditer(q)}
-    return meanings if len(meanings) >= 2 else {}
-
-
-#: The written policy: what the reward demands of an answer beyond its value, one rule a row.
-#: docs/reward_policy.md shows it as a table (generated: python -m tools.sync_readme) and
-#: tests/test_reward.py runs every rule's examples: (question, boxed answer, gold, paid).
-#: Sources: "MATH" is Hendrycks et al. 2021's answer conventions and grader (is_equiv: the
-#: answer string after normalisation); "reference" the reference recipe's reward;
-#: "OpenCompass" its MATHVerifyEvaluator, i.e. math-verify (value equality, sets unordered,
-#: float tolerance, a timeout). Where a rule trades false negatives against false positives,
-#: it takes the side a policy model cannot farm: an answer that skips work the question asks
-#: for, or that GRPO could learn to produce more cheaply than the answer, is not paid.
-POLICY_RULES = (
-    dict(rule="correct answer first", when="always",
-         decision="Only a correct final answer earns; format and reasoning credit are paid on top of it, "
-                  "never instead of it.",
-         choice="–", source="reference (0.7 + 0.2 + 0.1); this recipe: 0 for a wrong answer whatever its format",
-         examples=[("", "4", "4", True), ("", "5", "4", False)]),
-    dict(rule="exact values", when="always; the question asks to round",
-         decision="Decimals are exact values: 0.333 is not 1/3 and 3.14 is not \\pi. When the question asks to "
-                  "round, the rounded value is the answer and may follow `\\approx`; `exact \\approx rounded` "
-                  "states the exact value when the rounding is right.",
-         choice="Refuse approximations (FN on sloppy rounding): a tolerance would pay guesses near the value.",
-         source="MATH (exact answers); OpenCompass pays values within math-verify's float tolerance",
-         examples=[("", "0.333", "\\frac13", False),
-                   ("Round your answer to the nearest hundredth.", "x \\approx 3.14", "3.14", True),
-                   ("", "\\frac{1}{3} \\approx 0.33", "\\frac13", True),
-                   ("", "\\frac{1}{3} \\approx 0.35", "\\frac13", False)]),
-    dict(rule="ordering words", when="the question says \"in increasing order\", \"from least to greatest\" and the like",
-         decision="A list is compared in the order given; without such words a list of solutions is unordered. "
-                  "A strict chain (f(2) < f(1) < f(4)) states the list of its terms in the order written. When the "
-                  "question asks for a comma-separated list, 70,110 is two numbers, not a thousands separator.",
-         choice="Refuse another order (FN when a grader would be lenient): the order is part of the task.",
-         source="MATH (the question states the answer's form); OpenCompass compares lists as sets and pays any order",
-         examples=[("List the roots in increasing order.", "3, 1, -2", "-2, 1, 3", False),
-                   ("List the roots in increasing order.", "-2, 1, 3", "-2,1,3", True),
-                   ("Find all roots.", "3, 1, -2", "-2, 1, 3", True),
-                   ("Enter all the solutions, separated by commas.", "110, 70", "70,110", True)]),
-    dict(rule="rationalised denominator", when="the question says \"rationalize\"",
-         decision="An answer with a radical in a denominator is not paid (unless the gold has one); without the "
-                  "word both forms are paid.",
-         choice="Refuse (FN against a lenient grader): rationalising is the task, skipping it is farmable.",
-         source="MATH (the requested form is the answer); OpenCompass pays any equal value",
-         examples=[("Rationalize the denominator of $\\frac{1}{\\sqrt{2}}$.", "\\frac{1}{\\sqrt{2}}",
-                    "\\frac{\\sqrt{2}}{2}", False),
-                   ("Rationalize the denominator of $\\frac{3}{\\sqrt{5}+1}$.", "\\frac{3(\\sqrt{5}-1)}{4}",
-                    "\\frac{3\\sqrt{5}-3}{4}", True),
-                   ("", "\\frac{1}{\\sqrt{2}}", "\\frac{\\sqrt{2}}{2}", True)]),
-    dict(rule="simplest radical form", when="the question says \"simplest radical form\"",
-         decision="A square root of an integer with a square factor (\\sqrt{8}) or a radical in a denominator is "
-                  "not paid (unless the gold has one).",
-         choice="Refuse: simplifying the radical is the task.",
-         source="MATH; OpenCompass pays any equal value",
-         examples=[("Express your answer in simplest radical form.", "\\sqrt{8}", "2\\sqrt{2}", False),
-                   ("Express your answer in simplest radical form.", "2\\sqrt{2}", "2\\sqrt2", True)]),
-    dict(rule="stated form", when="the question names a form: \"(common / improper) fraction\", \"fraction in "
-                                   "simplest form\", \"lowest terms\", \"mixed number\", \"as a decimal\", \"as a "
-                                   "percent\", \"exponential notation\", \"simplify\", \"integer denominator\", "
-                                   "\"interval notation\" (\"as an interval or a union of intervals\"), \"in the "
-                                   "form y = mx + b\", a template (\"in the form $a\\sqrt{b}$\", "
-                                   "\"$\\frac{a}{b}$\") (not when negated or offered as one of two forms)",
-         decision="An answer of the right value in a form the named one rules out is not paid (unless the gold has "
-                  "that form): for a fraction a decimal (also repeating), a percent, a mixed number or an unreduced "
-                  "fraction; for a mixed number an improper fraction or a decimal; for a decimal a fraction; for a "
-                  "percent the value as a fraction of one (0.25 for 25%); for exponential notation a number written "
-                  "out; for \"simplify\" an unreduced fraction, a square factor under a root or a radical in a "
-                  "denominator; for interval notation an inequality; for \"y = ...\" an equation not solved for y. "
-                  "One table (_DEMAND_FORBIDS) holds these.",
-         choice="Refuse (FN against a lenient grader): the form is part of the task, as MATH grades it.",
-         source="MATH (the requested form is the answer; its grader compares strings); OpenCompass pays any equal value",
-         examples=[("Express your answer as a common fraction.", "\\frac{6}{8}", "\\frac34", False),
-                   ("Express your answer as a common fraction.", "0.75", "\\frac34", False),
-                   ("Express your answer as a common fraction.", "\\frac{3}{4}", "\\frac34", True),
-                   ("Express your answer as an improper fraction.", "1\\frac{1}{2}", "\\frac32", False),
-                   ("Express your answer as a mixed number.", "\\frac{31}{5}", "6\\frac15", False),
-                   ("Express your answer as a mixed number.", "6 \\tfrac{1}{5}", "6\\frac15", True),
-                   ("Express your answer as a decimal.", "\\frac{1}{2}", "0.5", False),
-                   ("Express your answer as a percent.", "0.25", "25\\%", False),
-                   ("Express your answer as a percent.", "25", "25\\%", True),
-                   ("Simplify $\\sqrt{6}\\cdot\\sqrt{12}$.", "\\sqrt{72}", "6\\sqrt2", False),
-                   ("Express your answer in interval notation.", "-2 < x < 3", "(-2,3)", False),
-                   ("Express your answer as an interval or as a union of intervals.", "0 \\le x < 1", "[0,1)", False),
-                   ("Enter the equation of the line in the form \"$y = mx + b$\".", "2x + y = 0", "y = -2x", False),
-                   ("Enter the equation of the line in the form \"$y = mx + b$\".", "y = -2x + 0", "y = -2x", True),
-                   ("Give the endpoints as common fractions (not mixed numbers or decimals).", "\\frac{4}{3}",
-                    "\\frac43", True),
-                   ("", "0.75", "\\frac34", True), ("", "\\frac{6}{8}", "\\frac34", True),
-                   ("Your answer should use exponential notation.", "1024", "2^{10}", False)]),
-    dict(rule="normalised equation", when="the question fixes a normalisation (\"A > 0 and gcd(|A|,|B|,|C|,|D|) = 1\")",
-         decision="Only the normalised equation is paid (sides may be swapped); without it any nonzero multiple of "
-                  "the equation is paid.",
-         choice="Refuse other multiples: the normalisation is part of the stated answer.",
-         source="MATH (the question defines the answer); OpenCompass compares equations by value",
-         examples=[("Enter your answer in the form $Ax + By + Cz + D = 0,$ where $A > 0$ and "
-                    "$\\gcd(|A|,|B|,|C|,|D|) = 1.$", "-2x - 4y + 6z - 2 = 0", "x + 2y - 3z + 1 = 0", False),
-                   ("Enter your answer in the form $Ax + By + Cz + D = 0,$ where $A > 0$ and "
-                    "$\\gcd(|A|,|B|,|C|,|D|) = 1.$", "x + 2y - 3z + 1 = 0", "x+2y-3z+1=0", True),
-                   ("Find the equation of the plane.", "-2x - 4y + 6z - 2 = 0", "x + 2y - 3z + 1 = 0", True)]),
-    dict(rule="prompt echo", when="the question is known (extra_info[\"question\"]) or the response states the task",
-         decision="A final answer that restates an expression the question asks to compute, evaluate, simplify, "
-                  "expand, factor (or find, express, convert) is not paid; the gold as written always is.",
-         choice="Refuse: an echo has the right value and does none of the work (a known reward hack).",
-         source="this recipe's hack defence; MATH's answers are the simplified form; OpenCompass pays the echo",
-         examples=[("Compute $\\dbinom{8}{4}$.", "\\binom{8}{4}", "70", False),
-                   ("What is $2^3 \\cdot 3$?", "2^3 \\cdot 3", "24", False),
-                   ("Compute $\\frac{1}{2}+\\frac{1}{4}$.", "\\frac{3}{4}", "\\frac34", True),
-                   ("Simplify $\\frac{3}{4}$ plus zero.", "\\frac{3}{4}", "\\frac34", True)]),
-    dict(rule="complete factorisation", when="the question asks to factor (the verb) and the gold is a product "
-                                             "factored completely over the integers",
-         decision="An answer equal to the gold is paid only when it is factored completely over the integers, up to "
-                  "order, signs and numeric factors: every non-constant factor (a power of one allowed) a primitive "
-                  "polynomial with integer coefficients, irreducible over Z. A gold not of that kind (radicals, not a "
-                  "polynomial) turns the check off, and a check sympy cannot decide in bounds pays.",
-         choice="Refuse (FN against a lenient grader): factoring completely is the task, and a partial "
-                "factorisation is cheaper to produce.",
-         source="MATH (factored answers are complete over the integers); OpenCompass pays any equal value",
-         examples=[("Factor $28z^{97}+7z^{96}$.", "z^{96}(28z+7)", "7z^{96}(4z+1)", False),
-                   ("Factor $36-4x^2$ completely.", "4(9-x^2)", "4(3-x)(3+x)", False),
-                   ("Factor $36-4x^2$ completely.", "(6-2x)(6+2x)", "4(3-x)(3+x)", False),
-                   ("Factor $36-4x^2$ completely.", "-4(x-3)(x+3)", "4(3-x)(3+x)", True),
-                   ("Factor $2x^2+4x+2$.", "2(x+1)^2", "2(x+1)(x+1)", True),
-                   ("Factor $x^2-2$ over the reals.", "(x+\\sqrt{2})(x-\\sqrt{2})", "(x-\\sqrt2)(x+\\sqrt2)", True)]),
-    dict(rule="huge exact expressions", when="always",
-         decision="An answer the bounded-time guards refuse (a power tower deeper than a^{b^c}, a value beyond "
-                  "10^20000, a factorial above 10000!) is not paid even when it equals the gold; an answer "
-                  "identical to the gold after normalisation always is.",
-         choice="Refuse (an FN by construction): every call stays well under 1 s, and an unsimplified giant "
-                "(n - n + 5 with n = 2^{2^{30}}) does none of the work.",
-         source="this recipe's bounded-time rule; MATH's golds never need it; OpenCompass times out (no score)",
-         examples=[("", "2^{2^{30}} - 2^{2^{30}} + 5", "5", False),
-                   ("", "\\frac{7^{7^{9}} \\cdot 3}{7^{7^{9}}}", "3", False),
-                   ("", "\\prod_{k=1}^{99} \\frac{k+1}{k}", "100", False), ("", "2^{10}", "1024", True)]),
-    dict(rule="units, labels, relations", when="always",
-         decision="Units are optional (another unit is another answer, and so is a unit of measure the question does "
-                  "not ask for when it asks for one: \"in dollars\", \"how many seconds\"); a label, `x \\in`, "
-                  "`x \\approx`, `\\equiv ... \\pmod{n}` or `r =` before the answer states it; a chain of "
-                  "constant sides (`\\binom{5}{4}\\binom{10}{8} = 225`) states its last side when every side has "
-                  "its value, and a false numeric side is refused.",
-         choice="Pay (MATH's graders drop units and labels); a different unit or modulus is refused, also a "
-                "modulus other than the one the question works with.",
-         source="MATH (its grader strips units and \"\\text{ }\" labels); OpenCompass likewise",
-         examples=[("", "r = 3 \\text{ units}", "3", True), ("", "10\\ \\mathrm{in}", "10\\text{ inches}", True),
-                   ("", "x \\equiv 8 \\pmod{13}", "8", True), ("", "\\lambda \\in (3,4]", "(3,4]", True),
-                   ("", "10\\text{ cm}", "10\\text{ m}", False), ("", "21 \\pmod{13}", "8", False),
-                   ("In what base does $44 \\times 55 = 3506$?", "\\text{base } 7", "7", True),
-                   ("Solve $3n \\equiv 2 \\pmod{11}$.", "n \\equiv 8 \\pmod{13}", "8", False),
-                   ("Solve $3n \\equiv 2 \\pmod{11}$.", "n \\equiv 8 \\pmod{11}", "8", True),
-                   ("How much, in dollars, will 10 oranges cost?", "2.50 \\text{ cents}", "\\$2.50", False),
-                   ("What is the height in centimeters?", "5 \\text{ m}", "5", False),
-                   ("What is the height in centimeters?", "5 \\text{ centimeters}", "5", True),
-                   ("", "\\binom{5}{4}\\binom{10}{8} = 225", "225", True),
-                   ("", "\\binom{5}{4}\\binom{10}{8} = 50", "50", False)]),
-    dict(rule="labelled values", when="the answer names each value (`x = -1, y = 6`, `n_1 = 19, n_2 = 22`)",
-         decision="Values labelled with distinct names state the tuple of the values in the order of their names: "
-                  "they answer an ordered pair (also where the question asks for one) and a list of those values "
-                  "in that order; one name repeated (`x = 9, x = -7`) lists its values.",
-         choice="Pay: the names say which value is which, and the order of the names is the pair's order.",
-         source="MATH (its grader strips labels); OpenCompass pays the values",
-         examples=[("Express your answer as an ordered pair.", "x=-1, y=6", "(-1,6)", True),
-                   ("Express your answer as an ordered pair.", "y = 6, x = -1", "(-1,6)", True),
-                   ("Express your answer as an ordered pair.", "x = 6, y = -1", "(-1,6)", False),
-                   ("", "n_1 = 19, n_2 = 22", "19, 22", True), ("", "x = 9, x = -7", "9,-7", True)]),
-    dict(rule="renamed function variable", when="the answer defines a function, `NAME(v) = expression`",
-         decision="The variable the label binds is a placeholder: `f(t) = t^2 - 7t + 12` states x^2 - 7x + 12 when "
-                  "t is the expression's one variable and the gold's one variable is x. A bare expression in "
-                  "another variable binds nothing and is another expression.",
-         choice="Pay: the same function; the label is what makes the renaming safe.",
-         source="MATH (a function's formula); OpenCompass compares the expressions as written",
-         examples=[("", "f(t) = t^2 - 7t + 12", "x^2 - 7x + 12", True),
-                   ("", "k(u) = 3 - \\sqrt{u - 3}", "-\\sqrt{x-3}+3", True),
-                   ("", "3 - \\sqrt{t-3}", "-\\sqrt{x-3}+3", False),
-                   ("", "f(t) = x^2 - 7t + 12", "x^2 - 7x + 12", False)]),
-    dict(rule="zero vector", when="the gold or the answer is a vector or matrix",
-         decision="The zero vector in bold or with an arrow (\\mathbf{0}, \\vec{0}, \\boldsymbol{0}) is a vector "
-                  "or matrix whose entries are all 0; the number 0 is no vector, nor the zero vector a number.",
-         choice="Pay the notation (the same object); refuse a type change (a scalar for a vector).",
-         source="MATH (vector answers); OpenCompass reads \\mathbf{0} as the number 0",
-         examples=[("", "\\mathbf{0}", "\\begin{pmatrix} 0 \\\\ 0 \\\\ 0 \\end{pmatrix}", True),
-                   ("", "\\vec 0", "\\begin{pmatrix} 0 & 0 \\\\ 0 & 0 \\end{pmatrix}", True),
-                   ("", "0", "\\begin{pmatrix} 0 \\\\ 0 \\\\ 0 \\end{pmatrix}", False),
-                   ("", "\\mathbf{0}", "\\begin{pmatrix} 0 \\\\ 1 \\end{pmatrix}", False)]),
-    dict(rule="number words, base subscripts", when="always",
-         decision="A cardinal in words is its number (with or without a unit word); a base subscript is "
-                  "optional in any brace style, another base is another answer.",
-         choice="Pay: the same value, written otherwise.",
-         source="MATH (the answer's value); OpenCompass reads neither words nor subscripts",
-         examples=[("", "\\text{five digits}", "5", True), ("", "twenty-one", "21", True),
-                   ("", "\\text{one of them}", "1", False),
-                   ("", "1011_2", "1011_{2}", True), ("", "1011_{3}", "1011_2", False)]),
-    dict(rule="multiple choice", when="the gold is an option letter, or the question lists options",
-         decision="The letter in any case or bracket ((e), \\text{(E)}, E); with the options in the question "
-                  "(labels \"(A)\", \"A.\" or \"A)\" opening a line, or letters given a meaning: 'Enter \"C\" for "
-                  "circle'), the chosen option's value for its letter, the letter for its value, and a block of "
-                  "option letters in any separation (\"A, C, F\" for \"ACF\", in the order given).",
-         choice="Pay exactly one option: a value shared by two options, another option's value, or a letter written "
-                "with another option's value (\"(B) 2/3\" when (B) is 1/2) is refused. An option that is a task in "
-                "words (\"14.45001 rounded to the nearest tenth\") is not compared: its letter is the answer, "
-                "with or without the value computed.",
-         source="MATH (AMC-style answers are letters); OpenCompass compares letters as text",
-         examples=[("", "\\text{(e)}", "\\text{(E)}", True), ("", "(D)", "\\text{(E)}", False),
-                   ("Which? $\\textbf{(A)}\\ 2 \\qquad\\textbf{(B)}\\ 3 \\qquad\\textbf{(C)}\\ 7 \\qquad"
-                    "\\textbf{(D)}\\ 4 \\qquad\\textbf{(E)}\\ 5$", "7", "\\text{(C)}", True),
-                   ("Which? $\\textbf{(A)}\\ 2 \\qquad\\textbf{(B)}\\ 3 \\qquad\\textbf{(C)}\\ 7 \\qquad"
-                    "\\textbf{(D)}\\ 4 \\qquad\\textbf{(E)}\\ 5$", "4", "\\text{(C)}", False),
-                   ("Which round to 40?\nA. $43$\nB. $23$\nC. $38$\nAnswer as a block of letters.", "A, C",
-                    "\\text{AC}", True),
-                   ("Which is smallest?\nA. $14.45001$ rounded to the nearest tenth.\nB. $14.54999$ rounded to the "
-                    "nearest tenth.\nC. $14.44999$ rounded to the nearest tenth.", "(C)\\ 14.4", "\\text{C}", True),
-                   ("Which is smallest?\nA. $14.45001$ rounded to the nearest tenth.\nB. $14.54999$ rounded to the "
-                    "nearest tenth.\nC. $14.44999$ rounded to the nearest tenth.", "(A)\\ 14.4", "\\text{C}", False)]),
-    dict(rule="one final answer", when="always",
-         decision="Several different boxed answers offered as alternatives, cycled candidates, a truncated or "
-                  "placeholder box and a hallucinated follow-up problem are not paid.",
-         choice="Refuse: hedging is the cheapest hack to farm.",
-         source="this recipe's hack defence (section 3); OpenCompass reads the last box only",
-         examples=[("", "3 \\text{ or } 4", "4", False)]),
-)
-
-
-def policy_markdown() -> str:
-    """POLICY_RULES as the markdown table of docs/reward_policy.md (python -m tools.sync_readme)."""
-    def cell(text: str) -> str:
-        return text.replace("|", "\\|").replace("\n", " ")
-
-    lines = ["| rule | applies when | decision | FN / FP choice | source |", "|---|---|---|---|---|"]
-    lines += [f"| {cell(r['rule'])} | {cell(r['when'])} | {cell(r['decision'])} | {cell(r['choice'])} | "
-              f"{cell(r['source'])} |" for r in POLICY_RULES]
-    return "\n".join(lines)
-
-
-_OPTION_LETTER_RE = re.compile(r"^[(\[]?([A-Za-z])[)\]]?$")
-_LETTER_SEP_RE = re.compile(r"\s*(?:,|;|\band\b|&)\s*|\s+")
-
-
-def _option_letter(n: "_Norm", options: dict) -> Optional[str]:
-    """The option an answer names by its letter alone ("D", "(d)", "\\text{(D)}"), else None."""
-    if n.choice and not n.s:
-        return n.choice if n.choice in options else None
-    m = _OPTION_LETTER_RE.match(n.s)
-    return m.group(1).upper() if m and m.group(1).upper() in options else None
-
-
-def _option_is_value(text: str) -> bool:
-    """An option the reward can compare with a value written after its letter: a value or a
-    word answer, not a number with a task in words ("14.45001 rounded to the nearest tenth",
-    whose value the letter's follower computes)."""
-    n = _normalise(text)
-    return n.text or not (re.search(r"\d", n.s) and re.search(r"[A-Za-z]{2,}", _COMMAND_RE.sub("", n.s)))
-
-
-def _option_equal(pred: str, gold: str, options: dict, deadline: float) -> bool:
-    """Multiple choice with the options known (question_options): the option's value for its
-    letter (gold a letter: exactly the gold's option has the answer's value), the letter for
-    its value (gold a value: the answered letter's option equals the gold), and a block of
-    option letters in any separation ("A, C, F" for "ACF", order kept)."""
-    pn, gn = _normalise(pred), _normalise(gold)
-    gl, pl = _option_letter(gn, options), _option_letter(pn, options)
-    if gl:
-        if pl or pn.choice:
-            return False  # a letter against a letter: decided by answers_match
-        letters = [k for k, v in sorted(options.items()) if answers_match(pred, v, deadline)]
-        return letters == [gl]
-    if pl:
-        value = options.get(pl)
-        return value is not None and answers_match(value, gold, deadline)
-    block = gn.s.upper()
-    if len(block) >= 2 and block.isalpha() and len(set(block)) == len(block) and set(block) <= set(options):
-        letters = _LETTER_SEP_RE.sub("", pn.s)
-        return letters.isalpha() and letters.upper() == block
-    return False
-
-
-# ======================================================================================
-# 4. Equivalence pipeline. Steps (a) unicode and (b) wrappers, labels and units: one
-#    answer string -> its canonical string plus the decorations it carried
-# ======================================================================================
-class _Norm:
-    """A normalised answer: ``s`` the canonical string; ``pct`` it carried a percent sign;
-    ``unit`` a trailing unit (canonical words, e.g. "square inch", "pm") or None; ``text`` it
-    was one \\text{...} phrase; ``base`` a base subscript; ``choice`` a leading "(A)" label;
-    ``mod`` the modulus of a congruence (``\\equiv 8 \\pmod{13}``)."""
-
-    __slots__ = ("s", "pct", "unit", "text", "base", "choice", "mod")
-
-    def __init__(self, s: str, pct: bool = False, unit: Optional[str] = None, text: bool = False,
-                 base: Optional[str] = None, choice: Optional[str] = None, mod: Optional[str] = None):
-        self.s, self.pct, self.unit, self.text, self.base, self.choice = s, pct, unit, text, base, choice
-        self.mod = mod
+# 3. Normalise the answer and the gold alike: presentation is dropped, what may change the answer (percent, unit, base,
+#    choice letter, modulus) is recorded, so that two different ones still differ.
+class _Norm(namedtuple("_Norm", "s pct unit text base choice mod", defaults=(False, None, False, None, None, None))):
+    """An answer's canonical string ``s`` with its percent sign, unit, \\text{} phrase, base, choice letter, modulus."""
 
     def same(self, other: "_Norm") -> bool:
-        """Identical canonical strings with compatible decorations."""
         return self.s == other.s and self.pct == other.pct and _decorations_compatible(self, other)
 
 
-def _decorations_compatible(p: "_Norm", g: "_Norm") -> bool:
-    """Units, base subscripts and a congruence's modulus are optional (MATH graders accept "5"
-    for "5 cm", "1011" for "1011_2", "8" for "\\equiv 8 \\pmod{13}"), but two different ones
-    are a different answer."""
+def _decorations_compatible(p: _Norm, g: _Norm) -> bool:
+    """A unit, base or modulus is optional (MATH pays "5" for "5 cm"), but two different ones differ."""
     if p.unit and g.unit and p.unit != g.unit and not ({p.unit, g.unit} & _GENERIC_UNITS):
         return False
     return not (p.base and g.base and p.base != g.base) and not (p.mod and g.mod and p.mod != g.mod)
 
-
-# (a) Unicode maths as models write it -> LaTeX. Hand-written: latex2sympy2_extended's
-# normaliser knows none of these characters, and this runs on every answer (a table).
+# (a) Unicode maths as models write it -> LaTeX (latex2sympy2_extended's normaliser knows none of it).
 _UNICODE = {"π": "\\pi ", "∞": "\\infty ", "−": "-", "–": "-", "×": "\\times ", "·": "\\cdot ", "⋅": "\\cdot ",
             "∙": "\\cdot ", "÷": "\\div ", "≤": "\\leq ", "≥": "\\geq ", "≠": "\\ne ", "∪": "\\cup ", "∩": "\\cap ",
-            "±": "\\pm ", "∓": "\\mp ", "∈": "\\in ", "≈": "\\approx ", "≡": "\\equiv ", "λ": "\\lambda ", "…": "\\ldots ", "θ": "\\theta ", "α": "\\alpha ",
-            "β": "\\beta ", "°": "^\\circ ", "\u00a0": " ", "\u2009": " ", "\u202f": " "}
+            "±": "\\pm ", "∓": "\\mp ", "∈": "\\in ", "≈": "\\approx ", "≡": "\\equiv ", "λ": "\\lambda ",
+            "…": "\\ldots ", "θ": "\\theta ", "α": "\\alpha ", "β": "\\beta ", "°": "^\\circ ", "\u00a0": " ",
+            "\u2009": " ", "\u202f": " "}
 _UNICODE_CHAR_RE = re.compile("[" + "".join(_UNICODE) + "]")
 _SUPERSCRIPT = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻", "0123456789+-")
 _SUPERSCRIPT_RE = re.compile("[⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻]+")
@@ -1142,20 +282,6 @@ _VULGAR_RE = re.compile("[" + "".join(_VULGAR) + "]")
 #: √ takes the next group, number, command or letter: √21/14 -> \sqrt{21}/14, ∜8 -> \sqrt[4]{8}
 _ROOT_RE = re.compile(r"([√∛∜])\s*(?:\(([^()]*)\)|\{([^{}]*)\}|(\d+(?:\.\d+)?|\\[A-Za-z]+|[A-Za-z]))")
 _ROOT_INDEX = {"√": "", "∛": "[3]", "∜": "[4]"}
-_NON_ASCII_RE = re.compile(r"[^\x00-\x7f]")
-
-
-def _unicode_to_latex(s: str) -> str:
-    """Step (a): ``7√5`` -> ``7\\sqrt{5}``, ``5π/3 − 2√3`` -> ``5\\pi/3 - 2\\sqrt{3}``, ``8x⁹`` ->
-    ``8x^{9}``, ``1¼`` -> ``1\\frac{1}{4}`` (a mixed number), ``(−∞, 8) ∪ ...`` -> LaTeX."""
-    if not _NON_ASCII_RE.search(s):
-        return s
-    s = _UNICODE_CHAR_RE.sub(lambda m: _UNICODE[m.group(0)], s)
-    s = _ROOT_RE.sub(lambda m: "\\sqrt%s{%s}" % (_ROOT_INDEX[m.group(1)], next(
-        g for g in m.groups()[1:] if g is not None).strip()), s)
-    s = _SUPERSCRIPT_RE.sub(lambda m: "^{%s}" % m.group(0).translate(_SUPERSCRIPT), s)
-    return _VULGAR_RE.sub(lambda m: "\\frac{%s}" % _VULGAR[m.group(0)], s)
-
 
 # (b) Wrappers, labels and units.
 _SUBS = (
@@ -1172,25 +298,19 @@ _BRACELESS_SQRT_RE = re.compile(r"\\sqrt\s*(\d|[A-Za-z](?![A-Za-z]))")
 _ONE_TOKEN_EXP_RE = re.compile(r"\^\s*\{\s*(\w)\s*\}")  # x^{2} -> x^2
 _STYLE_RE = re.compile(
     r"\\(?:displaystyle|textstyle|scriptstyle|left|right|bigl|bigr|Bigl|Bigr|big|Big|bigg|Bigg)(?![A-Za-z])\s*|"
-    r"\\(?:text)?color\s*\{[^{}]*\}\s*")  # colours: \\color{red}5, \\textcolor{blue}{5}
+    r"\\(?:text)?color\s*\{[^{}]*\}\s*")
 _SPACE_CMD_RE = re.compile(r"(?<!\\)\\[,;: ]|\\q?quad(?![A-Za-z])|~")
-_LE_GE_RE = re.compile(r"\\(le|ge)(?![A-Za-z])")
 _BRACKETED_MATRIX_RE = re.compile(r"^[\[(]\s*(\\begin\{([a-zA-Z]*matrix|array)\}.*\\end\{\2\})\s*[\])]$", re.S)
-_PCT_RE = re.compile(r"\\?%")
 _DEG_RE = re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|\\degree(?![A-Za-z])|\^\s*\{\s*o\s*\}")
-_DOLLAR_RE = re.compile(r"\\\$|\$")
 _WRAP_RE = re.compile(r"\\(text|textbf|textit|textrm|textnormal|mathrm|mathbf|mathit|mathsf|mathnormal|"
                       r"mbox|boxed|fbox|bm|boldsymbol|emph)\s*\{")
 _TEXTISH = frozenset({"text", "textbf", "textit", "textrm", "textnormal", "mbox", "mathrm", "emph"})
-#: One or more trailing text pieces, then an optional power: "32\text{ cm}^2", "5\text{ sq}\text{ in}".
+#: Trailing text pieces, then an optional power: "32\text{ cm}^2", "5\text{ sq}\text{ in}".
 _TRAIL_TEXT_UNIT_RE = re.compile(
     r"^(?P<v>.*?[^\s{(\[])\s*(?P<u>(?:\\(?:text|mbox|mathrm|textrm|textnormal|textit|operatorname|rm)\s*\{[^{}]*\}\s*)+)"
     r"(?:\^\s*\{?\s*(?P<p>[23])\s*\}?)?\s*\.?$")
-_UNIT_WORDS_RE = re.compile(r"^[A-Za-z][A-Za-z .]*$")
-_TRAIL_WORD_UNIT_RE = re.compile(
-    r"^(?P<l>(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?\w+\}?)?\s*=\s*)?(?P<v>[-+]?[\d.,]*\d)\s+"
-    r"(?P<u>[A-Za-z]{2,}(?: [A-Za-z]+)*)(?:\^\{?(?P<p>[23])\}?)?\.?$")
-#: Number words: a cardinal in words (step b7) becomes digits ("twenty-one" -> 21).
+_TRAIL_WORD_UNIT_RE = re.compile(r"^(?P<l>(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?\w+\}?)?\s*=\s*)?(?P<v>[-+]?[\d.,]*\d)\s+"
+                                 r"(?P<u>[A-Za-z]{2,}(?: [A-Za-z]+)*)(?:\^\{?(?P<p>[23])\}?)?\.?$")
 _SMALL_NUMBERS = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
                   "sixteen seventeen eighteen nineteen").split()
 _NUMBER_WORDS = {w: i for i, w in enumerate(_SMALL_NUMBERS)}
@@ -1198,10 +318,14 @@ _NUMBER_WORDS.update({w: 10 * (i + 2) for i, w in enumerate("twenty thirty forty
 _NUMBER_SCALES = {"hundred": 100, "thousand": 1000, "million": 10 ** 6, "billion": 10 ** 9}
 _NUMBER_WORD_RE = re.compile(r"^(?:(?:" + "|".join(list(_NUMBER_WORDS) + list(_NUMBER_SCALES)) +
                              r"|and|a)(?:[\s-]+|$))+", re.I)
-#: A sentence that states a count: "There are five digits", "The answer is 12 cm" (one text phrase).
-_COUNT_SENTENCE_RE = re.compile(r"^(?:[A-Za-z][A-Za-z ,'-]*\s)?(?:is|are|was|were|equals?)\s+(?P<rest>[A-Za-z0-9][A-Za-z0-9 .-]*?)\.?$",
-                                re.I)
-_COUNT_RE = re.compile(r"^\d+(?: [A-Za-z]+){0,2}$")
+#: Denominators in words: "one half", "two thirds", "three quarters", "a fifth".
+_FRACTION_WORDS = {"half": 2, "halve": 2, "third": 3, "quarter": 4, "fourth": 4, "fifth": 5, "sixth": 6,
+                   "seventh": 7, "eighth": 8, "ninth": 9, "tenth": 10, "eleventh": 11, "twelfth": 12,
+                   "hundredth": 100, "thousandth": 1000}
+_FRACTION_WORD_RE = re.compile(r"^(?P<n>.+?|an?)[\s-]+(?P<d>" + "|".join(_FRACTION_WORDS) + r")s?$", re.I)
+#: A sentence that states a count: "There are five digits", "The answer is 12 cm".
+_COUNT_SENTENCE_RE = re.compile(r"^(?:[A-Za-z][A-Za-z ,'-]*\s)?(?:is|are|was|were|equals?)\s+(?P<rest>[A-Za-z0-9]"
+                                r"[A-Za-z0-9 .-]*?)\.?$", re.I)
 #: Words after a cardinal that make it something else than a count ("one of them", "two less").
 _NOT_A_UNIT_RE = re.compile(r"\b(?:of|less|more|than|or|and|not|times|per|over|out|plus|minus|half|third|"
                             r"quarter|fifths?|sixths?|eighths?|tenths?|hundredths?|thousandths?)\b", re.I)
@@ -1211,14 +335,11 @@ _LABEL_RE = re.compile(
     r"\swas|\swere|:|=))\s*\}|(?P<w>[A-Za-z][A-Za-z ]+):)\s*(?P<rest>\S.*)$", re.S)
 #: A choice label before a value: "(A) 12", "[B] 7"; lower case only before a space ("(a)(a+1)" is a product).
 _CHOICE_LABEL_RE = re.compile(r"^(?:[(\[]([A-E])[)\]]\s*|[(\[]([a-e])[)\]]\s+|([A-E])(?::\s*|[.)]\s+))"
-                              r"(?!.*\([A-Ea-e]\)|.*\b(?:and|or)\b)(?P<rest>\S.*)$",
-                              re.S)
-#: "Option E", "choice (b)": the word before an option letter.
-_OPTION_WORD_RE = re.compile(r"^(?:option|choice|answer)\s*:?\s*(?=[(\[]?[A-Ea-e][)\]]?$)", re.I)
+                              r"(?!.*\([A-Ea-e]\)|.*\b(?:and|or)\b)(?P<rest>\S.*)$", re.S)
+_OPTION_WORD_RE = re.compile(r"^(?:option|choice|answer)\s*:?\s*(?=[(\[]?[A-Ea-e][)\]]?$)", re.I)  # "Option E"
 _THOUSANDS_SEP_RE = re.compile(r"(?<=\d),\s*\\!\s*(?=\d)")  # MATH's "11,\! 111" is one number
-#: A remark in words in brackets after a value ("5 (the smallest)", "x = 5 (only positive root)").
+#: A remark in words in brackets after a value ("5 (the smallest)"), unless it hedges or approximates.
 _REMARK_RE = re.compile(r"^(?P<v>.*[\d}\])])\s+\((?P<r>[A-Za-z]{2,}(?:[ ,'-]+[A-Za-z]+){0,7})\)\.?$")
-#: Words that make such a remark a hedge or an approximation, not a comment.
 _HEDGE_REMARK_RE = re.compile(r"\b(?:approx\w*|about|roughly|around|nearly|estimat\w*|round\w*|or|maybe|perhaps|possibly|"
                               r"if|unless|assum\w*|when|not|either|guess\w*|likely|probably|hundreds?|thousands?|"
                               r"millions?|billions?|dozens?|percent|times|squared|cubed|per|units?\s+of)\b", re.I)
@@ -1227,20 +348,19 @@ _TIME_RE = re.compile(r"^(\d{1,2}(?::\d{2}){1,2})\s*(?:([ap])\s*\.?\s*m\.?)?$", 
 #: The zero vector in bold or with an arrow (``\\mathbf{0}``, ``\\vec 0``): canonical ``\\vec{0}``.
 _ZERO_VECTOR_RE = re.compile(r"^\\(?:mathbf|boldsymbol|bm|vec|overrightarrow)\s*(?:\{\s*0\s*\}|0)$")
 _ZERO_VECTOR = "\\vec{0}"
-_REALS_RE = re.compile(r"^(?:\\mathbb\{R\}|\\mathbb R|\\R|\\text\{all real numbers\}|all real numbers|\\reals)$")
-#: A membership prefix: "x \\in", "\\lambda \\in", "a_1 \\in" before a set or interval.
-#: A name: a letter or command, a subscript, primes, arguments: ``x``, ``a_1``, ``f'``, ``F(x)``,
-#: ``\\lambda``. One pattern for every step that tells a name from a value (membership and
-#: relation prefixes, the variable of an inequality, the left side of an assignment).
+_REALS = r"\\mathbb\{R\}|\\mathbb R|\\R|\\reals"
+_REALS_RE = re.compile(r"^(?:" + _REALS + r"|\\text\{all real numbers\}|all real numbers)$")
+#: A name: a letter or command, a subscript, primes, arguments (``a_1``, ``f'``, ``F(x)``, ``\\lambda``); every step
+#: that tells a name from a value uses it.
 _NAME = r"(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?\w+\}?)?'*(?:\([A-Za-z](?:,[A-Za-z])*\))?"
 _IN_PREFIX_RE = re.compile(r"^" + _NAME + r"\s*\\in(?![A-Za-z])\s*")
 #: A congruence: "x \\equiv 8 \\pmod{13}", "8 \\pmod{13}", "8 (mod 13)", "8 \\bmod 13".
 _EQUIV_RE = re.compile(r"^.*?\\equiv(?![A-Za-z])\s*", re.S)
-_MOD_RE = re.compile(r"\s*(?:\\pmod\s*\{?\s*(\d+|[A-Za-z])\s*\}?|\(\s*(?:\\bmod|\\mod|mod)(?![A-Za-z])\s*\{?\s*(\d+|[A-Za-z])\s*\}?\s*\)|"
-                     r"\\bmod\s*\{?\s*(\d+|[A-Za-z])\s*\}?|\\mod\s*\{?\s*(\d+|[A-Za-z])\s*\}?)$")
+_MOD_RE = re.compile(r"\s*(?:\\pmod\s*\{?\s*(\d+|[A-Za-z])\s*\}?|\(\s*(?:\\bmod|\\mod|mod)(?![A-Za-z])\s*\{?\s*(\d+|"
+                     r"[A-Za-z])\s*\}?\s*\)|\\bmod\s*\{?\s*(\d+|[A-Za-z])\s*\}?|\\mod\s*\{?\s*(\d+|[A-Za-z])\s*\}?)$")
 #: A base subscript in any brace style: 1011_2, 1011_{2}, (1011)_{(2)}, 1011_{\\text{two}} (wrappers gone).
 _BASE_SUB_RE = re.compile(r"^\(?([0-9A-Za-z]+(?:\.[0-9A-Za-z]+)?)\)?_\{?\(?(\d{1,2}|[a-z]{3,9})\)?\}?$")
-#: A base named in words after the numeral: "141 in base 13", "1112112 (base 3)", "7602 base-8".
+#: A base in words after the numeral: "141 in base 13", "1112112 (base 3)", "7602 base-8".
 _BASE_WORDS_RE = re.compile(r"^(?P<v>[0-9A-Za-z]+(?:\.[0-9A-Za-z]+)?)\s*(?P<o>\()?\s*(?:in\s+)?base[\s-]*"
                             r"(?P<b>\d{1,2}|[a-z]{3,9})\s*(?(o)\))$", re.I)
 _BASE_WORDS = {"two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "seven": "7", "eight": "8",
@@ -1248,14 +368,37 @@ _BASE_WORDS = {"two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "
 _THOUSANDS_RE = re.compile(r"^[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
 _NAME_EQ_RE = re.compile(r"^[A-Za-z]\s*=\s*")  # "N = 14,916": the number after a name
 _GROUP_THOUSANDS_RE = re.compile(r"\{(\d{1,3}(?:,\d{3})+(?:\.\d+)?)\}")
-_WS_RE = re.compile(r"\s+")
 _SPACE_DROP_RE = re.compile(r"(?<![A-Za-z]) | (?![A-Za-z])")
+_BRACE_STEP = bytes.maketrans(b"{}", b"\x01\xff")  # +1 / -1 as signed bytes
+_WS_CHARS = " \t\n\r\f\v"
+_UNIT_ALIASES = {
+    "inches": "inch", "in": "inch", "feet": "foot", "ft": "foot", "yd": "yard", "mi": "mile",
+    "centimeter": "cm", "centimetre": "cm", "meter": "m", "metre": "m", "kilometer": "km",
+    "millimeter": "mm", "hr": "hour", "hrs": "hour", "h": "hour",
+    "min": "minute", "mins": "minute", "sec": "second", "secs": "second", "s": "second",
+    "lb": "pound", "lbs": "pound", "oz": "ounce", "mph": "mile per hour", "kg": "kilogram", "g": "gram",
+}
+_UNIT_POWERS = {"sq": "2", "square": "2", "squared": "2", "cu": "3", "cubic": "3", "cubed": "3"}
+#: Units of measure: an answer in another one than the question asks for states another quantity.
+_MEASURES = frozenset(_UNIT_ALIASES.values()) | frozenset(
+    "dollar cent degree radian day week month year liter gallon".split())
 _GENERIC_UNITS = frozenset({"unit", "square unit", "cubic unit"})
+
+
+def _unicode_to_latex(s: str) -> str:
+    """Step (a): ``7√5`` -> ``7\\sqrt{5}``, ``8x⁹`` -> ``8x^{9}``, ``1¼`` -> ``1\\frac{1}{4}``."""
+    if s.isascii():
+        return s
+    s = _UNICODE_CHAR_RE.sub(lambda m: _UNICODE[m.group(0)], s)
+    s = _ROOT_RE.sub(lambda m: "\\sqrt%s{%s}" % (_ROOT_INDEX[m.group(1)], next(
+        g for g in m.groups()[1:] if g is not None).strip()), s)
+    s = _SUPERSCRIPT_RE.sub(lambda m: "^{%s}" % m.group(0).translate(_SUPERSCRIPT), s)
+    return _VULGAR_RE.sub(lambda m: "\\frac{%s}" % _VULGAR[m.group(0)], s)
+
+
 def _match_brace(s: str, i: int) -> int:
     """Index of the brace closing the group opened at s[i] == '{', or -1."""
-    depth = 0
-    j = i
-    n = len(s)
+    depth, j, n = 0, i, len(s)
     while j < n:
         c = s[j]
         if c == "\\":
@@ -1271,24 +414,11 @@ def _match_brace(s: str, i: int) -> int:
     return -1
 
 
-_ESCAPED_RE = re.compile(r"\\.", re.S)
-_NOT_BRACE_RE = re.compile(r"[^{}]+")
-_BRACE_STEP = bytes.maketrans(b"{}", b"\x01\xff")  # +1 / -1 as signed bytes
-_WS_CHARS = " \t\n\r\f\v"
-
-
 def strip_grouping_braces(s: str) -> str:
-    """Remove braces that wrap the whole answer, any number of layers: ``{{{4}}}`` -> ``4``
-    (MATH convention: a brace group is grouping only, never a set; sets are ``\\{...\\}``).
-
-    With ``k`` opening braces in front, ``k'`` closing braces at the end and the depth walk
-    of the core between them (lowest prefix depth ``m`` <= 0, final depth ``f``), the core
-    plus both runs is one balanced unit iff ``k + f == k'``, and then exactly the outer
-    ``k + m`` layers enclose the whole answer. The walk is C-level (regex, bytes.translate,
-    itertools.accumulate), so 200,000 nested braces cost milliseconds, with no recursion.
-    Escaped braces ``\\{ \\}`` are not groups; whitespace between layers is dropped; an
-    unbalanced string comes back stripped of surrounding whitespace only. Source: the held-out
-    review (timeout_bomb-h004: braces around an answer do not change its value)."""
+    """Remove braces that wrap the whole answer, any number of layers (``{{{4}}}`` -> ``4``; sets are
+    ``\\{...\\}``): with k braces in front, k' at the end and the core's depth walk between them (lowest prefix m <= 0,
+    final f), the whole is balanced iff k + f == k', and then k + m layers enclose it. C-level walk: 200,000 nested
+    braces cost milliseconds."""
     t = s.strip()
     if not (t.startswith("{") and t.endswith("}")):
         return t
@@ -1301,10 +431,8 @@ def strip_grouping_braces(s: str) -> str:
     core = body[:core_end]
     k_open, k_close = t.count("{", 0, lead), body.count("}", core_end)
     if not core:  # nothing but braces: balanced runs of "{" then "}"
-        if k_open != k_close:
-            return t
-        return ""
-    braces = _NOT_BRACE_RE.sub("", _ESCAPED_RE.sub("", core)).encode("ascii").translate(_BRACE_STEP)
+        return t if k_open != k_close else ""
+    braces = re.sub(r"[^{}]+", "", re.sub(r"\\.", "", core, flags=re.S)).encode("ascii").translate(_BRACE_STEP)
     depth = list(accumulate(array("b", braces))) if braces else []
     if k_open + (depth[-1] if depth else 0) != k_close:
         return t
@@ -1319,16 +447,11 @@ def strip_grouping_braces(s: str) -> str:
 
 
 def _unwrap(s: str) -> Tuple[str, bool]:
-    """Remove formatting wrappers (\\text{..}, \\mathbf{..}, \\boxed{..}, ...) keeping their
-    content; also report whether the whole answer was one text wrapper (a word answer)."""
-    whole_text = False
+    """Drop formatting wrappers (\\text, \\mathbf, \\boxed, ...), keeping their content; whether it was one \\text{}."""
     m0 = _WRAP_RE.match(s)
-    if m0 and m0.group(1) in _TEXTISH:
-        close = _match_brace(s, m0.end() - 1)
-        whole_text = close == len(s) - 1
+    whole_text = bool(m0 and m0.group(1) in _TEXTISH and _match_brace(s, m0.end() - 1) == len(s) - 1)
     for _ in range(32):
-        m = _WRAP_RE.search(s)
-        if not m:
+        if not (m := _WRAP_RE.search(s)):
             break
         close = _match_brace(s, m.end() - 1)
         if close < 0:
@@ -1336,23 +459,9 @@ def _unwrap(s: str) -> Tuple[str, bool]:
         s = s[:m.start()] + s[m.end():close] + s[close + 1:]
     return s, whole_text
 
-_UNIT_ALIASES = {
-    "inches": "inch", "in": "inch", "feet": "foot", "ft": "foot", "yd": "yard", "mi": "mile",
-    "centimeter": "cm", "centimetre": "cm", "meter": "m", "metre": "m", "kilometer": "km",
-    "millimeter": "mm", "hr": "hour", "hrs": "hour", "h": "hour",
-    "min": "minute", "mins": "minute", "sec": "second", "secs": "second", "s": "second",
-    "lb": "pound", "lbs": "pound", "oz": "ounce", "mph": "mile per hour", "kg": "kilogram", "g": "gram",
-}
-_UNIT_POWERS = {"sq": "2", "square": "2", "squared": "2", "cu": "3", "cubic": "3", "cubed": "3"}
-#: Units of measure (canonical, without a power): a question that asks "in dollars" or "in
-#: centimeters" names one, and an answer in another one of them states another quantity.
-_MEASURES = frozenset(_UNIT_ALIASES.values()) | frozenset(
-    "dollar cent degree radian day week month year liter gallon".split())
-
 
 def _unit_key(u: str, power: Optional[str] = None) -> str:
-    """Canonical unit: lower case, singular, abbreviations expanded, the power as a word
-    ("in^2", "sq in", "square inches", "inches squared" -> "square inch"; "p.m." -> "pm")."""
+    """Canonical unit: lower case, singular, abbreviations expanded, the power as a word ("sq in" -> "square inch")."""
     words = []
     for w in u.lower().replace(".", "").split():
         if w in _UNIT_POWERS:
@@ -1366,51 +475,22 @@ def _unit_key(u: str, power: Optional[str] = None) -> str:
 
 @lru_cache(maxsize=16384)
 def _normalise(raw: str) -> _Norm:
-    """Steps (a) and (b): the canonical form of one answer under MATH's conventions (cached:
-    golds repeat n times). Drops presentation only and records what it drops, in order:
-
-    (a) unicode to LaTeX; (b1) presentation: grouping braces, \\dfrac/\\tfrac, \\left/\\right,
-    colours, spacing commands, angle brackets, brackets around a matrix environment; (b2)
-    percent and dollar signs, the zero vector in any notation (``\\mathbf{0}``, ``\\vec 0``);
-    (b3) trailing units in any wrapper (\\text, \\mathrm, \\operatorname, after ``\\ `` or
-    ``\\,``), several text pieces and a power allowed, also
-    after a name (``r = 3 \\text{ units}``) and on every item of a list; (b4) text and font
-    wrappers (a whole \\text{...} phrase is recorded as text), then a remark in words in
-    brackets after the value (``5 (the smallest)``; not one that hedges or approximates) and
-    ordinal suffixes (``June 20th``); (b5) leading labels ("The sum is", "Directrix:",
-    "Option") and a choice letter "(A)"/"[a]" in front of a value; (b7) number words
-    (``twenty-one digits`` -> ``21`` with the unit word, ``one half`` -> ``\\frac{1}{2}``); (b6)
-    degree signs (a unit), a time of day's a.m./p.m. (a unit; ``4 p.m.`` is ``4:00``), a
-    membership prefix before a name (``\\lambda \\in``, ``F(x) \\in``), a congruence
-    (``x \\equiv 8 \\pmod{13}`` -> ``8``, modulus 13 or a letter), spaces, trailing periods,
-    thousands separators, base subscripts in any brace style and with a radix point
-    (``1011_2``, ``(1011)_{(2)}``, ``1011_{\\text{two}}``, ``141 in base 13`` -> digits and
-    base), parentheses around one whole item (``(4x-7)`` -> ``4x-7``)."""
-    s = _unicode_to_latex(raw.strip())
-    if "\\!" in s:
-        s = _THOUSANDS_SEP_RE.sub(",", s)
+    """The canonical form of one answer (cached: golds repeat n times): unicode to LaTeX, presentation dropped
+    (braces, \\dfrac, \\left, colours, spacing), then percent and dollar signs, the zero vector, trailing units, text
+    and font wrappers, remarks, ordinals, labels and a choice letter, number words, degree signs, times of day, a
+    membership or congruence prefix, thousands separators, base subscripts, parentheses around one item."""
+    s = _THOUSANDS_SEP_RE.sub(",", _unicode_to_latex(raw.strip()))
     if s.startswith("{"):
         s = strip_grouping_braces(s)
     for a, b in _SUBS:
-        if a in s:
-            s = s.replace(a, b)
-    s = _STYLE_RE.sub("", s)
-    if "\\frac" in s:
-        s = _BRACELESS_FRAC2_RE.sub(r"\\frac{\1}{\2}", _BRACELESS_FRAC_RE.sub(r"\\frac{\1}{\2}", s))
-        s = _BRACELESS_FRAC3_RE.sub(r"\\frac{\1}{", s)
-    if "\\sqrt" in s:
-        s = _BRACELESS_SQRT_RE.sub(r"\\sqrt{\1}", s)
-    if "^" in s:
-        s = _ONE_TOKEN_EXP_RE.sub(r"^\1", s)
-    s = _LE_GE_RE.sub(lambda m: "\\" + m.group(1) + "q", _SPACE_CMD_RE.sub(" ", s)).strip()
-    if "\\begin" in s:
-        m = _BRACKETED_MATRIX_RE.match(s)
-        s = m.group(1) if m else s
-    pct = False
-    if "%" in s:
-        s2 = _PCT_RE.sub("", s)
-        pct, s = s2 != s, s2
-    s = _DOLLAR_RE.sub("", s).strip()
+        s = s.replace(a, b)
+    s = _BRACELESS_FRAC2_RE.sub(r"\\frac{\1}{\2}", _BRACELESS_FRAC_RE.sub(r"\\frac{\1}{\2}", _STYLE_RE.sub("", s)))
+    s = _ONE_TOKEN_EXP_RE.sub(r"^\1", _BRACELESS_SQRT_RE.sub(r"\\sqrt{\1}", _BRACELESS_FRAC3_RE.sub(r"\\frac{\1}{", s)))
+    s = re.sub(r"\\(le|ge)(?![A-Za-z])", lambda m: "\\" + m.group(1) + "q", _SPACE_CMD_RE.sub(" ", s)).strip()
+    m = _BRACKETED_MATRIX_RE.match(s)
+    s = m.group(1) if m else s
+    s2 = s.replace("\\%", "").replace("%", "")
+    pct, s = s2 != s, s2.replace("\\$", "").replace("$", "").strip()
     if _ZERO_VECTOR_RE.match(s):  # before the font wrappers go: bold 0 is a vector, not the number
         return _Norm(_ZERO_VECTOR)
     unit = None
@@ -1418,40 +498,37 @@ def _normalise(raw: str) -> _Norm:
     last_side = m.group("v").rsplit("=", 1)[-1] if m else ""  # "r = 3 \\text{ units}": the unit is 3's
     if m and re.search(r"\d", last_side) and not re.search(r"[<>]|\\[lg]eq", m.group("v")):
         u = " ".join(re.findall(r"\{([^{}]*)\}", m.group("u"))).strip()
-        if _UNIT_WORDS_RE.match(u) and len(u.split()) <= 3 and u.lower() not in ("or", "and", "i", "e") and "base" not in u:
+        if (re.match(r"^[A-Za-z][A-Za-z .]*$", u) and len(u.split()) <= 3 and u.lower() not in ("or", "and", "i", "e")
+                and "base" not in u):
             s, unit = m.group("v"), _unit_key(u, m.group("p"))
             if "," in s:  # a list with the unit on every item: "6\\text{ cm}, 8\\text{ cm}"
                 s = s.replace(m.group("u").strip(), "")
-    label = _LABEL_RE.match(s) if s[:1] == "\\" or ":" in s else None
-    if label:
+    if (label := _LABEL_RE.match(s) if s[:1] == "\\" or ":" in s else None):
         s = label.group("rest")
     s, is_text = _unwrap(s)
     if s.endswith(")") and " (" in s:
-        m = _REMARK_RE.match(s)  # "5 (the smallest)": a remark in words after the value
+        m = _REMARK_RE.match(s)
         if m and not _HEDGE_REMARK_RE.search(m.group("r")):
             s = m.group("v")
-    if "th" in s or "st" in s or "nd" in s or "rd" in s:
-        s = _ORDINAL_RE.sub(r"\1", s)  # "June 20th", "20^{\\text{th}}" -> "June 20"
-    s = _WS_RE.sub(" ", s).strip()
+    s = " ".join(_ORDINAL_RE.sub(r"\1", s).split())  # "June 20th", "20^{\\text{th}}" -> "June 20"
     if s[:1].isalpha():
         s = _OPTION_WORD_RE.sub("", s)
         words = _number_words(s)
         m = _COUNT_SENTENCE_RE.match(s) if words is None and is_text else None
         if m:  # "\text{There are five digits}": the count the sentence states
-            words = _number_words(m.group("rest")) or (m.group("rest") if _COUNT_RE.match(m.group("rest")) else None)
+            rest = m.group("rest")
+            words = _number_words(rest) or (rest if re.match(r"^\d+(?: [A-Za-z]+){0,2}$", rest) else None)
         if words is not None:
             s, is_text = words, False
     choice = None
-    m = _CHOICE_LABEL_RE.match(s) if s[:1] in "([" or (s[:1] in "ABCDE" and s[1:2] in ":.)") else None
-    if m:
+    if (m := _CHOICE_LABEL_RE.match(s) if s[:1] in "([" or (s[:1] in "ABCDE" and s[1:2] in ":.)") else None):
         choice, s = (m.group(1) or m.group(2) or m.group(3)).upper(), m.group("rest")
     if unit is None:
         m = _TRAIL_WORD_UNIT_RE.match(s)
         if m and not _NOT_A_UNIT_RE.search(m.group("u")):
             s, unit = (m.group("l") or "") + m.group("v"), _unit_key(m.group("u"), m.group("p"))
         elif ":" in s:
-            m = _TIME_RE.match(s)
-            if m:
+            if m := _TIME_RE.match(s):
                 s, unit = m.group(1), (m.group(2).lower() + "m" if m.group(2) else None)
     s2 = _DEG_RE.sub("", s)
     thousands = "," in s2 and _THOUSANDS_RE.match(_NAME_EQ_RE.sub("", s2)) and all(  # "60^\circ,120^\circ" is a list
@@ -1462,22 +539,18 @@ def _normalise(raw: str) -> _Norm:
     if _REALS_RE.match(s):
         s = "(-\\infty,\\infty)"
     elif s.replace(" ", "") == "\\{\\}":
-        s = "\\emptyset"  # the empty set written as braces
+        s = "\\emptyset"
     s = _IN_PREFIX_RE.sub("", s)
     if "base" in s:
         m = _BASE_WORDS_RE.match(s)
         s = "%s_{%s}" % (m.group("v"), m.group("b").lower()) if m else s
-    mod = None
-    if "mod" in s:
-        m = _MOD_RE.search(s)
-        if m:
-            s, mod = s[:m.start()], next(g for g in m.groups() if g)
-    if "\\equiv" in s:
-        s = _EQUIV_RE.sub("", s)
-    s = _SPACE_DROP_RE.sub("", s).rstrip(".,;: ").lstrip("+")
+    mod, m = None, _MOD_RE.search(s)
+    if m:
+        s, mod = s[:m.start()], next(g for g in m.groups() if g)
+    s = _SPACE_DROP_RE.sub("", _EQUIV_RE.sub("", s)).rstrip(".,;: ").lstrip("+")
     if thousands:
         s = s.replace(",", "")
-    elif "," in s and "{" in s:  # inside a group a comma cannot separate answers: \frac{1}{29,322,216}
+    elif "," in s and "{" in s:  # inside a group a comma separates no answers: \frac{1}{29,322,216}
         s = _GROUP_THOUSANDS_RE.sub(lambda m: "{" + m.group(1).replace(",", "") + "}", s)
     base = None
     m = _BASE_SUB_RE.match(s) if "_" in s else None
@@ -1493,27 +566,12 @@ def _normalise(raw: str) -> _Norm:
     return _Norm(s, pct, unit, is_text and not label, base, choice, mod)
 
 
-#: Denominators in words: "one half", "two thirds", "three quarters", "a fifth", "seven tenths".
-_FRACTION_WORDS = {"half": 2, "halve": 2, "third": 3, "quarter": 4, "fourth": 4, "fifth": 5, "sixth": 6,
-                   "seventh": 7, "eighth": 8, "ninth": 9, "tenth": 10, "eleventh": 11, "twelfth": 12,
-                   "hundredth": 100, "thousandth": 1000}
-_FRACTION_WORD_RE = re.compile(r"^(?P<n>.+?|an?)[\s-]+(?P<d>" + "|".join(_FRACTION_WORDS) + r")s?$", re.I)
-
-
 def _number_words(s: str) -> Optional[str]:
-    """Step (b7): a cardinal written in words, alone or before a unit word, as digits:
-    ``five`` -> ``5``, ``twenty-one digits`` -> ``21 digits``, ``one hundred and five`` ->
-    ``105``; a fraction in words as a fraction: ``one half`` -> ``\\frac{1}{2}``, ``three
-    quarters`` -> ``\\frac{3}{4}``. None when s does not start with a whole cardinal (``a
-    circle``, ``one-to-one``)."""
-    m = _FRACTION_WORD_RE.match(s)
-    if m:
+    """A cardinal (``twenty-one digits`` -> ``21 digits``) or fraction (``three quarters``) in words, else None."""
+    if m := _FRACTION_WORD_RE.match(s):
         n = "1" if m.group("n").lower() in ("a", "an") else _number_words(m.group("n"))
-        if n is None or not n.isdigit():
-            return None
-        return "\\frac{%s}{%d}" % (n, _FRACTION_WORDS[m.group("d").lower()])
-    m = _NUMBER_WORD_RE.match(s)
-    if not m:
+        return "\\frac{%s}{%d}" % (n, _FRACTION_WORDS[m.group("d").lower()]) if n and n.isdigit() else None
+    if not (m := _NUMBER_WORD_RE.match(s)):
         return None
     tokens = [t for t in re.split(r"[\s-]+", m.group(0).lower()) if t]
     while tokens and tokens[-1] in ("and", "a"):
@@ -1550,376 +608,37 @@ def _number_words(s: str) -> Optional[str]:
 
 
 def _norm_key(raw: str) -> str:
+    """One string for an answer and its decorations: boxes with equal keys are one answer."""
     n = _normalise(raw[:MAX_ANSWER_CHARS])
     return (n.s + ("%" if n.pct else "") + ("_" + n.base if n.base else "") + ("mod" + n.mod if n.mod else "")
             + ("(%s)" % n.choice if n.choice else ""))
 
 
 # ======================================================================================
-# 4 (c)-(e). Relation chains, the typed parse, the comparison by type
-# ======================================================================================
-_LETTER_RE = re.compile(r"^\(?([A-E])\)?$")
-_LETTER_PRED_RE = re.compile(r"^[(\[]?([A-Ea-e])[)\]](?:\S.*)?$|^([A-Ea-e])$")
-_WORD_RE = re.compile(r"^[A-Za-z][A-Za-z' -]*[A-Za-z]$")
-#: Words that make a sentence around a text answer something else than that answer.
-_NOT_THE_ANSWER_RE = re.compile(r"\b(?:not|no|neither|nor|or|either|never|except|unless|and|but|maybe)\b", re.I)
-_COMMAND_RE = re.compile(r"\\[A-Za-z]+")
-_VARIABLE_RE = re.compile(r"[A-DF-HJ-Za-df-hj-z]")  # letters other than e and i (constants)
-
-
-def _has_variables(s: str) -> bool:
-    """Cheap syntactic test: does s name a variable (a letter outside LaTeX commands)?"""
-    return bool(_VARIABLE_RE.search(_COMMAND_RE.sub("", s)))
-
-
-def _answer_sides(p: _Norm, g: _Norm, ctx) -> Optional[Tuple[_Norm, _Norm]]:
-    """Step (c), relation chains. When the gold is not itself an equation, a predicted
-    chain ``DA = 2 \\cdot 5\\sqrt{3} = 10\\sqrt{3}`` or ``(x, y) = (2, -3)`` states its last
-    side; sides with variables or words are labels, and a side without any must equal the
-    last (``5 = 8`` is a false statement, not the answer 8: None, not paid). A gold
-    ``x = 7`` against a bare value compares its value. Lists are split first (step d:
-    ``x = 3, y = 4``), so only single items reach here."""
-    pe, ge = _top_level_eq(p.s), _top_level_eq(g.s)
-    if len(pe) > 1 and len(ge) == 1:
-        if any(not _has_variables(side) and not _plain_equal(side, pe[-1], False, False, ctx) for side in pe[:-1]):
-            return None
-        return _Norm(_bound_renamed(pe[0], pe[-1], g.s), p.pct, p.unit, False, p.base), g
-    if len(ge) == 2 and len(pe) == 1 and _ASSIGN_LHS_RE.match(ge[0]):
-        return p, _Norm(ge[1], g.pct, g.unit, False, g.base)
-    return p, g
-
-
-_FUNC_LABEL_RE = re.compile(r"^(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?\w+\}?)?'*\((?P<v>[A-Za-z])\)$")
-
-
-def _letters(s: str) -> set:
-    return set(_VARIABLE_RE.findall(_COMMAND_RE.sub("", s)))
-
-
-def _bound_renamed(label: str, expr: str, gold: str) -> str:
-    """``f(t) = t^2 - 7t + 12`` for a gold in x: the label binds t, and a bound variable's name
-    is no part of the function, so t becomes the gold's one variable. Only when t is the
-    expression's one variable and the gold has one other; a bare expression in t binds nothing."""
-    m = _FUNC_LABEL_RE.match(label)
-    if not m or _letters(expr) != {m.group("v")}:
-        return expr
-    theirs = _letters(gold)
-    if len(theirs) != 1 or theirs == {m.group("v")}:
-        return expr
-    return re.sub(r"(?<![A-Za-z\\])%s(?![A-Za-z])" % m.group("v"), theirs.pop(), expr)
-
-
-#: A label for a structured answer names one: a tuple of names "(x, y) =", a capital "M =",
-#: an arrow "\\vec{v} =" (a plain "x =" names a number, not a vector).
-_STRUCT_LABEL_RE = re.compile(r"^(?:\((?:[A-Za-z\\]+,)+[A-Za-z\\]+\)|[A-Z]\w*|\\(?:vec|overrightarrow)\{\w+\})=")
-
-
-def _item_kind(n: _Norm) -> str:
-    """Step (d) for one item: 'choice' (a letter A-E), 'text' (a word answer), 'relation'
-    (an equation), or 'value' (a number or an expression)."""
-    if _LETTER_RE.match(n.s) and (n.text or n.s.startswith("(") or len(n.s) == 1):
-        return "choice"
-    if _WORD_RE.match(n.s) and (n.text or (len(n.s) > 3 and " " not in n.s)):
-        return "text"
-    return "relation" if len(_top_level_eq(n.s)) > 1 else "value"
-
-
-def _text_equal(p: _Norm, g: _Norm) -> bool:
-    """A word answer: the same words in any case, or a short sentence stating it
-    (``January 1, 1960 was a Friday`` for ``Friday``; ``f is an odd function`` for ``odd``):
-    the gold right after a copula, once, and no negation or alternative in the sentence."""
-    gw = [w.lower() for w in re.findall(r"[A-Za-z]+", g.s)]
-    pw = [w.lower() for w in re.findall(r"[A-Za-z]+", p.s)]
-    if pw[1:] and pw[0] in _ARTICLES:  # "a circle" for "circle" (an article is no word of the answer)
-        pw = pw[1:]
-    if gw[1:] and gw[0] in _ARTICLES:
-        gw = gw[1:]
-    if pw == gw:
-        return True
-    if gw == ["neither"] and len(pw) in (4, 5) and pw[0] == "neither" and pw[2] == "nor":
-        return True  # "neither even nor odd" (a trailing noun allowed: "... nor odd function")
-    if not gw or len(pw) > 12 or _NOT_THE_ANSWER_RE.search(p.s):
-        return False
-    if len(pw) == len(gw) + 1 and pw[:len(gw)] == gw and pw[-1] not in _COPULAS:
-        return True  # the answer word with its noun: "an even function" for "even"
-    hits = [i for i in range(len(pw) - len(gw) + 1) if pw[i:i + len(gw)] == gw]
-    if len(hits) != 1 or len(pw) - hits[0] - len(gw) > 2:
-        return False
-    before = pw[max(hits[0] - 2, 0):hits[0]]
-    return bool(before) and (before[-1] in _COPULAS or (before[-1] in ("a", "an", "the") and before[0] in _COPULAS))
-
-
-_COPULAS = frozenset({"is", "was", "are", "were", "be"})
-_ARTICLES = frozenset({"a", "an", "the"})
-
-
-def _values_equal(p: _Norm, g: _Norm, ctx) -> bool:
-    """Step (e) for one item against one item, by the gold's kind."""
-    if not _decorations_compatible(p, g):
-        return False
-    if p.s == g.s and p.pct == g.pct:
-        return True
-    sides = _answer_sides(p, g, ctx)
-    if sides is None:
-        return False
-    p, g = sides
-    kind = _item_kind(g)
-    if kind == "choice":  # "(B)", "\text{(B)}", "B" (MATH's AMC-style answers)
-        mp = _LETTER_PRED_RE.match(p.s)
-        letter = p.choice or (mp and (mp.group(1) or mp.group(2)))
-        return bool(letter) and letter.upper() == _LETTER_RE.match(g.s).group(1)
-    if kind == "text" or (p.text and _WORD_RE.match(p.s)):
-        return _text_equal(p, g)  # word answers compare as words, never as products of symbols
-    if kind == "relation" or _item_kind(p) == "relation":
-        pe, ge = _top_level_eq(p.s), _top_level_eq(g.s)
-        if len(pe) == 2 and len(ge) == 2 and pe[0] == ge[0] and _ASSIGN_LHS_RE.match(pe[0]):
-            return _values_equal(_Norm(pe[1], p.pct), _Norm(ge[1], g.pct), ctx)
-        return _equations_equal(p.s, g.s, ctx["deadline"], "normalised" in ctx["demands"])
-    pi, gi = _INEQ_SPLIT_RE.split(p.s), _INEQ_SPLIT_RE.split(g.s)
-    if len(pi) == 3 or len(gi) == 3:  # "s^2 \\leq 8r^2": the same relation, sides compared
-        (a, op, b), (c, gop, d) = _oriented(pi), _oriented(gi)
-        return op == gop and _plain_equal(a, c, False, False, ctx) and _plain_equal(b, d, False, False, ctx)
-    return _plain_equal(p.s, g.s, p.pct, g.pct, ctx)
-
-
-_INEQ_SPLIT_RE = re.compile(r"(\\leq|\\geq|<|>)")
-
-
-def _oriented(parts: List[str]) -> Tuple[str, str, str]:
-    """An inequality as (smaller side, "<" or "\\leq", larger side); other shapes never match."""
-    if len(parts) != 3:
-        return ("", "?", "")
-    a, op, b = parts
-    return (b, {">": "<", "\\geq": "\\leq"}[op], a) if op in (">", "\\geq") else (a, op, b)
-
-
-def _plain_equal(ps: str, gs: str, ppct: bool, gpct: bool, ctx) -> bool:
-    """Numbers exactly (fast path), then expressions by the CAS."""
-    if ps == gs and ppct == gpct:
-        return True
-    pv, gv = _exact_number(ps), _exact_number(gs)
-    if pv is not None and gv is not None:
-        if isinstance(pv, _BigPow) or isinstance(gv, _BigPow):
-            return pv == gv and pv.e is not None
-        if ppct == gpct:
-            return pv == gv
-        # a percent sign on one side only: "10\%" == "10" (MATH) and == "0.1", but not when
-        # the question asks for a percent (0.1 is then the wrong number)
-        if "percent" in ctx["demands"]:
-            return pv == gv
-        if gpct:
-            return pv == gv or pv * 100 == gv
-        return pv == gv or pv == gv * 100
-    if isinstance(pv, _BigPow) or isinstance(gv, _BigPow):
-        return False
-    if ps == gs:
-        return True
-    if _has_variables(ps) != _has_variables(gs):
-        return False  # a number never equals an expression in variables: skip the parser
-    if _cpu_clock() > ctx["deadline"]:
-        STATS["cas_deadline"] += 1
-        raise _Rejected("deadline")
-    ok = _cas_equal(ps, gs, ctx["deadline"])
-    if not ok and ppct != gpct and "percent" not in ctx["demands"]:
-        ok = _cas_equal(ps + "/100" if ppct else ps, gs + "/100" if gpct else gs, ctx["deadline"])
-    return ok
-
-
-def _items_equal(p_items: List[str], g_items: List[str], ordered: bool, ctx) -> bool:
-    if len(p_items) != len(g_items):
-        return False
-    pn = [_normalise(x) for x in p_items]
-    gn = [_normalise(x) for x in g_items]
-    if ordered:
-        if len(p_items) > MAX_LIST_ITEMS:
-            return [x.s for x in pn] == [x.s for x in gn]
-        return all(_match(pi, gi, ctx) for pi, gi in zip(pn, gn))
-    pk, gk = sorted(x.s for x in pn), sorted(x.s for x in gn)
-    if pk == gk:
-        return True
-    if len(p_items) > MAX_LIST_ITEMS:
-        return False
-    return _matched_unordered(pn, gn, lambda a, b: _match(a, b, ctx))
-
-
-def _matched_unordered(p_items: list, g_items: list, eq) -> bool:
-    """Every gold item matched by a distinct predicted item (sets, unions: any order)."""
-    used = [False] * len(p_items)
-    for gi in g_items:
-        for j, pj in enumerate(p_items):
-            if not used[j] and eq(pj, gi):
-                used[j] = True
-                break
-        else:
-            return False
-    return True
-
-
-def _as_matrix(st: _Struct, other: _Struct) -> _Struct:
-    """A tuple ``(7, -13)`` is the vector ``\\begin{pmatrix} 7 \\\\ -13 \\end{pmatrix}``: a
-    column, or a row when the other side is one row (MATH writes vectors both ways)."""
-    if st.kind != "tuple" or st.brackets != "()":
-        return st
-    if other.kind == "matrix" and len(other.items) == 1:
-        return _Struct("matrix", items=[list(st.items)])
-    return _Struct("matrix", items=[[x] for x in st.items])
-
-
-def _match(p: _Norm, g: _Norm, ctx) -> bool:
-    """Step (e): compare two normalised answers by the type of their parse (step d)."""
-    if p.same(g):
-        return True
-    if "\\approx" in p.s and "\\approx" not in g.s and len(_split_top(p.s)) == 1:
-        return _approx_equal(p, g, ctx)
-    if _item_kind(g) == "text":  # a word answer has no structure: "Friday" vs a sentence
-        return _values_equal(p, g, ctx)
-    ps, gs = _structure(p.s), _structure(g.s)
-    pc, gc = _order_chain(p.s), _order_chain(g.s)
-    if pc or gc:  # "f(2) < f(1) < f(4)" states an order: the list of its terms as written
-        if pc and gc:
-            return _items_equal(pc[1] if pc[0] == "<" else pc[1][::-1],
-                                gc[1] if gc[0] == "<" else gc[1][::-1], True, ctx)
-        pl = pc[1] if pc else (ps.items if ps.kind == "list" else None)
-        gl = gc[1] if gc else (gs.items if gs.kind == "list" else None)
-        return pl is not None and gl is not None and _items_equal(pl, gl, True, ctx)
-    if _ZERO_VECTOR in (p.s, g.s):  # the zero vector is a vector or matrix of zeros, never the number 0
-        m = _as_matrix(gs if p.s == _ZERO_VECTOR else ps, _Struct("scalar"))
-        return m.kind == "matrix" and all(_exact_number(_normalise(x).s) == 0 for row in m.items for x in row)
-    if gs.kind == "scalar" and ps.kind == "scalar":
-        return _values_equal(p, g, ctx)
-    if ps.kind == "scalar" and _STRUCT_LABEL_RE.match(p.s):  # "(x, y) = (2, -3)": step (c)
-        sides = _answer_sides(p, g, ctx)
-        return sides is not None and sides[0].s != p.s and _match(sides[0], g, ctx)
-    if gs.kind == "matrix" or ps.kind == "matrix":
-        ps, gs = _as_matrix(ps, gs), _as_matrix(gs, ps)
-        if gs.kind != ps.kind or len(gs.items) != len(ps.items):
-            return False
-        if any(len(r1) != len(r2) for r1, r2 in zip(gs.items, ps.items)):
-            return False
-        return all(_match(_normalise(a), _normalise(b), ctx)
-                   for r1, r2 in zip(ps.items, gs.items) for a, b in zip(r1, r2))
-    if gs.kind == "union" or ps.kind == "union":
-        if gs.kind != ps.kind or len(gs.items) != len(ps.items):
-            return False
-        return _matched_unordered(ps.items, gs.items, lambda a, b: _piece_equal(a, b, ctx))
-    if gs.kind == "tuple":
-        if ps.kind == "tuple":
-            return _tuple_equal(ps, gs, ctx)
-        if ps.kind == "list" and len(gs.items) > 2:
-            return _items_equal(ps.items, gs.items, True, ctx)  # "1, 2, 3" for "(1, 2, 3)"
-        return False
-    if gs.kind == "list":
-        if ps.kind == "list":
-            return _items_equal(ps.items, gs.items, gs.ordered or ps.ordered or "ordered" in ctx["demands"], ctx)
-        # "1, 2, 3" written "(1, 2, 3)", or labelled values "n_1 = 19, n_2 = 22" (a 2-tuple in
-        # brackets is an interval, not a list)
-        if ps.kind == "tuple" and not gs.ordered and ps.brackets == "()" and (len(ps.items) > 2 or "=" in p.s):
-            return _items_equal(ps.items, gs.items, True, ctx)
-        return False
-    # gold scalar, prediction a list: several answers for one (hedging) unless all state it
-    # ("\\boxed{\\frac12} = \\boxed{0.5}": one value in two notations)
-    if ps.kind == "list" and not ps.ordered and len(ps.items) <= MAX_FINAL_BOXES:
-        return all(_match(_normalise(x), g, ctx) for x in ps.items)
-    return False
-
-
-def _order_chain(s: str) -> Optional[Tuple[str, List[str]]]:
-    """A strict chain of three or more terms in one direction, none of them a bare name
-    (``f(2) < f(1) < f(4)``, ``b > a > c``... an ordering; ``1 < x < 3`` is an interval):
-    (direction, terms as written), else None."""
-    if "<" not in s and ">" not in s:
-        return None
-    parts = [x.strip() for x in re.split(r"([<>])", s)]
-    if len(parts) < 5 or "=" in s or "\\leq" in s or "\\geq" in s:
-        return None
-    terms, ops = parts[0::2], set(parts[1::2])
-    if len(ops) != 1 or not all(terms) or _inequality_interval(s) is not None:
-        return None
-    return ops.pop(), terms
-
-
-def _approx_equal(p: _Norm, g: _Norm, ctx) -> bool:
-    """Step (c) for an approximation: ``x \\approx 3.14`` states 3.14 (what a problem that asks
-    to round wants); ``\\frac{1}{3} \\approx 0.33`` states the exact 1/3 when its rounded value
-    agrees with it to the last digit written, rounded or truncated (a wrong rounding makes the
-    statement false)."""
-    sides = [x.strip() for x in p.s.split("\\approx")]
-    last = _Norm(sides[-1], p.pct, p.unit, False, p.base)
-    if last.s and _match(last, g, ctx):
-        return True
-    first = _Norm(sides[0], p.pct, p.unit, False, p.base)
-    approx = _exact_number(sides[-1])
-    if len(sides) != 2 or not first.s or not isinstance(approx, Fraction) or not _match(first, g, ctx):
-        return False
-    digits = sides[-1].partition(".")[2]
-    tol = Fraction(1, 10 ** len(digits))
-    gv = _exact_number(g.s)
-    if not isinstance(gv, Fraction):
-        e = _parse(g.s)
-        try:
-            gv = Fraction(str(_sympy.N(e, 30))) if isinstance(e, _sympy.Expr) and e.is_real else None
-        except Exception:
-            gv = None
-    if gv is None:
-        return False
-    # rounded (within half a unit of the last digit) or truncated toward zero
-    return abs(gv - approx) <= tol / 2 or (gv * approx >= 0 and 0 <= abs(gv) - abs(approx) < tol)
-
-
-def _piece_equal(p: _Struct, g: _Struct, ctx) -> bool:
-    """One piece of a union: an interval (ordered, brackets count) or a finite set."""
-    if p.kind != g.kind:
-        return False
-    if p.kind == "list":
-        return _items_equal(p.items, g.items, False, ctx)
-    return _tuple_equal(p, g, ctx)
-
-
-def _tuple_equal(p: _Struct, g: _Struct, ctx) -> bool:
-    if p.brackets != g.brackets or len(p.items) != len(g.items):
-        return False
-    return _items_equal(p.items, g.items, True, ctx)
-
-
-def answers_match(pred: str, gold: str, deadline: Optional[float] = None, demands: frozenset = frozenset()) -> bool:
-    """True when the extracted answer ``pred`` states the same value as ``gold`` (both
-    LaTeX fragments without ``\\boxed``): steps (a)-(e) of section 4. ``demands`` are the
-    question's required forms that change the comparison itself (:func:`question_demands`:
-    "ordered" lists, a "normalised" equation)."""
-    if len(pred) > MAX_ANSWER_CHARS or len(gold) > MAX_ANSWER_CHARS:
-        return pred.strip() == gold.strip()  # too long to normalise or compare: verbatim only
-    if deadline is None:
-        deadline = _cpu_clock() + CAS_BUDGET_S
-    pn, gn = _normalise(pred), _normalise(gold)
-    if pn.same(gn):
-        return True
-    if not pn.s or not gn.s:
-        return False
-    return _match(pn, gn, {"deadline": deadline, "demands": demands})
-
-
-# ======================================================================================
-# 4 (d). Typed parse: matrix, union, tuple/interval, set/list, or one item
-# ======================================================================================
-_OPEN = "([{"
-_CLOSE = ")]}"
+# 4. Judge equivalence: (a) the typed parse, (b) the comparison by type, (c) exact numbers (0.333 is not 1/3), (d) the
+#    CAS at high precision, hostile inputs refused before sympy sees them, (e) the wall-clock guard.
+# (a) The typed parse: matrix, union, tuple or interval, set or list, or one item.
+_OPEN, _CLOSE = "([{", ")]}"
 _WORD_SEP_RE = re.compile(r"(?<![A-Za-z\\])(?:and|or)(?![A-Za-z])")
 _MATRIX_RE = re.compile(r"^\\begin\{([pbBvV]?matrix|array)\}(?:\{[lcr|]*\})?(.*)\\end\{\1\}$", re.S)
-_INEQ_RE = re.compile(r"\\leq|\\geq|<|>")
+_INEQ_RE = re.compile(r"(\\leq|\\geq|<|>)")
 _ASSIGN_LHS_RE = re.compile(r"^(?:" + _NAME + r"|[A-Za-z]{1,3})$")
 _VAR_RE = re.compile(r"^" + _NAME + r"$")
+_SCALED_MATRIX_RE = re.compile(
+    r"^(?P<c>.*?)(?:\\cdot|\\times|\*)?(?P<m>\\begin\{(?P<env>[bB]?matrix|pmatrix)\}.*\\end\{(?P=env)\})$", re.S)
+#: A factor in front of a matrix that is not one scalar (a relation, a list, another matrix).
+_NOT_SCALAR_RE = re.compile(r"[=<>,;&]|\\\\|\\begin|\\end|\\[lg]eq|\\ne(?![A-Za-z])")
+_SETMINUS_RE = re.compile(r"^(?P<a>.+?)(?:\\setminus|\\backslash)(?P<b>\\\{.*\\\})$", re.S)
+_SET_BUILDER_RE = re.compile(r"^\\\{\s*(?P<v>" + _NAME + r")\s*(?:\\in\s*(?:" + _REALS + r"))?"
+                             r"\s*(?:\\mid|\||:)\s*(?P<c>.+)\\\}$", re.S)
+
+#: A parse: 'scalar' (s), 'list' (items), 'tuple' (items, ``brackets``: pairs, vectors, intervals), 'union', 'matrix'.
+_Struct = namedtuple("_Struct", "kind s items ordered brackets", defaults=("", (), False, ""))
 
 
 def _depth_ok(s: str) -> bool:
-    depth = 0
-    for c in s:
-        if c in _OPEN:
-            depth += 1
-            if depth > MAX_NESTING:
-                return False
-        elif c in _CLOSE:
-            depth -= 1
-    return True
+    """No {[( nesting deeper than MAX_NESTING."""
+    return max(accumulate((c in _OPEN) - (c in _CLOSE) for c in s), default=0) <= MAX_NESTING
 
 
 def _split_top(s: str, seps: str = ",;", words: bool = True) -> List[str]:
@@ -1946,6 +665,19 @@ def _split_top(s: str, seps: str = ",;", words: bool = True) -> List[str]:
     return [p for p in (q.strip() for q in parts) if p]
 
 
+def _bracket_pair_ok(s: str) -> bool:
+    """s = (...) / [...] / (...] / [...) whose first bracket closes at the end."""
+    depth = 0
+    for i, c in enumerate(s):
+        if c in _OPEN:
+            depth += 1
+        elif c in _CLOSE:
+            depth -= 1
+            if depth == 0 and i != len(s) - 1:
+                return False
+    return depth == 0
+
+
 def _is_set_literal(s: str) -> bool:
     """s is ``\\{...\\}`` with the opening ``\\{`` closed by the final ``\\}``."""
     if not (s.startswith("\\{") and s.endswith("\\}")):
@@ -1959,27 +691,15 @@ def _is_set_literal(s: str) -> bool:
 
 
 def _top_level_eq(s: str) -> List[str]:
-    """Split at top-level '=' signs (not inside brackets; a string with <=, >=, != or an
-    inequality command is not split)."""
+    """Split at top-level '=' (a string with <=, >=, != or an inequality command stays whole)."""
     if "=" not in s or re.search(r"[<>!]=|=[<>]|\\[lg]eq|\\ne", s):
         return [s]
     return _split_top(s, seps="=", words=False)
 
 
-class _Struct:
-    """kind: 'scalar' (s), 'list' (items; unordered unless ``ordered``), 'tuple' (items,
-    ``brackets`` e.g. "(]": ordered pairs, vectors and intervals), 'union' (items: 2-tuples),
-    'matrix' (items: rows of entries)."""
-
-    __slots__ = ("kind", "s", "items", "ordered", "brackets")
-
-    def __init__(self, kind, s="", items=None, ordered=False, brackets=""):
-        self.kind, self.s, self.items, self.ordered, self.brackets = kind, s, items or [], ordered, brackets
-
-
 def _inequality_interval(s: str) -> Optional[_Struct]:
     """``x > 1`` -> (1,\\infty); ``-2 \\leq x \\leq 7`` -> [-2,7] (one variable only)."""
-    parts = [x.strip() for x in re.split(r"(\\leq|\\geq|<|>)", s)]
+    parts = [x.strip() for x in _INEQ_RE.split(s)]
     if len(parts) not in (3, 5):
         return None
     terms, ops = parts[0::2], parts[1::2]
@@ -1990,8 +710,6 @@ def _inequality_interval(s: str) -> Optional[_Struct]:
         if _VAR_RE.match(b):  # "1 < x"  ->  "x > 1"
             a, b = b, a
             op = {"<": ">", ">": "<", "\\leq": "\\geq", "\\geq": "\\leq"}[op]
-        if not _VAR_RE.match(a):
-            return None
         if op in (">", "\\geq"):
             return _Struct("tuple", items=[b, "\\infty"], brackets=("[" if op == "\\geq" else "(") + ")")
         return _Struct("tuple", items=["-\\infty", b], brackets="(" + ("]" if op == "\\leq" else ")"))
@@ -2006,33 +724,18 @@ def _inequality_interval(s: str) -> Optional[_Struct]:
 
 def _expand_pm(item: str) -> List[str]:
     """``a \\pm b`` -> [a+b, a-b]; ``\\pm b`` -> [b, -b] (one \\pm per item)."""
-    if "\\pm" not in item or item.count("\\pm") > 1:
-        return [item]
-    a, b = item.split("\\pm", 1)
-    if not b:
+    a, _, b = item.partition("\\pm")
+    if item.count("\\pm") != 1 or not b:
         return [item]
     return [a + "+" + b, a + "-" + b] if a else [b, "-" + b]
 
 
 def _matrix_rows(body: str) -> List[List[str]]:
-    rows = [r for r in body.split("\\\\") if r.strip()]
-    return [[c.strip() for c in r.split("&")] for r in rows]
-
-
-_SCALED_MATRIX_RE = re.compile(
-    r"^(?P<c>.*?)(?:\\cdot|\\times|\*)?(?P<m>\\begin\{(?P<env>[bB]?matrix|pmatrix)\}.*\\end\{(?P=env)\})$", re.S)
-#: A factor in front of a matrix that is not one scalar (a relation, a list, another matrix).
-_NOT_SCALAR_RE = re.compile(r"[=<>,;&]|\\\\|\\begin|\\end|\\[lg]eq|\\ne(?![A-Za-z])")
+    return [[c.strip() for c in r.split("&")] for r in body.split("\\\\") if r.strip()]
 
 
 def _scaled_matrix(s: str) -> Optional[_Struct]:
-    """``c\\begin{pmatrix}...\\end{pmatrix}`` (a scalar times a matrix or vector) -> the matrix
-    of products, evaluated elementwise: ``\\frac{1}{50}\\begin{pmatrix}1 & 7\\end{pmatrix}`` is
-    ``\\begin{pmatrix}1/50 & 7/50\\end{pmatrix}``. Exact numbers multiply exactly (fast path);
-    any other scalar must parse as an expression and is kept as ``(c)\\cdot(entry)`` for the
-    CAS. Only p/b/B-matrix and plain ``matrix`` environments: a scalar before a determinant
-    (vmatrix) is not elementwise. Source: held-out review (matrix-h004); MATH writes
-    both forms (e.g. projection matrices as a fraction times an integer matrix)."""
+    """``c\\begin{pmatrix}...\\end{pmatrix}`` as the matrix of products (not a determinant's vmatrix)."""
     m = _SCALED_MATRIX_RE.match(s)
     if not m or m.group("m").count("\\begin{") != 1:
         return None
@@ -2044,8 +747,7 @@ def _scaled_matrix(s: str) -> Optional[_Struct]:
         cv = None
         if not isinstance(_parse(c), _sympy.Expr):
             return None  # not a scalar (e.g. \\det): no elementwise reading
-    inner = _MATRIX_RE.match(m.group("m"))
-    if not inner:
+    if not (inner := _MATRIX_RE.match(m.group("m"))):
         return None
     rows = []
     for row in _matrix_rows(inner.group(2)):
@@ -2057,15 +759,8 @@ def _scaled_matrix(s: str) -> Optional[_Struct]:
     return _Struct("matrix", items=rows)
 
 
-_SETMINUS_RE = re.compile(r"^(?P<a>.+?)(?:\\setminus|\\backslash)(?P<b>\\\{.*\\\})$", re.S)
-
-
 def _reals_minus_points(s: str) -> Optional[_Struct]:
-    """``\\mathbb{R} \\setminus \\{a, b\\}`` (the reals without finitely many exact numbers)
-    -> the union of open intervals ``(-\\infty,a) \\cup (a,b) \\cup (b,\\infty)``, so that it
-    compares with the interval form MATH uses. Points must be exact numbers (they are
-    sorted exactly); anything else is left to the plain comparison. Source: the held-out
-    review (interval-h008)."""
+    """``\\mathbb{R} \\setminus \\{a, b\\}`` as the union of open intervals between the exact points."""
     m = _SETMINUS_RE.match(s)
     if not m or not (_REALS_RE.match(m.group("a")) or m.group("a") == "(-\\infty,\\infty)"):
         return None
@@ -2083,30 +778,20 @@ def _reals_minus_points(s: str) -> Optional[_Struct]:
     return ivs[0] if len(ivs) == 1 else _Struct("union", items=ivs)
 
 
-_SET_BUILDER_RE = re.compile(r"^\\\{\s*(?P<v>" + _NAME + r")\s*(?:\\in\s*(?:\\mathbb\{R\}|\\mathbb R|\\R|\\reals))?"
-                             r"\s*(?:\\mid|\||:)\s*(?P<c>.+)\\\}$", re.S)
-
-
 def _set_builder(s: str) -> Optional[_Struct]:
-    """``\\{x \\mid x \\leq 0\\}``, ``\\{x|0<x<1\\}``, ``\\{x : x<0 \\text{ or } x>1\\}``: the set of one
-    name whose condition is an inequality, a chain or inequalities joined by "or", as that
-    interval or union (step d reads the same condition written bare); else None."""
+    """``\\{x \\mid x \\leq 0\\}`` (one name, inequalities joined by "or") as its interval or union."""
     m = _SET_BUILDER_RE.match(s)
     if not m or not _INEQ_RE.search(m.group("c")) or re.search(r"\band\b|,", m.group("c")):
         return None
-    names = {t.strip() for it in _split_top(m.group("c")) for t in _INEQ_SPLIT_RE.split(it)[0::2]
+    names = {t.strip() for it in _split_top(m.group("c")) for t in _INEQ_RE.split(it)[0::2]
              if _VAR_RE.match(t.strip())}
     st = _structure(m.group("c"))
     return st if names == {m.group("v")} and st.kind in ("tuple", "union") else None
 
 
 def _union(s: str) -> _Struct:
-    """``A \\cup B \\cup ...`` of intervals and finite sets -> 'union' whose items are the
-    intervals plus one set holding every listed point (unions are unordered, and
-    ``\\{-1\\} \\cup \\{3\\}`` is ``\\{-1, 3\\}``); a union of finite sets only is that set. Any
-    other piece: a scalar (no structure). Source: MATH (answers like ``\\{-1\\} \\cup [0,7)``)."""
-    intervals, points = [], []
-    has_set = False
+    """Intervals and finite sets joined by ``\\cup`` (the points in one set); a union of finite sets is that set."""
+    intervals, points, has_set = [], [], False
     for piece in s.split("\\cup"):
         st = _structure(piece)
         if st.kind == "tuple" and len(st.items) == 2:
@@ -2125,31 +810,19 @@ def _union(s: str) -> _Struct:
 
 def _structure(s: str) -> _Struct:
     """Parse a normalised answer into the structure the comparison works on."""
-    m = _MATRIX_RE.match(s)
-    if m:
+    if m := _MATRIX_RE.match(s):
         return _Struct("matrix", items=_matrix_rows(m.group(2)))
-    if "\\begin" in s:
-        st = _scaled_matrix(s)
-        if st is not None:
-            return st
-    if "\\setminus" in s or "\\backslash" in s:
-        st = _reals_minus_points(s)
-        if st is not None:
-            return st
+    if "\\begin" in s and (st := _scaled_matrix(s)) is not None:
+        return st
+    if ("\\setminus" in s or "\\backslash" in s) and (st := _reals_minus_points(s)) is not None:
+        return st
     if "\\cup" in s:
         return _union(s)
     if _is_set_literal(s):
-        st = _set_builder(s)
-        if st is not None:
-            return st
-        inner = s[2:-2]
-        items = [x for it in _split_top(inner) for x in _expand_pm(it)]
-        return _Struct("list", items=items, ordered=False, brackets="{}")
-    if s[:1] in "([" and s[-1:] in ")]" and _bracket_pair_ok(s):
-        inner = s[1:-1]
-        items = _split_top(inner, words=False)
-        if len(items) >= 2:
-            return _Struct("tuple", items=items, brackets=s[0] + s[-1])
+        return _set_builder(s) or _Struct("list", items=[x for it in _split_top(s[2:-2]) for x in _expand_pm(it)],
+                                          ordered=False, brackets="{}")
+    if s[:1] in "([" and s[-1:] in ")]" and _bracket_pair_ok(s) and len(items := _split_top(s[1:-1], words=False)) > 1:
+        return _Struct("tuple", items=items, brackets=s[0] + s[-1])
     items = _split_top(s)
     if len(items) >= 2 and all(_INEQ_RE.search(it) for it in items):
         ivs = [_inequality_interval(it) for it in items]  # "x < -1 or x > 1": a union
@@ -2157,44 +830,22 @@ def _structure(s: str) -> _Struct:
             return _Struct("union", items=ivs)
     if len(items) >= 2:
         items = [x for it in items for x in _expand_pm(it)]
-        ordered = any("\\ldots" in it for it in items)
-        return _assignments(_Struct("list", items=items, ordered=ordered))
-    if "\\pm" in s:
-        ex = _expand_pm(s)
-        if len(ex) == 2:
-            return _Struct("list", items=ex, ordered=False)
-    if _INEQ_RE.search(s) and "=" not in s.replace("\\leq", "").replace("\\geq", ""):
-        iv = _inequality_interval(s)
-        if iv is not None:
-            return iv
+        return _assignments(_Struct("list", items=items, ordered=any("\\ldots" in it for it in items)))
+    if "\\pm" in s and len(ex := _expand_pm(s)) == 2:
+        return _Struct("list", items=ex, ordered=False)
+    if _INEQ_RE.search(s) and "=" not in s and (iv := _inequality_interval(s)) is not None:
+        return iv
     return _Struct("scalar", s=s)
 
 
-def _bracket_pair_ok(s: str) -> bool:
-    """s = (...) / [...] / (...] / [...) whose first bracket closes at the end."""
-    depth = 0
-    for i, c in enumerate(s):
-        if c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-            if depth == 0 and i != len(s) - 1:
-                return False
-    return depth == 0
-
-
 def _assignments(st: _Struct) -> _Struct:
-    """``x=1, y=-2`` -> ordered tuple by variable name; ``a=1 or a=-2`` -> values;
-    ``n=1, 2, 3`` -> the values (leading name dropped)."""
+    """``x=1, y=-2`` -> the tuple ordered by name; ``a=1 or a=-2`` and ``n=1, 2, 3`` -> the values."""
     lhs, vals = [], []
     for it in st.items:
         parts = _top_level_eq(it)
-        if len(parts) == 2 and _ASSIGN_LHS_RE.match(parts[0]):
-            lhs.append(parts[0])
-            vals.append(parts[1])
-        else:
-            lhs.append(None)
-            vals.append(it)
+        named = len(parts) == 2 and _ASSIGN_LHS_RE.match(parts[0])
+        lhs.append(parts[0] if named else None)
+        vals.append(parts[1] if named else it)
     named = [l for l in lhs if l is not None]
     if not named:
         return st
@@ -2205,24 +856,296 @@ def _assignments(st: _Struct) -> _Struct:
         return _Struct("list", items=vals, ordered=st.ordered)
     return st
 
-# ======================================================================================
-# 4 (e1). Exact numbers (fast path of the comparison): Fraction or a big integer power
-# ======================================================================================
-class _BigPow:
-    """An integer power too large to evaluate: r**e with r not a perfect power (canonical),
-    or an unresolvable tower (``e`` None, ``key`` its literal shape)."""
 
-    __slots__ = ("r", "e", "key")
+def _order_chain(s: str) -> Optional[Tuple[str, List[str]]]:
+    """``f(2) < f(1) < f(4)``, a strict chain of three terms or more (no interval): (direction, terms)."""
+    if "<" not in s and ">" not in s:
+        return None
+    parts = [x.strip() for x in re.split(r"([<>])", s)]
+    if len(parts) < 5 or "=" in s or "\\leq" in s or "\\geq" in s:
+        return None
+    terms, ops = parts[0::2], set(parts[1::2])
+    if len(ops) != 1 or not all(terms) or _inequality_interval(s) is not None:
+        return None
+    return ops.pop(), terms
 
-    def __init__(self, r: int, e: Optional[int], key: str = ""):
-        self.r, self.e, self.key = r, e, key
+# (b) The comparison by type.
+_LETTER_RE = re.compile(r"^\(?([A-E])\)?$")
+_LETTER_PRED_RE = re.compile(r"^[(\[]?([A-Ea-e])[)\]](?:\S.*)?$|^([A-Ea-e])$")
+_WORD_RE = re.compile(r"^[A-Za-z][A-Za-z' -]*[A-Za-z]$")
+#: Words that make a sentence around a text answer something else than that answer.
+_NOT_THE_ANSWER_RE = re.compile(r"\b(?:not|no|neither|nor|or|either|never|except|unless|and|but|maybe)\b", re.I)
+_COPULAS = frozenset({"is", "was", "are", "were", "be"})
+_ARTICLES = frozenset({"a", "an", "the"})
+_COMMAND_RE = re.compile(r"\\[A-Za-z]+")
+_VARIABLE_RE = re.compile(r"[A-DF-HJ-Za-df-hj-z]")  # letters other than e and i (constants)
+_FUNC_LABEL_RE = re.compile(r"^(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?\w+\}?)?'*\((?P<v>[A-Za-z])\)$")
+#: A label for a structured answer: a tuple of names "(x, y) =", a capital "M =", an arrow "\\vec{v} =" (a plain "x ="
+#: names a number, not a vector).
+_STRUCT_LABEL_RE = re.compile(r"^(?:\((?:[A-Za-z\\]+,)+[A-Za-z\\]+\)|[A-Z]\w*|\\(?:vec|overrightarrow)\{\w+\})=")
 
-    def __eq__(self, other):
-        return isinstance(other, _BigPow) and (self.r, self.e, self.key) == (other.r, other.e, other.key)
 
-    def __hash__(self):
-        return hash((self.r, self.e, self.key))
+def _letters(s: str) -> set:
+    """The variables s names (letters outside LaTeX commands, but e and i)."""
+    return set(_VARIABLE_RE.findall(_COMMAND_RE.sub("", s)))
 
+
+def _answer_sides(p: _Norm, g: _Norm, ctx) -> Optional[Tuple[_Norm, _Norm]]:
+    """A relation chain states its last side (a side without variables must equal it); ``x = 7`` states 7."""
+    pe, ge = _top_level_eq(p.s), _top_level_eq(g.s)
+    if len(pe) > 1 and len(ge) == 1:
+        if any(not _letters(side) and not _plain_equal(side, pe[-1], False, False, ctx) for side in pe[:-1]):
+            return None
+        return _Norm(_bound_renamed(pe[0], pe[-1], g.s), p.pct, p.unit, False, p.base), g
+    if len(ge) == 2 and len(pe) == 1 and _ASSIGN_LHS_RE.match(ge[0]):
+        return p, _Norm(ge[1], g.pct, g.unit, False, g.base)
+    return p, g
+
+
+def _bound_renamed(label: str, expr: str, gold: str) -> str:
+    """``f(t) = t^2 - 7t`` for a gold in x: the variable the label binds becomes the gold's one variable."""
+    m = _FUNC_LABEL_RE.match(label)
+    if not m or _letters(expr) != {m.group("v")}:
+        return expr
+    theirs = _letters(gold)
+    if len(theirs) != 1 or theirs == {m.group("v")}:
+        return expr
+    return re.sub(r"(?<![A-Za-z\\])%s(?![A-Za-z])" % m.group("v"), theirs.pop(), expr)
+
+
+def _item_kind(n: _Norm) -> str:
+    """One item: 'choice' (a letter A-E), 'text' (a word answer), 'relation' or 'value'."""
+    if _LETTER_RE.match(n.s) and (n.text or n.s.startswith("(") or len(n.s) == 1):
+        return "choice"
+    if _WORD_RE.match(n.s) and (n.text or (len(n.s) > 3 and " " not in n.s)):
+        return "text"
+    return "relation" if len(_top_level_eq(n.s)) > 1 else "value"
+
+
+def _text_equal(p: _Norm, g: _Norm) -> bool:
+    """A word answer: the same words, or a short sentence stating it after a copula, once, without negation."""
+    gw = [w.lower() for w in re.findall(r"[A-Za-z]+", g.s)]
+    pw = [w.lower() for w in re.findall(r"[A-Za-z]+", p.s)]
+    if pw[1:] and pw[0] in _ARTICLES:  # "a circle" for "circle"
+        pw = pw[1:]
+    if gw[1:] and gw[0] in _ARTICLES:
+        gw = gw[1:]
+    if pw == gw:
+        return True
+    if gw == ["neither"] and len(pw) in (4, 5) and pw[0] == "neither" and pw[2] == "nor":
+        return True  # "neither even nor odd" (a trailing noun allowed)
+    if not gw or len(pw) > 12 or _NOT_THE_ANSWER_RE.search(p.s):
+        return False
+    if len(pw) == len(gw) + 1 and pw[:len(gw)] == gw and pw[-1] not in _COPULAS:
+        return True  # the answer word with its noun: "an even function" for "even"
+    hits = [i for i in range(len(pw) - len(gw) + 1) if pw[i:i + len(gw)] == gw]
+    if len(hits) != 1 or len(pw) - hits[0] - len(gw) > 2:
+        return False
+    before = pw[max(hits[0] - 2, 0):hits[0]]
+    return bool(before) and (before[-1] in _COPULAS or (before[-1] in _ARTICLES and before[0] in _COPULAS))
+
+
+def _values_equal(p: _Norm, g: _Norm, ctx) -> bool:
+    """One item against one item, by the gold's kind."""
+    if not _decorations_compatible(p, g):
+        return False
+    if p.s == g.s and p.pct == g.pct:
+        return True
+    if (sides := _answer_sides(p, g, ctx)) is None:
+        return False
+    p, g = sides
+    kind = _item_kind(g)
+    if kind == "choice":  # "(B)", "\text{(B)}", "B" (MATH's AMC-style answers)
+        mp = _LETTER_PRED_RE.match(p.s)
+        letter = p.choice or (mp and (mp.group(1) or mp.group(2)))
+        return bool(letter) and letter.upper() == _LETTER_RE.match(g.s).group(1)
+    if kind == "text" or (p.text and _WORD_RE.match(p.s)):
+        return _text_equal(p, g)  # word answers compare as words, never as products of symbols
+    if kind == "relation" or _item_kind(p) == "relation":
+        pe, ge = _top_level_eq(p.s), _top_level_eq(g.s)
+        if len(pe) == 2 and len(ge) == 2 and pe[0] == ge[0] and _ASSIGN_LHS_RE.match(pe[0]):
+            return _values_equal(_Norm(pe[1], p.pct), _Norm(ge[1], g.pct), ctx)
+        return _equations_equal(p.s, g.s, ctx["deadline"], "normalised" in ctx["demands"])
+    pi, gi = _INEQ_RE.split(p.s), _INEQ_RE.split(g.s)
+    if len(pi) == 3 or len(gi) == 3:  # "s^2 \\leq 8r^2": the same relation, sides compared
+        (a, op, b), (c, gop, d) = _oriented(pi), _oriented(gi)
+        return op == gop and _plain_equal(a, c, False, False, ctx) and _plain_equal(b, d, False, False, ctx)
+    return _plain_equal(p.s, g.s, p.pct, g.pct, ctx)
+
+
+def _oriented(parts: List[str]) -> Tuple[str, str, str]:
+    """An inequality as (smaller side, "<" or "\\leq", larger side); other shapes never match."""
+    if len(parts) != 3:
+        return ("", "?", "")
+    a, op, b = parts
+    return (b, {">": "<", "\\geq": "\\leq"}[op], a) if op in (">", "\\geq") else (a, op, b)
+
+
+def _plain_equal(ps: str, gs: str, ppct: bool, gpct: bool, ctx) -> bool:
+    """Numbers exactly, then expressions by the CAS; 10\\% is 10 and 0.1 unless the question asks for a percent."""
+    if ps == gs and ppct == gpct:
+        return True
+    pv, gv = _exact_number(ps), _exact_number(gs)
+    if pv is not None and gv is not None:
+        if isinstance(pv, _BigPow) or isinstance(gv, _BigPow):
+            return pv == gv and pv.e is not None
+        if ppct == gpct or "percent" in ctx["demands"]:
+            return pv == gv
+        return pv == gv or (pv * 100 == gv if gpct else pv == gv * 100)
+    if isinstance(pv, _BigPow) or isinstance(gv, _BigPow):
+        return False
+    if ps == gs:
+        return True
+    if bool(_letters(ps)) != bool(_letters(gs)):
+        return False  # a number never equals an expression in variables: skip the parser
+    if _cpu_clock() > ctx["deadline"]:
+        STATS["cas_deadline"] += 1
+        raise _Rejected("deadline")
+    ok = _cas_equal(ps, gs, ctx["deadline"])
+    if not ok and ppct != gpct and "percent" not in ctx["demands"]:
+        ok = _cas_equal(ps + "/100" if ppct else ps, gs + "/100" if gpct else gs, ctx["deadline"])
+    return ok
+
+
+def _items_equal(p_items: List[str], g_items: List[str], ordered: bool, ctx) -> bool:
+    if len(p_items) != len(g_items):
+        return False
+    pn, gn = [_normalise(x) for x in p_items], [_normalise(x) for x in g_items]
+    if ordered:
+        if len(p_items) > MAX_LIST_ITEMS:
+            return [x.s for x in pn] == [x.s for x in gn]
+        return all(_match(pi, gi, ctx) for pi, gi in zip(pn, gn))
+    if sorted(x.s for x in pn) == sorted(x.s for x in gn):
+        return True
+    return len(p_items) <= MAX_LIST_ITEMS and _matched_unordered(pn, gn, lambda a, b: _match(a, b, ctx))
+
+
+def _matched_unordered(p_items: list, g_items: list, eq) -> bool:
+    """Every gold item matched by a distinct predicted item (sets, unions: any order)."""
+    used = [False] * len(p_items)
+    for gi in g_items:
+        for j, pj in enumerate(p_items):
+            if not used[j] and eq(pj, gi):
+                used[j] = True
+                break
+        else:
+            return False
+    return True
+
+
+def _as_matrix(st: _Struct, other: _Struct) -> _Struct:
+    """A tuple ``(7, -13)`` is a column vector, or a row when the other side is one row."""
+    if st.kind != "tuple" or st.brackets != "()":
+        return st
+    if other.kind == "matrix" and len(other.items) == 1:
+        return _Struct("matrix", items=[list(st.items)])
+    return _Struct("matrix", items=[[x] for x in st.items])
+
+
+def _match(p: _Norm, g: _Norm, ctx) -> bool:
+    """Compare two normalised answers by the type of their parse."""
+    if p.same(g):
+        return True
+    if "\\approx" in p.s and "\\approx" not in g.s and len(_split_top(p.s)) == 1:
+        return _approx_equal(p, g, ctx)
+    if _item_kind(g) == "text":  # a word answer has no structure: "Friday" vs a sentence
+        return _values_equal(p, g, ctx)
+    ps, gs = _structure(p.s), _structure(g.s)
+    pc, gc = _order_chain(p.s), _order_chain(g.s)
+    if pc or gc:  # "f(2) < f(1) < f(4)" states an order: the list of its terms as written
+        if pc and gc:
+            return _items_equal(pc[1] if pc[0] == "<" else pc[1][::-1],
+                                gc[1] if gc[0] == "<" else gc[1][::-1], True, ctx)
+        pl = pc[1] if pc else (ps.items if ps.kind == "list" else None)
+        gl = gc[1] if gc else (gs.items if gs.kind == "list" else None)
+        return pl is not None and gl is not None and _items_equal(pl, gl, True, ctx)
+    if _ZERO_VECTOR in (p.s, g.s):  # the zero vector is a vector or matrix of zeros, never the number 0
+        m = _as_matrix(gs if p.s == _ZERO_VECTOR else ps, _Struct("scalar"))
+        return m.kind == "matrix" and all(_exact_number(_normalise(x).s) == 0 for row in m.items for x in row)
+    if gs.kind == "scalar" and ps.kind == "scalar":
+        return _values_equal(p, g, ctx)
+    if ps.kind == "scalar" and _STRUCT_LABEL_RE.match(p.s):  # "(x, y) = (2, -3)"
+        sides = _answer_sides(p, g, ctx)
+        return sides is not None and sides[0].s != p.s and _match(sides[0], g, ctx)
+    if gs.kind == "matrix" or ps.kind == "matrix":
+        ps, gs = _as_matrix(ps, gs), _as_matrix(gs, ps)
+        if gs.kind != ps.kind or len(gs.items) != len(ps.items):
+            return False
+        if any(len(r1) != len(r2) for r1, r2 in zip(gs.items, ps.items)):
+            return False
+        return all(_match(_normalise(a), _normalise(b), ctx)
+                   for r1, r2 in zip(ps.items, gs.items) for a, b in zip(r1, r2))
+    if gs.kind == "union" or ps.kind == "union":
+        if gs.kind != ps.kind or len(gs.items) != len(ps.items):
+            return False
+        return _matched_unordered(ps.items, gs.items, lambda a, b: _piece_equal(a, b, ctx))
+    if gs.kind == "tuple":
+        if ps.kind == "tuple":
+            return _tuple_equal(ps, gs, ctx)
+        if ps.kind == "list" and len(gs.items) > 2:
+            return _items_equal(ps.items, gs.items, True, ctx)  # "1, 2, 3" for "(1, 2, 3)"
+        return False
+    if gs.kind == "list":
+        if ps.kind == "list":
+            return _items_equal(ps.items, gs.items, gs.ordered or ps.ordered or "ordered" in ctx["demands"], ctx)
+        # "1, 2, 3" written "(1, 2, 3)", or labelled values "n_1 = 19, n_2 = 22" (a 2-tuple in brackets is an
+        # interval, not a list)
+        if ps.kind == "tuple" and not gs.ordered and ps.brackets == "()" and (len(ps.items) > 2 or "=" in p.s):
+            return _items_equal(ps.items, gs.items, True, ctx)
+        return False
+    # gold scalar, answer a list: several answers for one (a hedge) unless all state it ("\\boxed{\\frac12} =
+    # \\boxed{0.5}": one value in two notations)
+    if ps.kind == "list" and not ps.ordered and len(ps.items) <= MAX_FINAL_BOXES:
+        return all(_match(_normalise(x), g, ctx) for x in ps.items)
+    return False
+
+
+def _approx_equal(p: _Norm, g: _Norm, ctx) -> bool:
+    """``x \\approx 3.14`` states 3.14; ``\\frac13 \\approx 0.33`` states 1/3 when the rounding is right."""
+    sides = [x.strip() for x in p.s.split("\\approx")]
+    last = _Norm(sides[-1], p.pct, p.unit, False, p.base)
+    if last.s and _match(last, g, ctx):
+        return True
+    first = _Norm(sides[0], p.pct, p.unit, False, p.base)
+    approx = _exact_number(sides[-1])
+    if len(sides) != 2 or not first.s or not isinstance(approx, Fraction) or not _match(first, g, ctx):
+        return False
+    tol = Fraction(1, 10 ** len(sides[-1].partition(".")[2]))
+    gv = _exact_number(g.s)
+    if not isinstance(gv, Fraction):
+        e = _parse(g.s)
+        try:
+            gv = Fraction(str(_sympy.N(e, 30))) if isinstance(e, _sympy.Expr) and e.is_real else None
+        except Exception:
+            gv = None
+    return gv is not None and (abs(gv - approx) <= tol / 2 or (gv * approx >= 0 and 0 <= abs(gv) - abs(approx) < tol))
+
+
+def _piece_equal(p: _Struct, g: _Struct, ctx) -> bool:
+    """One piece of a union: an interval (ordered, brackets count) or a finite set."""
+    if p.kind != g.kind:
+        return False
+    return _items_equal(p.items, g.items, False, ctx) if p.kind == "list" else _tuple_equal(p, g, ctx)
+
+
+def _tuple_equal(p: _Struct, g: _Struct, ctx) -> bool:
+    return p.brackets == g.brackets and len(p.items) == len(g.items) and _items_equal(p.items, g.items, True, ctx)
+
+
+def answers_match(pred: str, gold: str, deadline: Optional[float] = None, demands: frozenset = frozenset()) -> bool:
+    """Whether ``pred`` states the value of ``gold``; ``demands``: the question's "ordered" or "normalised"."""
+    if len(pred) > MAX_ANSWER_CHARS or len(gold) > MAX_ANSWER_CHARS:
+        return pred.strip() == gold.strip()  # too long to normalise or compare: verbatim only
+    if deadline is None:
+        deadline = _cpu_clock() + CAS_BUDGET_S
+    pn, gn = _normalise(pred), _normalise(gold)
+    if pn.same(gn):
+        return True
+    return bool(pn.s and gn.s) and _match(pn, gn, {"deadline": deadline, "demands": demands})
+
+# (c) Exact numbers, the fast path: a Fraction, or a _BigPow for an integer power too large to evaluate.
+#: r**e with r not a perfect power (canonical), or an unresolvable tower (e None, key its literal shape).
+_BigPow = namedtuple("_BigPow", "r e key", defaults=("",))
 
 _INT_RE = re.compile(r"^[-+]?\d+$")
 _DEC_RE = re.compile(r"^([-+]?)(\d*)\.(\d*)$")
@@ -2231,36 +1154,19 @@ _SLASH_RE = re.compile(r"^([-+]?)(\d+(?:\.\d+)?)/(\d+(?:\.\d+)?)$")
 _MIXED_RE = re.compile(r"^([-+]?)(\d+)\\frac\{(\d+)\}\{(\d+)\}$")
 _SCI_RE = re.compile(r"^([-+]?\d*\.?\d+)(?:\\times|\\cdot|\*|x)10\^\{?([-+]?\d+)\}?$")
 _E_RE = re.compile(r"^([-+]?\d*\.?\d+)[eE]([-+]?\d+)$")
-#: 0.\\overline{36}, 0.1\\bar{6}, 0.(142857) (period in parentheses), a trailing \\ldots allowed.
+#: 0.\\overline{36}, 0.1\\bar{6}, 0.(142857), a trailing \\ldots allowed; 0.\\dot{1}4285\\dot{7}; 0.333...
 _REPEAT_RE = re.compile(r"^([-+]?)(\d*)\.(\d*)(?:\\(?:overline|bar|dot)\{?(\d+)\}?|\((\d+)\))(?:\\ldots)?$")
-#: Dot notation over the first and last digit of the period: 0.\\dot{1}4285\\dot{7}.
 _DOT_PAIR_RE = re.compile(r"^([-+]?)(\d*)\.(\d*)\\dot\{?(\d)\}?(\d*)\\dot\{?(\d)\}?$")
 _ELLIPSIS_RE = re.compile(r"^([-+]?)(\d*)\.(\d+)(?:\\ldots|\.\.\.)$")
 _TOWER_RE = re.compile(r"^[-+]?\d+(?:\^\{?[-+]?\d+\}?)+$|^[-+]?\d+\^(?:\{\d+\^)+\{?\d+\}?\}+$")
 
 
 def _dec(s: str) -> Optional[Fraction]:
-    if len(s) > MAX_INT_DIGITS:
-        return None
-    return Fraction(s)
-
-
-def _perfect_root(n: int) -> Tuple[int, int]:
-    """(r, k) with n == r**k and k maximal (n small enough for float roots)."""
-    if n < 4 or n.bit_length() > 62:
-        return n, 1
-    for k in range(n.bit_length(), 1, -1):
-        r = round(n ** (1.0 / k))
-        for c in (r - 1, r, r + 1):
-            if c > 1 and c ** k == n:
-                return c, k
-    return n, 1
+    return None if len(s) > MAX_INT_DIGITS else Fraction(s)
 
 
 def _tower(s: str):
-    """Right-associated integer power tower ``a^{b^{c}}`` / ``a^b`` -> Fraction or _BigPow.
-    Evaluates exactly while the result stays under MAX_POWER_BITS; beyond that keeps the
-    canonical (root, exponent) pair so that 2^{2^{20}} == 2^{1048576} is still decided."""
+    """An integer power tower ``a^{b^{c}}`` as a Fraction, or a canonical _BigPow beyond MAX_POWER_BITS."""
     sign = -1 if s.startswith("-") else 1
     nums = [int(t) for t in re.findall(r"[-+]?\d+", s.lstrip("+-"))]
     if len(nums) > 8 or any(len(str(abs(x))) > 18 for x in nums):
@@ -2285,26 +1191,18 @@ def _tower(s: str):
         if e * abs(base).bit_length() <= MAX_POWER_BITS:
             val = Fraction(base) ** e
         elif base > 0:
-            r, k = _perfect_root(base)
+            r, k = (_sympy.perfect_power(base) if base.bit_length() <= 62 else False) or (base, 1)  # base = r**k
             val = _BigPow(r, k * e)
         else:
             return None
     if isinstance(val, Fraction):
         return sign * val
-    if isinstance(val, int):
-        return Fraction(sign * val)
     return val if sign == 1 else _BigPow(-1, None, s)
 
 
 @lru_cache(maxsize=16384)
 def _exact_number(s: str):
-    """Exact value of a plain number written in a MATH style, else None.
-
-    Integers, decimals, ``\\frac{a}{b}``, ``a/b``, mixed numbers ``2\\frac{1}{2}`` (proper
-    fraction after an integer, MATH's convention), scientific notation (``3.2\\times10^5``,
-    ``3.2e5``), repeating decimals (``0.\\overline{36}``, ``0.1\\overline{6}``, ``0.333\\ldots``)
-    and integer power towers. Own code rather than the CAS because these forms are most
-    answers (speed) and math-verify misreads several (repeating decimals, towers)."""
+    """The exact value of a number as MATH writes it (also mixed, scientific, repeating, a power tower), else None."""
     if len(s) > MAX_INT_DIGITS:
         return None
     if _INT_RE.match(s):
@@ -2312,41 +1210,30 @@ def _exact_number(s: str):
     m = _DEC_RE.match(s)
     if m and (m.group(2) or m.group(3)):
         return _dec(s if m.group(3) else s + "0")
-    m = _FRAC_RE.match(s)
-    if m:
+    if m := _FRAC_RE.match(s):
         num, den = _dec(m.group(3)), _dec(m.group(4))
         if den == 0:
             return None
         neg = (m.group(1) == "-") != (m.group(2) == "-")
         return (-1 if neg else 1) * num / den
-    m = _SLASH_RE.match(s)
-    if m:
+    if m := _SLASH_RE.match(s):
         num, den = _dec(m.group(2)), _dec(m.group(3))
-        if den == 0:
-            return None
-        return (-1 if m.group(1) == "-" else 1) * num / den
-    m = _MIXED_RE.match(s)
-    if m:
+        return None if den == 0 else (-1 if m.group(1) == "-" else 1) * num / den
+    if m := _MIXED_RE.match(s):
         whole, num, den = int(m.group(2)), int(m.group(3)), int(m.group(4))
         if den == 0 or num >= den:
             return None  # not a proper mixed number: let the CAS read it as a product
         return (-1 if m.group(1) == "-" else 1) * (whole + Fraction(num, den))
-    m = _SCI_RE.match(s) or _E_RE.match(s)
-    if m:
+    if (m := _SCI_RE.match(s) or _E_RE.match(s)):
         e = int(m.group(2))
-        if abs(e) > 1000:
-            return None
-        return Fraction(m.group(1)) * Fraction(10) ** e
-    m = _REPEAT_RE.match(s) if "." in s else None
-    if m:
+        return None if abs(e) > 1000 else Fraction(m.group(1)) * Fraction(10) ** e
+    if (m := _REPEAT_RE.match(s) if "." in s else None):
         sign, whole, pre, rep, rep2 = m.groups()
         return (-1 if sign == "-" else 1) * _repeating(whole, pre, rep or rep2)
-    m = _DOT_PAIR_RE.match(s) if "\\dot" in s else None
-    if m:
+    if (m := _DOT_PAIR_RE.match(s) if "\\dot" in s else None):
         sign, whole, pre, first, mid, last = m.groups()
         return (-1 if sign == "-" else 1) * _repeating(whole, pre, first + mid + last)
-    m = _ELLIPSIS_RE.match(s)
-    if m:
+    if m := _ELLIPSIS_RE.match(s):
         sign, whole, digits = m.groups()
         for p in range(1, len(digits) // 2 + 1):
             block = digits[-p:]
@@ -2356,9 +1243,7 @@ def _exact_number(s: str):
                     pre = pre[:-p]
                 return (-1 if sign == "-" else 1) * _repeating(whole, pre, block)
         return None
-    if "^" in s and _TOWER_RE.match(s):
-        return _tower(s)
-    return None
+    return _tower(s) if "^" in s and _TOWER_RE.match(s) else None
 
 
 def _repeating(whole: str, pre: str, rep: str) -> Fraction:
@@ -2367,25 +1252,27 @@ def _repeating(whole: str, pre: str, rep: str) -> Fraction:
         base += Fraction(int(pre), 10 ** len(pre))
     return base + Fraction(int(rep), (10 ** len(rep) - 1) * 10 ** len(pre))
 
-# ======================================================================================
-# 4 (e2). CAS comparison (latex2sympy2_extended + sympy evaluation; math-verify as last resort)
-# ======================================================================================
-_NORM_CFG = _NormalizationConfig(basic_latex=True, units=False, malformed_operators=True, nits=False,
-                                 boxed="none")
+# (d) The CAS: latex2sympy2_extended parses (never sympify on model text), sympy evaluates at
+# sample points with high precision, math-verify decides what evaluation cannot.
+_NORM_CFG = _NormalizationConfig(basic_latex=True, units=False, malformed_operators=True, nits=False, boxed="none")
 _CAS_BANNED_RE = re.compile(r"\\(?:sum|prod|int|iint|oint|lim|infty|begin|text|mbox|cup|cap|in|sim|approx)(?![A-Za-z])")
-_BIG_INT_RE = re.compile(r"\d{40,}")
 _BINOM_ARGS_RE = re.compile(r"\\binom\{([^{}]*)\}\{([^{}]*)\}|\\choose")
-_FACT_ARG_RE = re.compile(r"(\d+)\s*!")
 _IMAG_UNIT_RE = re.compile(r"(?<![A-Za-z\\_])(?<!_\{)i(?![A-Za-z])")  # "4i+3", "-1i" (math-verify misses "1i")
 _DECIMAL_RE = re.compile(r"(?<![\d.])(\d*)\.(\d+)(?![\d.])")
-#: An integer-valued factor written next to another factor. The parser reads any integer next
-#: to a positive rational as a mixed number (``2(3)`` is 5, ``2\binom{10}{8}`` 47), so such
-#: products get an explicit ``\cdot``; digits before an integer fraction with nothing
-#: multiplied on stay a mixed number (MATH's ``6\frac{1}{5}``). Sub- and superscript digits
-#: are no factor (``\log_2(8)``, ``\sin^2(x)``).
+#: An integer-valued factor next to another: the parser reads ``2(3)`` as the mixed number 5, so such products get a
+#: ``\cdot``; digits before an integer fraction with nothing multiplied on stay a mixed number (``6\frac{1}{5}``);
+#: sub- and superscript digits are no factor.
 _JUXTAPOSED_RE = re.compile(r"(\\(?:frac|binom)\{[^{}]*\}\{[^{}]*\}|\\sqrt\{[^{}]*\}|\([^()]*\)|"
                             r"(?<![\^_\d])(?<![\^_]\{)\d+(?!\d))\s*(?=\(|\\(?:binom|frac|sqrt)(?![A-Za-z])|\d)")
 _MIXED_TAIL_RE = re.compile(r"\s*\\frac\{\d+\}\{\d+\}(?![\w\\({^])")
+#: Functions the evaluation may meet (MATH answers use no others); anything else is refused.
+_ALLOWED_FUNCS = frozenset({
+    "sin", "cos", "tan", "cot", "sec", "csc", "asin", "acos", "atan", "acot", "asec", "acsc",
+    "sinh", "cosh", "tanh", "coth", "asinh", "acosh", "atanh", "exp", "log", "Abs", "floor",
+    "ceiling", "sign", "re", "im", "conjugate", "arg", "Max", "Min", "factorial", "binomial"})
+_SAMPLE_POINTS = ((Fraction(7, 5), Fraction(9, 4), Fraction(13, 7), Fraction(5, 3), Fraction(11, 6), Fraction(17, 9)),
+                  (Fraction(8, 3), Fraction(6, 5), Fraction(19, 11), Fraction(23, 10), Fraction(3, 7), Fraction(29, 13)),
+                  (Fraction(2, 9), Fraction(31, 12), Fraction(10, 7), Fraction(37, 15), Fraction(41, 16), Fraction(4, 11)))
 
 
 def _power_depth(s: str) -> int:
@@ -2406,17 +1293,13 @@ def _power_depth(s: str) -> int:
 
 
 def _guard_text(s: str) -> None:
-    """Cheap syntactic refusals before any parsing (magnitudes of powers, factorials and
-    binomials are decided on the parsed, unevaluated tree by _magnitude). Deep superscript
-    nesting is refused here because the LaTeX parser itself takes time exponential in it."""
-    if len(s) > MAX_CAS_CHARS or not _depth_ok(s) or _CAS_BANNED_RE.search(s) or _BIG_INT_RE.search(s):
+    """Cheap refusals before parsing (the parser is exponential in superscript nesting)."""
+    if len(s) > MAX_CAS_CHARS or not _depth_ok(s) or _CAS_BANNED_RE.search(s) or re.search(r"\d{40,}", s):
         raise _Rejected(s[:40])
     if "^" in s and _power_depth(s) > MAX_POWER_DEPTH:
         raise _Rejected("power tower")
-    if "!" in s:
-        for m in _FACT_ARG_RE.finditer(s):
-            if int(m.group(1)) > MAX_FACTORIAL_ARG:
-                raise _Rejected("factorial")
+    if "!" in s and any(int(m.group(1)) > MAX_FACTORIAL_ARG for m in re.finditer(r"(\d+)\s*!", s)):
+        raise _Rejected("factorial")
     if "binom" in s or "choose" in s:
         for m in _BINOM_ARGS_RE.finditer(s):  # the parser evaluates integer binomials at once
             args = [g or "" for g in m.groups()]
@@ -2426,7 +1309,7 @@ def _guard_text(s: str) -> None:
 
 
 def _explicit_products(s: str) -> str:
-    """``2(3)`` -> ``2\\cdot (3)``, ``\\binom{5}{4}\\binom{10}{8}`` -> with a ``\\cdot``: see _JUXTAPOSED_RE."""
+    """``2(3)`` -> ``2\\cdot (3)``: see _JUXTAPOSED_RE."""
     def product(m) -> str:
         if m.group(1)[0].isdigit() and _MIXED_TAIL_RE.match(s, m.end()):
             return m.group(0)  # a mixed number
@@ -2434,25 +1317,20 @@ def _explicit_products(s: str) -> str:
     return _JUXTAPOSED_RE.sub(product, s)
 
 
-def _decimals_to_fractions(s: str) -> str:
-    """0.25 -> \\frac{25}{100}: decimals are exact values (MATH), never floats."""
-    return _DECIMAL_RE.sub(lambda m: "\\frac{%s}{1%s}" % ((m.group(1) or "") + m.group(2), "0" * len(m.group(2))), s)
-
-
 @lru_cache(maxsize=8192)
 def _parse(s: str):
-    """latex -> unevaluated sympy object (None when unparsable or refused). Cached."""
+    """LaTeX -> unevaluated sympy object, decimals as exact fractions; None when unparsable or refused."""
     try:
         _guard_text(s)
         t = _normalize_latex(s, _NORM_CFG)
-        t = _explicit_products(_decimals_to_fractions(t))
+        t = _explicit_products(_DECIMAL_RE.sub(
+            lambda m: "\\frac{%s}{1%s}" % ((m.group(1) or "") + m.group(2), "0" * len(m.group(2))), t))
         _guard_text(t)
         is_complex = bool(_complex_re(t) or _IMAG_UNIT_RE.search(t))
         e = _latex2sympy(t, is_real=not is_complex, normalization_config=None)
         _magnitude(e)
         if is_complex and hasattr(e, "free_symbols"):
-            isym = [x for x in e.free_symbols if x.name == "i"]
-            if isym:
+            if (isym := [x for x in e.free_symbols if x.name == "i"]):
                 e = e.xreplace({isym[0]: _sympy.I})
         return e
     except _Rejected:
@@ -2462,16 +1340,8 @@ def _parse(s: str):
         return None
 
 
-#: Functions the evaluation may meet (MATH answers use no others); anything else, e.g.
-#: gamma or zeta at 50+ digits (seconds in mpmath), is refused.
-_ALLOWED_FUNCS = frozenset({
-    "sin", "cos", "tan", "cot", "sec", "csc", "asin", "acos", "atan", "acot", "asec", "acsc",
-    "sinh", "cosh", "tanh", "coth", "asinh", "acosh", "atanh", "exp", "log", "Abs", "floor",
-    "ceiling", "sign", "re", "im", "conjugate", "arg", "Max", "Min", "factorial", "binomial"})
-
-
 def _integer_arg(a) -> int:
-    """The value of a factorial/binomial argument: a small non-negative integer, else refused."""
+    """A factorial/binomial argument's value: a small non-negative integer, else refused."""
     v = _rational_value(a)
     if v is None or v.denominator != 1 or not 0 <= v <= MAX_FACTORIAL_ARG:
         raise _Rejected("factorial argument")
@@ -2479,11 +1349,7 @@ def _integer_arg(a) -> int:
 
 
 def _magnitude(e, depth: int = 0) -> float:
-    """Upper bound of log10|value| of an unevaluated sympy tree (a symbol counts as 1).
-    Raises _Rejected when it exceeds MAX_LOG10_MAGNITUDE or the tree holds what evaluation
-    cannot do quickly (unknown functions, non-integer or huge factorials), so that no
-    evaluation ever meets a power tower or a giant factorial/binomial (C-level big-int work
-    ignores signals, sympy#24187)."""
+    """An upper bound of log10|value| of an unevaluated tree; _Rejected for what evaluation cannot do quickly."""
     sp = _sympy
     if depth > 60:
         raise _Rejected("deep")
@@ -2491,8 +1357,7 @@ def _magnitude(e, depth: int = 0) -> float:
         return max(int(e.p).bit_length(), int(e.q).bit_length()) * 0.30103
     if isinstance(e, sp.Float):
         return 20.0
-    args = getattr(e, "args", None)
-    if not args:
+    if not (args := getattr(e, "args", None)):
         return 1.0
     if isinstance(e, sp.Function) and not isinstance(e, sp.core.function.AppliedUndef):
         name = e.func.__name__
@@ -2529,11 +1394,6 @@ def _magnitude(e, depth: int = 0) -> float:
     return out
 
 
-_SAMPLE_POINTS = ((Fraction(7, 5), Fraction(9, 4), Fraction(13, 7), Fraction(5, 3), Fraction(11, 6), Fraction(17, 9)),
-                  (Fraction(8, 3), Fraction(6, 5), Fraction(19, 11), Fraction(23, 10), Fraction(3, 7), Fraction(29, 13)),
-                  (Fraction(2, 9), Fraction(31, 12), Fraction(10, 7), Fraction(37, 15), Fraction(41, 16), Fraction(4, 11)))
-
-
 def _points(syms):
     order = sorted(syms, key=lambda x: x.name)
     for pt in _SAMPLE_POINTS:
@@ -2547,9 +1407,7 @@ def _num(e, subs, digits: int):
     if not v.is_number or v.has(_sympy.nan, _sympy.zoo, _sympy.oo, -_sympy.oo):
         return None
     re_, im_ = v.as_real_imag()
-    if not (re_.is_Number and im_.is_Number):
-        return None
-    return re_, im_
+    return (re_, im_) if re_.is_Number and im_.is_Number else None
 
 
 def _close(a, b, digits: int) -> bool:
@@ -2557,14 +1415,11 @@ def _close(a, b, digits: int) -> bool:
     (ar, ai), (br, bi) = a, b
     d = abs(ar - br) + abs(ai - bi)
     m = max(abs(ar) + abs(ai), abs(br) + abs(bi))
-    if m == 0:
-        return True
-    return bool(d <= _sympy.Float(10, digits) ** (NUMERIC_SLACK_DIGITS - digits) * m)
+    return m == 0 or bool(d <= _sympy.Float(10, digits) ** (NUMERIC_SLACK_DIGITS - digits) * m)
 
 
 def _rational_value(e) -> Optional[Fraction]:
-    """Exact value of a symbol-free rational expression (+, x, integer powers), else None.
-    Evaluation at finite precision cannot tell 2^{200}+1 from 2^{200}; this can."""
+    """The exact value of a symbol-free rational expression, else None (2^{200}+1 is not 2^{200})."""
     sp = _sympy
     if isinstance(e, sp.Rational):
         return Fraction(int(e.p), int(e.q))
@@ -2583,18 +1438,12 @@ def _rational_value(e) -> Optional[Fraction]:
         return Fraction(math.factorial(int(vals[0])) if len(vals) == 1 else math.comb(int(vals[0]), int(vals[1])))
     if isinstance(e, sp.Pow) and isinstance(e.args[1], sp.Integer):
         base = _rational_value(e.args[0])
-        if base is None or (base == 0 and e.args[1] < 0):
-            return None
-        return base ** int(e.args[1])
+        return None if base is None or (base == 0 and e.args[1] < 0) else base ** int(e.args[1])
     return None
 
 
 def _numeric_equal(a, b, deadline: float) -> Optional[bool]:
-    """Exact-by-evaluation: rational expressions compare exactly; otherwise equal iff the
-    values agree relatively to all but NUMERIC_SLACK_DIGITS digits, evaluated with
-    NUMERIC_DIGITS digits plus the magnitude's, at every sample point. No absolute
-    tolerance, so 1/2^99 != 1/2^98 (math-verify's chop accepts it). None when evaluation
-    cannot decide."""
+    """Rationals exactly, else relative agreement at every sample point (no absolute tolerance); None: undecided."""
     sp = _sympy
     if not (isinstance(a, sp.Expr) and isinstance(b, sp.Expr)):
         return None
@@ -2621,20 +1470,14 @@ def _numeric_equal(a, b, deadline: float) -> Optional[bool]:
         decided += 1
         if not a.free_symbols:
             break
-    if decided == 0:
-        return None
-    return True
+    return True if decided else None
 
 
 def _cas_equal(p: str, g: str, deadline: float) -> bool:
     a, b = _parse(p), _parse(g)
-    if a is None or b is None:
-        return False
-    sp = _sympy
-    if isinstance(a, sp.Equality) or isinstance(b, sp.Equality):
+    if a is None or b is None or isinstance(a, _sympy.Equality) or isinstance(b, _sympy.Equality):
         return False  # equations are compared by _equations_equal
-    r = _numeric_equal(a, b, deadline)
-    if r is not None:
+    if (r := _numeric_equal(a, b, deadline)) is not None:
         return r
     if _cpu_clock() > deadline:
         return False
@@ -2645,10 +1488,7 @@ def _cas_equal(p: str, g: str, deadline: float) -> bool:
 
 
 def _equations_equal(p: str, g: str, deadline: float, same_scale: bool = False) -> bool:
-    """Two equations describe the same relation: (lhs - rhs) proportional by a nonzero
-    constant at every sample point (``2x+4y-3=0`` == ``y = -x/2 + 3/4``). With ``same_scale``
-    (the question fixes the normalisation, e.g. "A > 0 and gcd(|A|,|B|,|C|,|D|) = 1") the
-    constant must be 1: ``-2x - 4y + 6z - 2 = 0`` is not ``x + 2y - 3z + 1 = 0``."""
+    """lhs - rhs proportional at every sample point (``same_scale``: by 1, or -1 with the sides swapped)."""
     pp, gp = _top_level_eq(p), _top_level_eq(g)
     if len(pp) != 2 or len(gp) != 2:
         return False
@@ -2658,8 +1498,7 @@ def _equations_equal(p: str, g: str, deadline: float, same_scale: bool = False) 
     e1, e2 = parts[0] - parts[1], parts[2] - parts[3]
     if e1.free_symbols != e2.free_symbols or not e1.free_symbols:
         return False
-    ratio = None
-    n = 0
+    ratio, n = None, 0
     for pt in _points(e1.free_symbols):
         if _cpu_clock() > deadline:
             raise _Rejected("deadline")
@@ -2681,26 +1520,11 @@ def _equations_equal(p: str, g: str, deadline: float, same_scale: bool = False) 
         n += 1
     if not same_scale or n < 2 or abs(ratio - 1) < 1e-12:
         return n >= 2
-    # sides swapped ("0 = x + 2y - 3z + 1"): the same normalised equation, read right to left
     return abs(ratio + 1) < 1e-12 and not parts[0].free_symbols and bool(parts[2].free_symbols)
 
-# ======================================================================================
-# 5. Bounded time: the hard guard (main thread only)
-# ======================================================================================
+# (e) The wall-clock guard, in the main thread only.
 def _alarm_usable() -> bool:
-    """Whether the SIGALRM guard may be armed for this call.
-
-    Only in the main thread (signals are delivered there; elsewhere signal.signal raises),
-    only where setitimer exists (not on Windows), only while no ITIMER_REAL timer is armed
-    (the host's own deadline, e.g. verl's ``timeout_limit``, must neither be cancelled nor
-    pre-empted) and only while SIGALRM has its default or ignore disposition. Decision: a
-    host that installed its own SIGALRM handler owns the signal, even with no timer armed
-    right now (it may arm one from another handler, or rely on a pending alarm); swapping
-    it out could call it with our alarm or lose its own, so the guard stands down and the
-    input guards plus the CAS soft deadline (CAS_BUDGET_S) bound the work, as off the main
-    thread. A handler set from C code (getsignal() is None) cannot be restored: stand down.
-    verl 0.6.0's naive reward manager installs no SIGALRM handler, so in a Ray TaskRunner
-    the guard is active."""
+    """In the main thread, with no timer armed and SIGALRM not owned by the host (a handler of its own)."""
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
         return False
     if signal.getsignal(signal.SIGALRM) not in (signal.SIG_DFL, signal.SIG_IGN):
@@ -2709,17 +1533,7 @@ def _alarm_usable() -> bool:
 
 
 def _run_guarded(fn, *args):
-    """Run fn(*args) under a SIGALRM wall-clock limit (HARD_TIMEOUT_S) when _alarm_usable();
-    elsewhere the input guards and the soft deadline bound the work. math-verify's own
-    alarm-based timeouts are never used.
-
-    Guarantees: the timer is cancelled and the previous disposition restored on every exit
-    (return, exception, KeyboardInterrupt, or the alarm itself, including an alarm that lands
-    inside the clean-up: the restore runs in an inner ``finally``); the handler raises at most
-    once and only while fn runs (it is disarmed before the clean-up starts, so an alarm that
-    was already pending when the timer was cancelled is consumed by our no-op handler, which
-    is still installed: signal.signal() runs pending handlers before it swaps); nothing fires
-    after this function returns (one-shot timer, cancelled; no interval)."""
+    """fn(*args) under a SIGALRM limit of HARD_TIMEOUT_S when usable, the host's disposition always restored."""
     if not _alarm_usable():
         return fn(*args)
     armed = [True]
@@ -2740,18 +1554,380 @@ def _run_guarded(fn, *args):
         finally:
             signal.signal(signal.SIGALRM, previous)
 
+
 # ======================================================================================
-# 6. Format and reasoning credit (reference rules), paid only on correct answers
+# 5. Policy: what extra_info["question"] demands beyond the value, rule by rule with sources and examples in
+#    docs/reward_policy.md; between a false negative and a false positive it takes the side GRPO cannot farm.
+#: A task that asks to rewrite the expression it states, in the problem or in the response's own restatement of it
+#: ("We need to expand ..."); "factor" as a verb only (not "factors", "factorial").
+_TASK_RE = re.compile(r"\b(expand|factor(?=(?:ed|ing|i[sz](?:e|ation)\w*)?\b)|simplify|combine|rationali[sz]e|"
+                      r"multiply\s+out|reduce|evaluate|compute|calculate|what\s+is|find|express|write|convert|"
+                      r"rewrite)\w*", re.I)
+_OWN_TASK_RE = re.compile(
+    r"\b(?:to|we|let's|let\s+us)\s+(?:need\s+to\s+|want\s+to\s+|must\s+|have\s+to\s+)?"
+    r"(expand|factor|simplify|combine|rationali[sz]e|multiply\s+out|reduce|evaluate|compute)\b", re.I)
+_MATH_SPAN_RE = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.S)
+_SENTENCE_END_RE = re.compile(r"[.!?](?:\s|$)|\n")
+_SUM_GROUP_RE = re.compile(r"\([^()]*[\w}][^()]*?[+-][^()]*\)")
+#: Question phrases that state a demand. "ordered", "normalised" and "list" change the comparison; the others name
+#: forms, refused by _DEMAND_FORBIDS when the gold does not have them.
+_DEMAND_RES = (
+    ("ordered", re.compile(
+        r"\bin\s+(?:increasing|decreasing|ascending|descending|numerical)\s+order|"
+        r"\b(?:least|smallest|lowest)\s+to\s+(?:greatest|largest|highest)\b|"
+        r"\b(?:greatest|largest|highest)\s+to\s+(?:least|smallest|lowest)\b|\bin\s+order\s+from\b", re.I)),
+    ("rationalised", re.compile(r"\brationali[sz]|\b(?:integer|rational)\s+denominator", re.I)),
+    ("radical form", re.compile(r"\bsimplest\s+radical\s+form|\bin\s+the\s+form\s*\$[^$]{0,60}\\sqrt", re.I)),
+    ("common fraction", re.compile(r"\b(?:common|improper)\s+fractions?\b|\bfractions?\s+in\s+(?:simplest|lowest)|"
+                                   r"\bin\s+the\s+form\s*\$\s*-?\s*\\d?frac\s*\{?\s*[a-z]\s*\}?\s*\{?\s*[a-z]\s*\}?\s*\$|"
+                                   r"\b(?:express|expressed|give|convert|enter|leave|answer)\b[^.?!$]{0,40}?"
+                                   r"\b(?:as|to|into)\s+(?:an?\s+)?(?:simple\s+|proper\s+)?fractions?\b", re.I)),
+    ("lowest terms", re.compile(r"\blowest\s+terms|\bsimplest\s+form|\breduced\s+fraction", re.I)),
+    ("mixed number", re.compile(r"\bmixed\s+numbers?\b", re.I)),
+    ("decimal", re.compile(r"\b(?:as|to|in)\s+(?:an?\s+)?(?:terminating\s+)?decimals?\b"
+                           r"(?!\s+(?:point|places?|digits?|expansion|representation|equivalent|notation))|"
+                           r"\bdecimal\s+form\b|\(\s*as\s+a\s+decimal\s*\)", re.I)),
+    ("exponential", re.compile(r"\b(?:exponential|scientific)\s+notation|\bas\s+a\s+power\s+of\b", re.I)),
+    ("normalised", re.compile(r"\\gcd\s*\(\s*\|\s*A\s*\|", re.I)),
+    ("list", re.compile(r"\bseparated\s+by\s+commas|\bcomma[-\s]separated|\benter\s+all\b", re.I)),
+    ("percent", re.compile(r"\b(?:as|in)\s+(?:a\s+)?percent(?:age)?\b|\bwhat\s+percent", re.I)),
+    ("simplified", re.compile(r"\bsimplif(?:y|ied)\b", re.I)),
+    ("solved for y", re.compile(r"\bin\s+the\s+form\s*[\"'`]*\s*\$?\s*y\s*=", re.I)),
+    ("interval", re.compile(r"\binterval\s+notation|\b(?:as|in)\s+(?:an?\s+)?(?:interval|union\s+of\s+intervals)\b",
+                            re.I)),
+)
+#: Words in a demand's clause that undo it: "(not mixed numbers or decimals)".
+_DEMAND_NEGATION_RE = re.compile(r"\b(?:not|no|nor|never|instead\s+of|rather\s+than|without)\b", re.I)
+#: Form words: a clause that offers two of them joined by "or" demands neither.
+_FORM_WORD_RE = re.compile(r"\b(?:fraction|decimal|mixed\s+number|integer|percent|radical|notation)", re.I)
+_CLAUSE_END_RE = re.compile(r"[.?!;:()\n]")
+_SLASH_SQRT_RE = re.compile(r"/\s*(?:\([^()]*\\sqrt|[\d.]*\\sqrt)")
+_INT_FRAC_RE = re.compile(r"\\frac\{-?(\d{1,12})\}\{(\d{1,12})\}|(?<![\d.}])(\d{1,12})/(\d{1,12})(?![\d.])")
+#: A decimal with a fractional part (57.0 is the integer 57 written with a zero).
+_DECIMAL_FORM_RE = re.compile(r"\d?\.(?=\d*[1-9]|\d*\\(?:overline|bar|dot))")
+_MIXED_FORM_RE = re.compile(r"(?<![\w.}^_{])\d+\\frac\{(\d+)\}\{(\d+)\}")
+_FRACTION_FORM_RE = re.compile(r"\\frac|\d\s*/\s*\d")
+_QUESTION_MOD_RE = re.compile(r"(?:\\[pb]?mod(?![A-Za-z])|\bmod(?:ulo)?\b)\s*\{?\s*(\d+)")
+_ASKED_UNIT_RE = re.compile(r"\b(?=(?:in|how\s+many)\s+((?:square\s+|cubic\s+)?[A-Za-z]+(?:\s+per\s+[A-Za-z]+)?))",
+                            re.I)  # a lookahead: "in how many seconds" holds two phrases
+#: Option labels, three layouts: "(A)" (also in \\textbf{}, \\text{}, \\mathrm{}), a letter opening a line ("A.
+#: 67.332", "B) $f(0)=0$") and a letter given a meaning ('Enter "C" for circle').
+_OPTION_LABEL_RES = (
+    re.compile(r"(?:\\(?:textbf|text|mathrm|textrm)\s*\{\s*)?\(\s*([A-J])\s*\)\s*\}?"),
+    re.compile(r"(?m)^[ \t]*(?:\$?\\bullet\$?|[-*\u2022])?[ \t]*(?:\\textbf\{)?([A-J])[.):]\}?(?=[ \t$])"),
+)
+_OPTION_MEANING_RE = re.compile(r"[\"'`]{1,2}([A-Z])[\"'`]{1,2}\s+(?:for|if|means)\s+(?:an?\s+|the\s+)?"
+                                r"([A-Za-z][A-Za-z -]*[A-Za-z])")
+_OPTION_JUNK_RE = re.compile(r"\\q?quad(?![A-Za-z])|\\\\|\$|\\[ ,;!]|\\hspace\s*\{[^{}]*\}|~")
+_OPTION_LETTER_RE = re.compile(r"^[(\[]?([A-Za-z])[)\]]?$")
+_LETTER_SEP_RE = re.compile(r"\s*(?:,|;|\band\b|&)\s*|\s+")
+_LIST_COMMA_RE = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+#: One word in text before a value: "\\text{base } 7", "\\text{day 12}".
+_WORD_LABEL_RE = re.compile(r"^\\(?:text|textrm|mathrm|mbox)\s*\{\s*(?P<w>[A-Za-z]+)\s*(?:\}\s*(?P<v>[^\s{].*)|"
+                            r"\s(?P<v2>[^{}]*\d[^{}]*)\})$", re.S)
+
+
+def _task_expressions(text: str, own: bool) -> Tuple[frozenset, Tuple[str, ...]]:
+    """The normalised math spans of sentences with a task verb (``own``: the response's "we need to"), and the verbs."""
+    verb_re = _OWN_TASK_RE if own else _TASK_RE
+    text = text[:4000]
+    exprs, verbs = set(), tuple(v.lower() for v in verb_re.findall(_MATH_SPAN_RE.sub(" ", text)))
+    for m in _MATH_SPAN_RE.finditer(text) if verbs else ():
+        start = max((e.end() for e in _SENTENCE_END_RE.finditer(text, max(m.start() - 200, 0), m.start())),
+                    default=max(m.start() - 200, 0))
+        if verb_re.search(_MATH_SPAN_RE.sub(" ", text[start:m.start()])):
+            span = next(g for g in m.groups() if g is not None)
+            exprs.add(_normalise(strip_grouping_braces(span.strip().rstrip("?.,;: "))[:MAX_ANSWER_CHARS]).s)
+    return frozenset(exprs), verbs
+
+
+@lru_cache(maxsize=4096)
+def _question_tasks(question: str) -> Tuple[frozenset, Tuple[str, ...]]:
+    return _task_expressions(question, own=False)  # cached: a step scores n responses to a problem
+
+
+def _top_terms(s: str) -> int:
+    """Number of top-level terms (``x(x+2)+(x+2)`` has 2, ``(x+1)(x+2)`` 1)."""
+    return len(_split_top(s.lstrip("+-"), seps="+-", words=False))
+
+
+def _restates_task(pred: str, gold: str, text: str, question: Optional[str],
+                   deadline: Optional[float] = None) -> bool:
+    """Prompt echo: the answer is the task's own expression, or a factor / expand task not done; never the gold."""
+    pn, gn = _normalise(pred).s, _normalise(gold).s
+    if pn == gn:
+        return False
+    exprs, verbs = _question_tasks(question) if question else _task_expressions(text[:text.rfind("\\boxed")], own=True)
+    if pn in exprs:
+        return True
+    if any(v.startswith("factor") for v in verbs) and _top_terms(gn) == 1 and "(" in gn:
+        deadline = deadline or _cpu_clock() + CAS_BUDGET_S  # a factor left to split when the gold has none
+        return _top_terms(pn) > 1 or (_factored_completely(gn, deadline) is True
+                                      and _factored_completely(pn, deadline) is False)
+    if any(v.startswith("expand") or v.startswith("multiply") for v in verbs) and "(" not in gn:
+        return bool(_SUM_GROUP_RE.search(pn))  # a product of a sum answers no "expand" task; (2/x) is no sum
+    return False
+
+
+def _degree(e) -> float:
+    """Total degree of an unevaluated polynomial tree (constants 0), inf for anything else."""
+    sp = _sympy
+    if isinstance(e, sp.Symbol):
+        return 1
+    if not e.free_symbols:
+        return 0
+    if isinstance(e, sp.Add):
+        return max(_degree(a) for a in e.args)
+    if isinstance(e, sp.Mul):
+        return sum(_degree(a) for a in e.args)
+    if isinstance(e, sp.Pow) and e.exp.is_Integer and e.exp >= 0:
+        return int(e.exp) * _degree(e.base)
+    return math.inf
+
+
+def _factored_completely(s: str, deadline: float) -> Optional[bool]:
+    """Whether the product s is factored completely over Z (up to order, signs, numbers); None: undecided."""
+    e = _parse(s)
+    if not isinstance(e, _sympy.Expr):
+        return None
+    todo, factors = [e], []
+    while todo:
+        f = todo.pop()
+        if isinstance(f, _sympy.Mul):
+            todo.extend(f.args)
+        elif isinstance(f, _sympy.Pow) and f.exp.is_Integer and f.exp > 0:
+            todo.append(f.base)
+        elif f.free_symbols:
+            factors.append(f)
+    try:
+        for f in factors:
+            syms = sorted(f.free_symbols, key=str)
+            if len(syms) > MAX_FACTOR_VARIABLES or _degree(f) > MAX_FACTOR_DEGREE or _cpu_clock() > deadline:
+                return None
+            poly = _sympy.Poly(f, *syms)
+            if not poly.domain.is_ZZ:
+                return False  # a rational, radical or complex coefficient: not a factor over Z
+            content, parts = poly.factor_list()
+            if abs(content) != 1 or len(parts) != 1 or parts[0][1] != 1:
+                return False
+        return True
+    except Exception:  # noqa: BLE001 - sympy's failure leaves the question open
+        return None
+
+
+def _demand_stated(q: str, m) -> bool:
+    """A demand phrase is a demand unless its clause negates it or offers another form instead."""
+    start = max((e.end() for e in _CLAUSE_END_RE.finditer(q, max(m.start() - 80, 0), m.start())),
+                default=max(m.start() - 80, 0))
+    after = _CLAUSE_END_RE.search(q, m.end())
+    clause = q[start:after.start() if after else len(q)]
+    if _DEMAND_NEGATION_RE.search(q[start:m.start()]):
+        return False
+    return not (re.search(r"\bor\b", clause) and len({w.lower() for w in _FORM_WORD_RE.findall(clause)}) > 1)
+
+
+@lru_cache(maxsize=4096)
+def question_demands(question: Optional[str]) -> frozenset:
+    """The demands a problem states (names of _DEMAND_RES)."""
+    if not question:
+        return frozenset()
+    q = question[:6000]
+    return frozenset(name for name, rx in _DEMAND_RES if any(_demand_stated(q, m) for m in rx.finditer(q)))
+
+
+def _radical_denominator(s: str) -> bool:
+    """A radical in a denominator: ``\\frac{1}{\\sqrt{2}}``, ``3/\\sqrt{5}``, ``1/(2\\sqrt{3})``."""
+    if _SLASH_SQRT_RE.search(s):
+        return True
+    for m in re.finditer(r"\\frac\s*\{", s):
+        num_end = _match_brace(s, m.end() - 1)
+        if num_end < 0 or s[num_end + 1:num_end + 2] != "{":
+            continue
+        den_end = _match_brace(s, num_end + 1)
+        if den_end > 0 and "\\sqrt" in s[num_end + 1:den_end]:
+            return True
+    return False
+
+
+def _square_factor(s: str) -> bool:
+    """A square root of an integer with a square factor: ``\\sqrt{8}``, ``\\sqrt{9}``."""
+    ns = (int(m.group(1)) for m in re.finditer(r"\\sqrt\{(\d{1,8})\}", s))
+    return any(n % (k * k) == 0 for n in ns for k in range(2, math.isqrt(n) + 1))
+
+
+def _int_fractions(s: str):
+    """(numerator, denominator, match) of every integer fraction, ``\\frac{a}{b}`` or ``a/b``."""
+    for m in _INT_FRAC_RE.finditer(s):
+        yield (int(m.group(1)), int(m.group(2)), m) if m.group(1) else (int(m.group(3)), int(m.group(4)), m)
+
+
+def _improper_fraction(s: str) -> bool:
+    """An integer fraction above 1 that is not the tail of a mixed number (``6\\frac{1}{5}``)."""
+    return any(a > b > 1 for a, b, m in _int_fractions(s) if not (m.group(1) and s[:m.start()][-1:].isdigit()))
+
+
+def _unsolved_for_y(s: str) -> bool:
+    """An equation that is not y on one side and an expression without y on the other."""
+    sides = _top_level_eq(s)
+    return len(sides) == 2 and not any(a == "y" and "y" not in _letters(b) for a, b in (sides, sides[::-1]))
+
+#: Form features of a normalised answer, by name.
+_FORM_FEATURES = {
+    "radical in a denominator": lambda n: _radical_denominator(n.s),
+    "square factor under a root": lambda n: _square_factor(n.s),
+    "unreduced fraction": lambda n: any(b > 1 and math.gcd(a, b) > 1 for a, b, _ in _int_fractions(n.s)),
+    "decimal": lambda n: bool(_DECIMAL_FORM_RE.search(n.s)),
+    "mixed number": lambda n: any(int(m.group(1)) < int(m.group(2)) for m in _MIXED_FORM_RE.finditer(n.s)),
+    "improper fraction": lambda n: _improper_fraction(n.s),
+    "fraction": lambda n: bool(_FRACTION_FORM_RE.search(n.s)),
+    "percent": lambda n: n.pct,
+    "no exponent": lambda n: "^" not in n.s and bool(n.s),
+    "inequality": lambda n: bool(_INEQ_RE.search(n.s)),
+    "equation not solved for y": lambda n: _unsolved_for_y(n.s),
+}
+#: What each stated form forbids (MATH: the form the question asks for is the answer).
+_DEMAND_FORBIDS = {
+    "rationalised": ("radical in a denominator",),
+    "radical form": ("radical in a denominator", "square factor under a root", "decimal"),
+    "simplified": ("unreduced fraction", "square factor under a root", "radical in a denominator"),
+    "interval": ("inequality",),
+    "solved for y": ("equation not solved for y",),
+    "common fraction": ("unreduced fraction", "decimal", "mixed number", "percent"),
+    "lowest terms": ("unreduced fraction",),
+    "mixed number": ("improper fraction", "decimal", "percent"),
+    "decimal": ("fraction", "percent"),
+    "exponential": ("no exponent",),
+}
+
+
+def _form_violation(pred: str, gold: str, demands: frozenset) -> Optional[str]:
+    """"demand: feature" for a form of the answer that a demand forbids and the gold has not."""
+    names = sorted(demands & set(_DEMAND_FORBIDS))
+    if not names:
+        return None
+    pn, gn = _normalise(pred), _normalise(gold)
+    for name in names:
+        for feature in _DEMAND_FORBIDS[name]:
+            check = _FORM_FEATURES[feature]
+            if check(pn) and not check(gn):
+                return name + ": " + feature
+    return None
+
+
+@lru_cache(maxsize=4096)
+def _question_modulus(question: str) -> Optional[str]:
+    """The one modulus a problem works with ("$\\pmod{11}$", "modulo 11"); None for none or several."""
+    moduli = set(_QUESTION_MOD_RE.findall(question[:6000]))
+    return moduli.pop() if len(moduli) == 1 else None
+
+
+def _foreign_modulus(pred: str, gold: str, question: Optional[str]) -> bool:
+    """A congruence modulo another number than the question's one modulus (and the gold's)."""
+    mod = _normalise(pred).mod if question and "mod" in pred else None
+    return bool(mod and mod.isdigit() and mod != _normalise(gold).mod
+                and _question_modulus(question) not in (None, mod))
+
+
+@lru_cache(maxsize=4096)
+def _question_units(question: str) -> frozenset:
+    """The units of measure a problem asks for ("in dollars", "how many seconds"), canonical."""
+    keys = {_unit_key(m.group(1)) for m in _ASKED_UNIT_RE.finditer(question[:6000])}
+    return frozenset(k for k in keys if k.split()[-1] in _MEASURES)
+
+
+def _foreign_unit(pred: str, gold: str, question: Optional[str]) -> bool:
+    """A unit of measure neither the gold's nor one the question asks for (2.50 cents "in dollars")."""
+    unit = _normalise(pred).unit if question else None
+    if not unit or unit.split()[-1] not in _MEASURES or unit == _normalise(gold).unit:
+        return False
+    asked = _question_units(question)
+    return bool(asked) and unit not in asked | {a.split(" per ")[0] for a in asked}
+
+
+def _asked_noun_dropped(answer: str, question: Optional[str]) -> str:
+    """``\\text{base } 7`` for "In what base ...?": the noun the question asks for labels the value."""
+    m = _WORD_LABEL_RE.match(answer.strip()) if question else None
+    if m and re.search(r"\b(?:what|which)\s+%s\b" % m.group("w"), question, re.I):
+        return (m.group("v") or m.group("v2")).strip()
+    return answer
+
+
+def _option_run(q: str, rx) -> list:
+    """The last run of labels A, B, C, ... in order (at least three) that rx finds in q."""
+    run: list = []
+    for m in rx.finditer(q):
+        if len(run) < 10 and m.group(1) == "ABCDEFGHIJ"[len(run)]:
+            run.append(m)
+        elif m.group(1) == "A":
+            run = [m]
+    return run if len(run) >= 3 else []
+
+
+@lru_cache(maxsize=4096)
+def question_options(question: Optional[str]) -> dict:
+    """The options a problem lists, letter -> value (cached: do not modify), in any of three layouts."""
+    if not question:
+        return {}
+    q = question[:6000]
+    for rx in _OPTION_LABEL_RES:
+        run, out = _option_run(q, rx), {}
+        for i, m in enumerate(run):
+            chunk = q[m.end():run[i + 1].start() if i + 1 < len(run) else len(q)]
+            if i + 1 == len(run):
+                chunk = chunk.lstrip(" \t")
+                chunk = chunk.split("\n", 1)[0] if chunk[:1] == "$" else re.split(r"\$|\n|\\\]", chunk, maxsplit=1)[0]
+            value = _OPTION_JUNK_RE.sub(" ", chunk).strip().rstrip(".,;")
+            if value and len(value) <= 200:
+                out[m.group(1)] = value
+        if len(out) >= 3:
+            return out
+    meanings = {m.group(1): m.group(2).strip() for m in _OPTION_MEANING_RE.finditer(q)}
+    return meanings if len(meanings) >= 2 else {}
+
+
+def _option_letter(n: _Norm, options: dict) -> Optional[str]:
+    """The option an answer names by its letter alone ("D", "(d)", "\\text{(D)}"), else None."""
+    if n.choice and not n.s:
+        return n.choice if n.choice in options else None
+    m = _OPTION_LETTER_RE.match(n.s)
+    return m.group(1).upper() if m and m.group(1).upper() in options else None
+
+
+def _option_is_value(text: str) -> bool:
+    """An option comparable with a value after its letter: not a number with a task in words."""
+    n = _normalise(text)
+    return n.text or not (re.search(r"\d", n.s) and re.search(r"[A-Za-z]{2,}", _COMMAND_RE.sub("", n.s)))
+
+
+def _option_equal(pred: str, gold: str, options: dict, deadline: float) -> bool:
+    """With the options known: an option's value for its letter, the letter for its value, a block of letters."""
+    pn, gn = _normalise(pred), _normalise(gold)
+    gl, pl = _option_letter(gn, options), _option_letter(pn, options)
+    if gl:
+        if pl or pn.choice:
+            return False  # a letter against a letter: decided by answers_match
+        return [k for k, v in sorted(options.items()) if answers_match(pred, v, deadline)] == [gl]
+    if pl:  # a letter of the options
+        return answers_match(options[pl], gold, deadline)
+    block = gn.s.upper()
+    if len(block) >= 2 and block.isalpha() and len(set(block)) == len(block) and set(block) <= set(options):
+        letters = _LETTER_SEP_RE.sub("", pn.s)
+        return letters.isalpha() and letters.upper() == block
+    return False
+
+
 # ======================================================================================
+# 6. Format and reasoning credit (the reference's rules), paid only on a correct answer
 _TAGS = (THINK_OPEN, THINK_CLOSE, ANSWER_OPEN, ANSWER_CLOSE)
+_STEP_RE = re.compile(
+    r"^[ \t>*#-]*(?:step[ \t]*(\d{1,3})[ \t]*[:.)]|(\d{1,3})\.(?!\d)|\((\d{1,3})\))\**[ \t]*(.*)$", re.I | re.M)
+#: COT_KEYWORDS matched at word starts, inflected ("solving", "calculated", "sums").
+_STEP_KEYWORD_RE = re.compile(r"\b(?:" + "|".join(k[:-1] if k.endswith("e") else k for k in COT_KEYWORDS) + r")\w*",
+                              re.I)
 
 
 def _layout(text: str) -> Tuple[List[int], bool, Optional[int], Optional[int]]:
-    """The contract layout as the format rules read it: the first position of each of
-    ``<think> </think> <answer> </answer>`` (-1 when absent), whether the present ones are in
-    that order, and the number of non-whitespace characters before ``<think>`` / after the
-    last ``</answer>`` (None when that tag is absent). Surrounding whitespace is not stray
-    text: the decoded response often ends with a newline, which is not content the model added."""
+    """The first position of each tag, whether in order, and the stray characters before ``<think>`` / after."""
     firsts = [text.find(t) for t in _TAGS]
     present = [p for p in firsts if p >= 0]
     in_order = present == sorted(present) and len(set(present)) == len(present)
@@ -2761,15 +1937,7 @@ def _layout(text: str) -> Tuple[List[int], bool, Optional[int], Optional[int]]:
 
 
 def format_credit(text: str) -> float:
-    """Pay for the contract's layout (reference rule, at most 4 x FORMAT_TAG_CREDIT = 0.2).
-
-    +FORMAT_TAG_CREDIT for each of ``<think>\\n``, ``\\n</think>\\n``, ``\\n<answer>\\n``,
-    ``\\n</answer>`` present exactly once; text before ``<think>`` and after ``</answer>``
-    each cost FORMAT_STRAY_COST_PER_CHAR per character, capped at FORMAT_STRAY_COST_MAX;
-    floored at 0; tags out of order (first occurrences) -> 0.
-    Departure from the reference: surrounding whitespace is not counted as stray text
-    (:func:`_layout`).
-    """
+    """The layout (reference): FORMAT_TAG_CREDIT a marker present once, less stray text; 0 out of order."""
     _, in_order, before, after = _layout(text)
     if not in_order:
         return 0.0
@@ -2781,11 +1949,7 @@ def format_credit(text: str) -> float:
 
 
 def contract_parts(text: str) -> dict:
-    """Which CONTRACT_PARTS the response follows (name -> bool), read from the same layout as
-    :func:`format_credit`: a tag counts when it appears exactly once and the tags present are
-    in the contract's order; ``boxed`` when the response has a final boxed answer
-    (:func:`extract_final_answer`); ``starts_with_think`` / ``ends_with_answer`` when there is
-    no stray text before ``<think>`` / after ``</answer>``."""
+    """Which CONTRACT_PARTS the response follows (name -> bool)."""
     _, in_order, before, after = _layout(text)
     parts = {name: in_order and text.count(tag) == 1 for name, tag in zip(CONTRACT_PARTS, _TAGS)}
     parts["boxed"] = extract_final_answer(text)[0] is not None
@@ -2794,37 +1958,19 @@ def contract_parts(text: str) -> dict:
     return parts
 
 
-_STEP_RE = re.compile(
-    r"^[ \t>*#-]*(?:step[ \t]*(\d{1,3})[ \t]*[:.)]|(\d{1,3})\.(?!\d)|\((\d{1,3})\))\**[ \t]*(.*)$",
-    re.I | re.M)
-#: COT_KEYWORDS matched at word starts, inflected ("solving", "calculated", "sums").
-_STEP_KEYWORD_RE = re.compile(
-    r"\b(?:" + "|".join(k[:-1] if k.endswith("e") else k for k in COT_KEYWORDS) + r")\w*", re.I)
-
-
 def reasoning_credit(text: str) -> float:
-    """Pay for numbered reasoning steps inside ``<think>`` (reference rule, at most 0.1).
-
-    Step lines: "Step 1: ...", "1. ...", "(1) ..." with more than 3 characters after the
-    number. Over the longest run of sequentially numbered steps: >= 3 steps of which >= 2
-    contain a keyword -> COT_FULL_CREDIT; >= 2 steps with >= 1 keyword -> COT_PARTIAL_CREDIT.
-    Departures from the reference: keywords match at word starts ("sum" no longer matches
-    "assume"; "solving" counts as "solve"), and a step repeated verbatim counts once (a
-    copy-pasted step is not reasoning).
-    """
+    """Numbered steps in ``<think>`` (reference): full or partial credit by the longest sequential run."""
     start = text.find(THINK_OPEN)
     end = text.find(THINK_CLOSE, start + 1)
     if start < 0 or end < 0:
         return 0.0
-    steps = []
-    seen = set()
+    steps, seen = [], set()
     for m in _STEP_RE.finditer(text, start + len(THINK_OPEN), end):
         body = m.group(4).strip()
         if len(body) < COT_MIN_STEP_CHARS or body.lower() in seen:
             continue
         seen.add(body.lower())
-        num = int(m.group(1) or m.group(2) or m.group(3))
-        steps.append((num, bool(_STEP_KEYWORD_RE.search(body))))
+        steps.append((int(m.group(1) or m.group(2) or m.group(3)), bool(_STEP_KEYWORD_RE.search(body))))
     best_len, best_kw, run_len, run_kw, prev = 0, 0, 0, 0, None
     for num, kw in steps:
         if prev is not None and num == prev + 1:
@@ -2840,36 +1986,18 @@ def reasoning_credit(text: str) -> float:
         return COT_PARTIAL_CREDIT
     return 0.0
 
+
 # ======================================================================================
-# 7. Entry point: extraction -> policy -> equivalence -> credit
-# ======================================================================================
-_LIST_COMMA_RE = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
-#: One word in text before a value: "\\text{base } 7", "\\text{day 12}".
-_WORD_LABEL_RE = re.compile(r"^\\(?:text|textrm|mathrm|mbox)\s*\{\s*(?P<w>[A-Za-z]+)\s*(?:\}\s*(?P<v>[^\s{].*)|"
-                            r"\s(?P<v2>[^{}]*\d[^{}]*)\})$", re.S)
-
-
-def _asked_noun_dropped(answer: str, question: Optional[str]) -> str:
-    """``\\text{base } 7`` for "In what base ...?": a word before the value that repeats the noun
-    the question asks for ("what base", "which day") labels the value."""
-    m = _WORD_LABEL_RE.match(answer.strip()) if question else None
-    if m and re.search(r"\b(?:what|which)\s+%s\b" % m.group("w"), question, re.I):
-        return (m.group("v") or m.group("v2")).strip()
-    return answer
-
-
+# 7. Entry point
 def _judge(text: str, gold: str, question: Optional[str] = None) -> Tuple[bool, str]:
-    """Whether the response's final answer is right (sections 2-4), and that answer."""
+    """Whether the response's final answer is right, and that answer: sections 2 to 5 in turn."""
     answers, unpayable = extract_final_answer(text)
     if answers is None:
         return False, ""
-    distinct = []
-    seen = set()
+    first: dict = {}  # boxes that state the same answer are one
     for a in answers:
-        k = _norm_key(a)
-        if k not in seen:
-            seen.add(k)
-            distinct.append(a)
+        first.setdefault(_norm_key(a), a)
+    distinct = list(first.values())
     pred = ", ".join(a.strip() for a in distinct)
     if (unpayable and len(distinct) > 1) or len(distinct) > MAX_FINAL_BOXES:
         return False, pred
@@ -2880,8 +2008,7 @@ def _judge(text: str, gold: str, question: Optional[str] = None) -> Tuple[bool, 
         gold, answer = _LIST_COMMA_RE.sub(", ", gold), _LIST_COMMA_RE.sub(", ", answer)
     try:
         if len(distinct) > 1 and _item_kind(_normalise(gold[:MAX_ANSWER_CHARS])) in ("text", "choice"):
-            # several boxes for one word or letter: each must state it (a sentence around a
-            # word would otherwise swallow the other boxes)
+            # several boxes for one word or letter: each must state it
             ok = all(answers_match(a, gold, deadline, demands) for a in distinct)
             return ok and not _restates_task(answer, gold, text, question), pred
         ok = answers_match(answer, gold, deadline, demands)
@@ -2898,27 +2025,38 @@ def _judge(text: str, gold: str, question: Optional[str] = None) -> Tuple[bool, 
     if ok and question and len(answer) <= MAX_ANSWER_CHARS:  # "(B) 2/3": the letter's option must be the value
         n, options = _normalise(answer), question_options(question)
         try:
-            if (n.choice and n.s and n.choice in options and _option_is_value(options[n.choice])
-                    and not answers_match(n.s, options[n.choice], deadline)):
-                ok = False
+            ok = not (n.choice and n.s and n.choice in options and _option_is_value(options[n.choice])
+                      and not answers_match(n.s, options[n.choice], deadline))
         except _Rejected:
             ok = False
-    if ok and len(distinct) > 1 and any(_restates_task(a, gold, text, question) for a in distinct):
-        ok = False  # one of several boxes restates the task (each box must be an answer)
-    return ok, pred
+    # each of several boxes must be an answer: none may restate the task
+    return ok and not (len(distinct) > 1 and any(_restates_task(a, gold, text, question) for a in distinct)), pred
 
 
-def compute_score(data_source, solution_str, ground_truth, extra_info=None) -> dict:
-    """verl reward: see the module docstring for the returned keys and the rules.
+def _weight(name: str, value) -> float:
+    """A weight from verl's reward_kwargs: a number >= 0, else one line naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+        raise ValueError(f"new_math_reward: reward_kwargs.{name}={value!r}; expected a number >= 0")
+    return value
 
-    ``extra_info["question"]`` (the problem text, written by prepare_math.py) is optional:
-    the restated-task defence reads the task from it when present. Raises ValueError for a
-    data_source outside SUPPORTED_DATA_SOURCES (a configuration error); never raises for
-    anything in the model's text."""
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, *, correct_weight: float = SCORE_CORRECT,
+                  format_weight: float = FORMAT_CREDIT_MAX, reasoning_weight: float = COT_FULL_CREDIT,
+                  format_only: bool = False) -> dict:
+    """verl's reward for one response, in the order data flows: extract the final boxed answer (section 2), normalise
+    it and the gold (3), judge their equivalence (4), apply what ``extra_info["question"]`` demands (5); a correct
+    answer earns ``correct_weight`` plus the format and reasoning credit scaled to ``format_weight`` and
+    ``reasoning_weight`` (6), a wrong one 0. ``format_only``: ``score`` is the share of CONTRACT_PARTS followed instead,
+    whatever the answer (for a model too small for MATH). The keywords come from verl's ``reward_kwargs``. Returns
+    score, acc, format, cot (the credits granted) and pred on every call; raises ValueError for an unsupported
+    data_source or a bad keyword argument (configuration errors), never for model text."""
+    correct_weight, format_weight = _weight("correct_weight", correct_weight), _weight("format_weight", format_weight)
+    reasoning_weight = _weight("reasoning_weight", reasoning_weight)
+    if not isinstance(format_only, bool):
+        raise ValueError(f"new_math_reward: reward_kwargs.format_only={format_only!r}; expected True or False")
     if data_source not in SUPPORTED_DATA_SOURCES:
-        raise ValueError(
-            f"new_math_reward: unsupported data_source {data_source!r}; expected one of "
-            f"{sorted(SUPPORTED_DATA_SOURCES)}. Route other datasets to their own reward.")
+        raise ValueError(f"new_math_reward: unsupported data_source {data_source!r}; expected one of "
+                         f"{sorted(SUPPORTED_DATA_SOURCES)}. Route other datasets to their own reward.")
     STATS["calls"] += 1
     acc, fmt, cot, pred = False, 0.0, 0.0, ""
     try:
@@ -2932,41 +2070,27 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None) -> d
             STATS["hard_timeouts"] += 1
             acc = False
         if acc:
-            fmt = format_credit(text)
-            cot = reasoning_credit(text)
+            fmt = format_credit(text) * (format_weight / FORMAT_CREDIT_MAX)
+            cot = reasoning_credit(text) * (reasoning_weight / COT_FULL_CREDIT)
     except Exception:  # noqa: BLE001 - model text must never crash training
         STATS["internal_errors"] += 1
         acc, fmt, cot = False, 0.0, 0.0
-    score = SCORE_CORRECT + fmt + cot if acc else 0.0
-    return {"score": float(min(score, 1.0)), "acc": 1.0 if acc else 0.0, "format": float(fmt),
-            "cot": float(cot), "pred": pred[:PRED_MAX_CHARS]}
+    out = {"score": float(correct_weight + fmt + cot if acc else 0.0), "acc": 1.0 if acc else 0.0,
+           "format": float(fmt), "cot": float(cot), "pred": pred[:PRED_MAX_CHARS]}
+    if format_only:
+        try:
+            parts = contract_parts(solution_str if isinstance(solution_str, str) else "")
+            share = round(sum(parts.values()) / len(CONTRACT_PARTS), 6)
+        except Exception:  # noqa: BLE001 - model text must never crash training
+            STATS["internal_errors"] += 1
+            share = 0.0
+        out.update(score=share, format=share)
+    return out
 
 
 def compute_format_score(data_source, solution_str, ground_truth, extra_info=None) -> dict:
-    """The answer contract's format alone, paid whatever the answer: a learnable reward for
-    a model too small to solve MATH (the CPU learning profile, ``REWARD_NAME`` in the
-    launcher). Never use it to train a model meant to solve problems.
-
-    ``score`` is the share of the contract followed, in [0, 1]: the fraction of CONTRACT_PARTS
-    that :func:`contract_parts` finds (each tag once and in order, a final ``\\boxed{}``
-    answer, no text before ``<think>`` or after ``</answer>``). Each part pays on its own, so a
-    response that follows some of the contract earns some reward: a 135M model rarely follows
-    all of it, and a reward that paid only the reference's newline-exact layout was measured
-    non-zero on 3 of 128 SmolLM2-135M responses. ``acc`` is still judged (the same keys as
-    :func:`compute_score`), so a run with this reward logs how often the answer happens to be
-    right; ``format`` is ``score``.
-    """
-    out = compute_score(data_source, solution_str, ground_truth, extra_info)
-    text = solution_str if isinstance(solution_str, str) else ""
-    try:
-        share = sum(contract_parts(text).values()) / len(CONTRACT_PARTS)
-    except Exception:  # noqa: BLE001 - model text must never crash training
-        STATS["internal_errors"] += 1
-        share = 0.0
-    share = round(min(max(share, 0.0), 1.0), 6)
-    out.update(score=share, format=share)
-    return out
-
+    """``compute_score(..., format_only=True)``, under the name earlier configs and runs use."""
+    return compute_score(data_source, solution_str, ground_truth, extra_info, format_only=True)
 
 for _warm in ("x^{2}+\\frac{1}{2}", "\\frac{\\sqrt{3}}{2}+\\pi", "3+4i"):
     _parse(_warm)  # warm the LaTeX parser and sympy at import (first calls cost ~0.2 s)

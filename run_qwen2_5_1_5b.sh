@@ -82,7 +82,7 @@ MODEL_PATH=${MODEL_PATH:-$REPO_DIR/models/Qwen2.5-1.5B-Instruct}        # HF mod
 TRAIN_FILE=${TRAIN_FILE:-$REPO_DIR/data/verl/math/train.parquet}        # verl parquet from prepare_math.py
 VAL_FILE=${VAL_FILE:-$REPO_DIR/data/verl/math/test.parquet}             # verl parquet from prepare_math.py
 REWARD_FILE=${REWARD_FILE:-$REPO_DIR/new_math_reward.py}                # the stack's reward key .path (reward.custom_reward_function on current)
-REWARD_NAME=${REWARD_NAME:-compute_score}                               # the stack's reward key .name: any function of REWARD_FILE with verl's reward signature (new_math_reward.py: compute_score, or compute_format_score, the answer contract's format alone, profile cpu_learn)
+REWARD_NAME=${REWARD_NAME:-compute_score}                               # the stack's reward key .name: any function of REWARD_FILE with verl's reward signature (new_math_reward.py: compute_score); its keyword arguments are Hydra overrides +<reward key>.reward_kwargs.NAME=VALUE (new_math_reward.py: correct_weight, format_weight, reasoning_weight, format_only as profile cpu_learn sets it)
 PROJECT_NAME=${PROJECT_NAME:-verl_grpo_example_math}                    # trainer.project_name
 EXPERIMENT_NAME=${EXPERIMENT_NAME:-qwen2_5_1_5b_math}                   # trainer.experiment_name
 OUTPUT_DIR=${OUTPUT_DIR:-$REPO_DIR/outputs/$EXPERIMENT_NAME}            # root of CKPT_DIR, LOG_FILE, TENSORBOARD_DIR, SWANLAB_LOG_DIR, hydra/ and health_report.py's health/

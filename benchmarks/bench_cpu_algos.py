@@ -7,7 +7,7 @@ Usage::
 
 Each variant runs ``PROFILE=cpu_learn ALGO=<algo> bash run_qwen2_5_1_5b.sh`` with OUTPUT_DIR=DIR/<algo>:
 the same seed, data, model (SmolLM2-135M-Instruct) and reward (the answer contract's format,
-new_math_reward.compute_format_score). ``--read-only`` reads finished runs instead. Printed per
+new_math_reward.compute_score, format_only=True). ``--read-only`` reads finished runs instead. Printed per
 variant: the training reward ``critic/score/mean`` (for dapo it includes the overlong penalty)
 as the mean of the first 3 and of the last 3 global steps, the first global step at which it
 reaches 0.3, the mean response length (tokens), the groups dynamic sampling dropped

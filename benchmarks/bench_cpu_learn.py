@@ -6,7 +6,7 @@ Usage::
     python -m benchmarks.bench_cpu_learn --run-dir DIR [--markdown FILE] [--plot FILE.png]
 
 Runs ``PROFILE=cpu_learn bash run_qwen2_5_1_5b.sh`` (SmolLM2-135M-Instruct, MATH Level-1
-prompts, reward = the answer contract's format, new_math_reward.compute_format_score) with
+prompts, reward = the answer contract's format, new_math_reward.compute_score, format_only=True) with
 OUTPUT_DIR=DIR, then reads its TensorBoard events and prints:
 
 - per global step: training reward ``critic/score/mean`` (the share of the contract

@@ -2,15 +2,16 @@
 # Profile cpu_learn: a CPU GRPO run that visibly learns, through the same launcher and main_ppo.
 # SmolLM2-135M-Instruct cannot solve MATH problems, so a reward for correct answers gives GRPO no
 # signal. It does sometimes follow parts of the answer contract, so this profile pays for the
-# contract's format alone (new_math_reward.compute_format_score: the share of the contract's
-# parts followed, in [0, 1]); most groups of 8 responses then hold different scores. The run
-# shows the learning loop working, not a model learning mathematics (docs/cpu_learn.md).
+# contract's format alone (new_math_reward.compute_score with format_only=True: the share of the
+# contract's parts followed, in [0, 1]); most groups of 8 responses then hold different scores. The
+# run shows the learning loop working, not a model learning mathematics (docs/cpu_learn.md).
 # Everything not set here is the cpu profile's.
 # Each line is a default: a variable set in the environment wins. Sourced by the launcher.
 # shellcheck disable=SC2034  # variables are read by run_qwen2_5_1_5b.sh
 EXPERIMENT_NAME=${EXPERIMENT_NAME:-smollm2_135m_format_cpu}
-# the format-only reward (the answer is still judged and logged as acc)
-REWARD_NAME=${REWARD_NAME:-compute_format_score}
+# the format-only reward, a keyword of the reward through verl's reward_kwargs (the answer is still
+# judged and logged as acc); a REWARD_NAME of your own must then take format_only too
+PROFILE_ARGS+=("+$STACK_REWARD_KEY.reward_kwargs.format_only=True")
 # 4 prompts x 8 responses of up to 64 tokens: the contract's layout fits, and a group of 8
 # usually holds a response that follows more of it than the others
 TRAIN_BATCH_SIZE=${TRAIN_BATCH_SIZE:-4}

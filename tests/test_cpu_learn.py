@@ -1,7 +1,7 @@
 """The learning loop on CPU, through the launcher and verl's main_ppo (slow; CI runs it).
 
 A run whose loop is broken still finishes and logs numbers. This short, seeded run of the
-cpu_learn profile (format reward, new_math_reward.compute_format_score) fails when:
+cpu_learn profile (format reward, new_math_reward.compute_score with format_only=True) fails when:
 
 - the reward never reaches the advantages: a step's GRPO advantages must be non-zero exactly
   when one of its groups (the responses to one prompt, from verl's rollout dump) has scores
@@ -15,8 +15,8 @@ cpu_learn profile (format reward, new_math_reward.compute_format_score) fails wh
   (rollout - actor) log-prob of the rollout's tokens, at most ROLLOUT_PPO_KL_MAX in size; where
   the pass runs, verl's ``training/rollout_actor_probs_pearson_corr`` at least ROLLOUT_PEARSON_MIN;
 - the optimizer never steps: the final weights must differ from the initial ones;
-- the reward named by REWARD_NAME is not the one verl calls: every dumped response's score must
-  be what ``new_math_reward.compute_format_score`` gives it;
+- the reward named by REWARD_NAME, with its reward_kwargs, is not the one verl calls: every dumped
+  response's score must be what ``new_math_reward.compute_score(..., format_only=True)`` gives it;
 - the update does not make the rewarded behaviour more frequent (a wrong advantage sign, a
   reward not wired in, a rollout left on the initial weights): the training reward, the
   share of the answer contract followed, must rise over the global steps, by a rank test
@@ -156,7 +156,7 @@ def model_digest(model_dir: Path, dtype) -> str:
 
 
 def test_run_exits_zero_and_used_the_format_reward(learn_run):
-    from new_math_reward import compute_format_score
+    from new_math_reward import compute_score
 
     assert learn_run.returncode == 0, learn_run.log[-4000:]
     # verl's vLLM server started with the CPU weight-sync extension (verl keeps vLLM's own log at WARN)
@@ -165,7 +165,8 @@ def test_run_exits_zero_and_used_the_format_reward(learn_run):
     per_step_rows = int(learn_run.settings["TRAIN_BATCH_SIZE"]) * int(learn_run.settings["N_SAMPLES"])
     assert len(rows) == learn_run.steps * per_step_rows
     for row in rows:
-        assert row["score"] == pytest.approx(compute_format_score("DigitalLearningGmbH/MATH-lighteval", row["output"], row["gts"])["score"]), row
+        paid = compute_score("DigitalLearningGmbH/MATH-lighteval", row["output"], row["gts"], format_only=True)
+        assert row["score"] == pytest.approx(paid["score"]), row
 
 
 def test_rollout_generates_with_the_previous_steps_actor_weights(learn_run):

@@ -19,7 +19,7 @@ import pytest
 
 import health_report
 from grpo_math.health import read, rules
-from script_utils import DataError
+from grpo_math.io import DataError
 from conftest import REPO
 
 VAL = read.DEFAULT_VAL_TAG

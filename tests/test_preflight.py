@@ -18,7 +18,7 @@ import pytest
 
 import preflight as pf
 import prepare_math
-from conftest import REPO, ComposedLaunches, launcher_overrides, running_stack
+from conftest import REPO, ComposedLaunches, json_from_stack, launcher_overrides, running_stack, stack_environment
 from grpo_math.stacks import STACK_MATRIX, stack_var, version_matches
 
 TOKENIZER = REPO.parent / "shared" / "data" / "qwen2_5_tokenizer"
@@ -525,7 +525,7 @@ def installed_row(stack: str, device: str, **over) -> dict:
 
 
 REF_FIX = "run 'bash setup.sh' (pip install -c constraints.txt -r requirements.txt)"
-REF_ROW = 'STACK=reference on npu (script_utils.STACK_MATRIX, README "Versions")'
+REF_ROW = 'STACK=reference on npu (grpo_math.stacks.STACK_MATRIX, README "Versions")'
 
 
 def test_pins_are_read_from_requirements_and_verl_metadata():
@@ -555,7 +555,7 @@ def test_verl_not_installed():
     assert lines(pf.check_versions({"verl": None, "torch": "2.13.0", "transformers": "4.56.2"}, "reference", "cpu",
                                    "vllm")) == [
         f"preflight: FAIL verl is not installed for {sys.executable} but STACK=reference on cpu "
-        f'(script_utils.STACK_MATRIX, README "Versions") needs verl==0.6.0: {REF_FIX}, or set PYTHON']
+        f'(grpo_math.stacks.STACK_MATRIX, README "Versions") needs verl==0.6.0: {REF_FIX}, or set PYTHON']
 
 
 def test_verl_of_the_other_stack_fails():
@@ -564,7 +564,7 @@ def test_verl_of_the_other_stack_fails():
         "docker/Dockerfile.ascend (docker/README.md)"]
     found = lines(pf.check_versions(installed_row("current", "cpu", verl="0.6.0"), "current", "cpu", "vllm"))
     assert found == [
-        'preflight: FAIL verl 0.6.0 is installed but STACK=current on cpu (script_utils.STACK_MATRIX, README '
+        'preflight: FAIL verl 0.6.0 is installed but STACK=current on cpu (grpo_math.stacks.STACK_MATRIX, README '
         '"Versions") pins verl 0.9.1: install stacks/current/requirements.txt into the stack\'s environment '
         "(STACK_VENV of stacks/current.sh)"]
 
@@ -572,7 +572,7 @@ def test_verl_of_the_other_stack_fails():
 def test_vllm_missing():
     assert lines(pf.check_versions(installed_row("reference", "cuda", vllm=None), "reference", "cuda", "vllm")) == [
         f"preflight: FAIL vllm is not installed for {sys.executable} but STACK=reference on cuda "
-        '(script_utils.STACK_MATRIX, README "Versions") needs vllm==0.9.1: ROLLOUT_NAME=vllm needs it; use the '
+        '(grpo_math.stacks.STACK_MATRIX, README "Versions") needs vllm==0.9.1: ROLLOUT_NAME=vllm needs it; use the '
         "nvidia/cuda:12.8.1-cudnn-devel-ubuntu22.04 image (docker/Dockerfile.cuda, docker/README.md)"]
 
 
@@ -602,14 +602,14 @@ def test_torch_transformers_and_cann_drift_warns():
     found = lines(pf.check_versions(installed_row("current", "npu", torch_npu="2.9.0.post2", transformers="5.5.4"),
                                     "current", "npu", "vllm", cann="9.0.0"))
     assert found == [
-        'preflight: WARN torch_npu 2.9.0.post2 is installed but STACK=current on npu (script_utils.STACK_MATRIX, '
+        'preflight: WARN torch_npu 2.9.0.post2 is installed but STACK=current on npu (grpo_math.stacks.STACK_MATRIX, '
         'README "Versions") pairs verl 0.9.1 with torch_npu 2.10.0.post4: use the quay.io/ascend/vllm-ascend:v0.23.0 '
         "image (docker/Dockerfile.ascend-current, docker/README.md)",
-        'preflight: WARN transformers 5.5.4 is installed but STACK=current on npu (script_utils.STACK_MATRIX, '
+        'preflight: WARN transformers 5.5.4 is installed but STACK=current on npu (grpo_math.stacks.STACK_MATRIX, '
         'README "Versions") pairs verl 0.9.1 with transformers 5.10.4: install stacks/current/requirements.txt into '
         "the stack's environment (STACK_VENV of stacks/current.sh), or use docker/Dockerfile.ascend-current "
         "(docker/README.md)",
-        'preflight: WARN CANN 9.0.0 is installed but STACK=current on npu (script_utils.STACK_MATRIX, README '
+        'preflight: WARN CANN 9.0.0 is installed but STACK=current on npu (grpo_math.stacks.STACK_MATRIX, README '
         '"Versions") is built for CANN 9.1.0: use the quay.io/ascend/vllm-ascend:v0.23.0 image '
         "(docker/Dockerfile.ascend-current, docker/README.md)"]
 
@@ -829,6 +829,31 @@ def test_launcher_takes_any_reward_function_and_preflight_judges_it(tmp_path, na
         assert proc.returncode == 1 and len(failures) == 1 and f"REWARD_NAME={name}" in failures[0], proc.stderr
 
 
+KWARGS_REWARD = r"""
+def my_score(data_source, solution_str, ground_truth, extra_info=None, bonus=0.0):
+    return 1.0 + bonus if "\\boxed{" + ground_truth + "}" in solution_str else 0.0
+"""
+
+
+@pytest.mark.parametrize("stack, device", [("reference", "cuda"), ("current", "cpu")])
+def test_launcher_loads_a_users_reward_and_its_kwargs_as_each_stacks_verl_does(tmp_path, data_file, stack, device):
+    """REWARD_FILE / REWARD_NAME and a reward_kwargs override reach the function through the stack's own verl
+    loader (get_custom_reward_fn), run in the stack's environment; the reference stack launches on cuda here (it
+    does not train on CPU), so its device checks fail and the reward's lines are what is checked."""
+    python = stack_environment(stack)
+    reward = tmp_path / "my_reward.py"
+    reward.write_text(KWARGS_REWARD)
+    key = pf.stack_reward_key(stack)
+    proc = launch(tmp_path, "--preflight-only", f"+{key}.reward_kwargs.bonus=0.5", STACK=stack, DEVICE=device,
+                  PYTHON=str(python), REWARD_FILE=str(reward), REWARD_NAME="my_score", TRAIN_FILE=str(data_file),
+                  VAL_FILE=str(data_file), MODEL_PATH=str(tmp_path / "no-model"))
+    reward_lines = [line for line in proc.stderr.splitlines() if "REWARD_FILE" in line or "reward smoke" in line]
+    verl = STACK_MATRIX[stack]["cpu"]["verl"].version
+    assert len(reward_lines) == 1 and reward_lines[0].startswith(
+        f"preflight: INFO reward smoke test: my_score of {reward} with reward_kwargs {{'bonus': 0.5}}, loaded by verl "
+        f"{verl}'s get_custom_reward_fn, pays 1.5 for a correct response and 0 for a wrong one"), proc.stderr
+
+
 def test_launcher_refuses_a_reward_name_that_is_no_function_name(tmp_path):
     proc = launch(tmp_path, "--preflight-only", REWARD_NAME="my-score")
     assert proc.returncode == 2
@@ -871,8 +896,19 @@ def test_each_stacks_own_reward_key_passes():
 def test_the_configured_reward_is_the_last_override_of_the_stacks_key():
     overrides = ["reward.custom_reward_function.path=/a.py", "custom_reward_function.name=ignored",
                  "+reward.custom_reward_function.name=compute_format_score"]
-    assert pf.configured_reward("current", Path("/r.py"), "compute_score", overrides) == ("/a.py", "compute_format_score")
-    assert pf.configured_reward("reference", Path("/r.py"), "compute_score", overrides) == ("/r.py", "ignored")
+    assert pf.configured_reward("current", Path("/r.py"), "compute_score", overrides) == (
+        "/a.py", "compute_format_score", {})
+    assert pf.configured_reward("reference", Path("/r.py"), "compute_score", overrides) == ("/r.py", "ignored", {})
+
+
+def test_reward_kwargs_are_read_from_the_stacks_key_as_hydra_types_them():
+    overrides = ["+reward.custom_reward_function.reward_kwargs.format_only=True",
+                 "+reward.custom_reward_function.reward_kwargs.correct_weight=1", "++reward.custom_reward_function."
+                 "reward_kwargs.tag='x'", "~reward.custom_reward_function.reward_kwargs.correct_weight",
+                 "+custom_reward_function.reward_kwargs.ignored=1"]
+    assert pf.configured_reward("current", Path("/r.py"), "compute_score", overrides)[2] == {"format_only": True,
+                                                                                           "tag": "x"}
+    assert pf.configured_reward("reference", Path("/r.py"), "compute_score", overrides)[2] == {"ignored": 1}
 
 
 SIGNAL_REWARD = '''
@@ -925,16 +961,61 @@ def where(path, name) -> str:
     return f"REWARD_FILE={path} REWARD_NAME={name}"
 
 
+SMOKE = """
+import json, sys
+from pathlib import Path
+import preflight as pf
+stack, train, specs = sys.argv[1], Path(sys.argv[2]), json.loads(sys.argv[3])
+print(json.dumps([[str(p) for p in pf.check_reward_smoke(stack, path, name, train, reward_kwargs=kwargs)]
+                  for path, name, kwargs in specs]))
+"""
+
+
+def smokes(stack: str, train: Path, *specs: tuple) -> list[list[str]]:
+    """preflight's reward smoke test for each (path, name, reward_kwargs), run in ``stack``'s environment (its verl's
+    loader), all in one process (importing verl takes seconds)."""
+    specs = [(str(path), name, kwargs) for path, name, kwargs in specs]
+    if stack == running_stack():
+        return [lines(pf.check_reward_smoke(stack, path, name, train, reward_kwargs=kwargs)) for path, name, kwargs in specs]
+    return json_from_stack(stack, SMOKE, stack, str(train), json.dumps(specs))
+
+
+def smoke(stack: str, path, name: str, train: Path, kwargs: dict | None = None) -> list[str]:
+    return smokes(stack, train, (path, name, kwargs))[0]
+
+
 @pytest.mark.parametrize("stack", ["reference", "current"])
 def test_the_recipe_reward_passes_the_smoke_test_in_under_2_s(stack, data_file):
-    for name, paid in (("compute_score", "0.95"), ("compute_format_score", "1")):
-        found = lines(pf.check_reward_smoke(stack, str(REPO / "new_math_reward.py"), name, data_file))
+    recipe = REPO / "new_math_reward.py"
+    verl = STACK_MATRIX[stack]["cpu"]["verl"].version
+    cases = (("compute_score", None, "0.95"), ("compute_score", {"format_only": True}, "1"),
+             ("compute_score", {"correct_weight": 1.0, "format_weight": 0.0}, "1.05"), ("compute_format_score", None, "1"))
+    for (name, kwargs, paid), found in zip(cases, smokes(stack, data_file, *[(recipe, n, k) for n, k, _ in cases])):
+        shown = f" with reward_kwargs {kwargs}" if kwargs else ""
         assert len(found) == 1 and found[0].startswith(
-            f"preflight: INFO reward smoke test: {name} of {REPO / 'new_math_reward.py'}, loaded as verl "
-            f"{'0.6.0' if stack == 'reference' else '0.9.1'} loads it, pays {paid} for a correct response and 0 for a "
-            "wrong one (TRAIN_FILE row 0, ground_truth '2'), in the main thread and a worker thread ("), found
+            f"preflight: INFO reward smoke test: {name} of {recipe}{shown}, loaded by verl {verl}'s get_custom_reward_fn, "
+            f"pays {paid} for a correct response and 0 for a wrong one (TRAIN_FILE row 0, ground_truth '2'), in the main "
+            "thread and a worker thread ("), found
         seconds = float(found[0].rsplit("(", 1)[1].split(" s)")[0])
         assert seconds < 2.0, found  # the preflight budget for this check
+
+
+def test_a_keyword_the_reward_does_not_take_is_refused(data_file):
+    stack = running_stack()
+    found = smoke(stack, REPO / "new_math_reward.py", "compute_score", data_file, {"format_ony": True})
+    assert len(found) == 1 and found[0].startswith(
+        f"preflight: FAIL {where(REPO / 'new_math_reward.py', 'compute_score')}: the reward with reward_kwargs "
+        "{'format_ony': True} raised in the main thread on a correct response (TypeError: "), found
+    assert found[0].endswith("its reward_kwargs {'format_ony': True} must be keyword arguments it takes "
+                             "(docs/troubleshooting.md)"), found
+
+
+def test_the_smoke_test_needs_the_stacks_verl(data_file):
+    other = next(s for s in STACK_MATRIX if s != running_stack())
+    found = lines(pf.check_reward_smoke(other, str(REPO / "new_math_reward.py"), "compute_score", data_file))
+    assert len(found) == 1 and found[0].startswith(
+        f"preflight: WARN {where(REPO / 'new_math_reward.py', 'compute_score')}: reward smoke test skipped: "
+        f"STACK={other} loads the reward with verl {STACK_MATRIX[other]['cpu']['verl'].version}'s loader"), found
 
 
 def test_a_reward_that_raises_off_the_main_thread_is_refused(rewards, data_file):
@@ -953,7 +1034,7 @@ def test_a_reward_that_scores_0_off_the_main_thread_is_refused(rewards, data_fil
 
 
 def test_a_reward_that_pays_nothing_is_refused(rewards, data_file):
-    assert lines(pf.check_reward_smoke("reference", str(rewards), "pays_nothing", data_file)) == [
+    assert smoke("reference", rewards, "pays_nothing", data_file) == [
         f"preflight: FAIL {where(rewards, 'pays_nothing')}: the reward pays 0 for a correct response in the main thread "
         "and a worker thread (TRAIN_FILE row 0, ground_truth '2'): training would see no reward; check REWARD_NAME and "
         "the answer format the reward expects (docs/troubleshooting.md)"]
@@ -983,9 +1064,10 @@ def test_a_reward_verl_cannot_load_is_refused(tmp_path, rewards, data_file):
         "one of them"]
     broken = tmp_path / "broken.py"
     broken.write_text("import no_such_module_here\n")
-    assert lines(pf.check_reward_smoke("reference", str(broken), "compute_score", data_file)) == [
-        f"preflight: FAIL {where(broken, 'compute_score')}: verl cannot load it (RuntimeError: Error loading module "
-        f"from '{broken}': ModuleNotFoundError: No module named 'no_such_module_here'): fix the file"]
+    for stack in STACK_MATRIX:  # verl 0.9.1 chains the import error to its own RuntimeError: its cause is shown
+        assert smoke(stack, broken, "compute_score", data_file) == [
+            f"preflight: FAIL {where(broken, 'compute_score')}: verl cannot load it (ModuleNotFoundError: No module "
+            "named 'no_such_module_here'): fix the file"]
     assert "custom_module" not in sys.modules  # preflight's process is left as it was
 
 

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 import new_math_reward as R
 from conftest import REPO
+from tools.reward_policy import POLICY_RULES, policy_markdown
 
 SRC = "DigitalLearningGmbH/MATH-lighteval"
 KEYS = {"score": float, "acc": float, "format": float, "cot": float, "pred": str}
@@ -117,6 +118,53 @@ def test_score_never_exceeds_one():
 
 
 # ======================================================================================
+# Weights and format_only: keyword arguments, as verl passes custom_reward_function.reward_kwargs
+# ======================================================================================
+def test_default_weights_are_the_reference_run():
+    out = R.compute_score(SRC, contract("4"), "4", correct_weight=0.7, format_weight=0.2, reasoning_weight=0.1)
+    assert out == score(contract("4"), "4")
+
+
+@pytest.mark.parametrize("weights, paid", [
+    (dict(correct_weight=1.0, format_weight=0.0, reasoning_weight=0.0), (1.0, 0.0, 0.0)),
+    (dict(format_weight=0.4), (1.2, 0.4, 0.1)),
+    (dict(correct_weight=0.5, reasoning_weight=0.5), (1.2, 0.2, 0.5)),
+])
+def test_weights_scale_each_credit(weights, paid):
+    out = R.compute_score(SRC, contract("4"), "4", **weights)
+    assert (out["score"], out["format"], out["cot"]) == pytest.approx(paid) and out["acc"] == 1.0
+
+
+def test_weights_scale_partial_credit_in_proportion():
+    partial = "<think>\nStep 1: Solve it.\nStep 2: Check it.\n</think>\nSo \\boxed{4}"  # two tags, two steps
+    assert (R.format_credit(partial), R.reasoning_credit(partial)) == pytest.approx((0.1, R.COT_PARTIAL_CREDIT))
+    out = R.compute_score(SRC, partial, "4", format_weight=0.4, reasoning_weight=1.0)
+    assert (out["format"], out["cot"]) == pytest.approx((0.2, 0.5))
+
+
+def test_weights_never_pay_a_wrong_answer():
+    assert R.compute_score(SRC, contract("5"), "4", correct_weight=1.0, format_weight=1.0)["score"] == 0.0
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    (dict(correct_weight=-0.1), "correct_weight"), (dict(format_weight="0.2"), "format_weight"),
+    (dict(reasoning_weight=float("nan")), "reasoning_weight"), (dict(correct_weight=True), "correct_weight"),
+    (dict(format_only="yes"), "format_only"),
+])
+def test_a_bad_keyword_argument_is_one_line_naming_it(kwargs, field):
+    with pytest.raises(ValueError, match=rf"^new_math_reward: reward_kwargs\.{field}=") as err:
+        R.compute_score(SRC, contract("4"), "4", **kwargs)
+    assert "\n" not in str(err.value)
+
+
+def test_format_only_pays_the_contract_whatever_the_answer():
+    wrong = R.compute_score(SRC, contract("5"), "4", format_only=True)
+    assert wrong["score"] == wrong["format"] == pytest.approx(1.0) and wrong["acc"] == 0.0
+    assert R.compute_score(SRC, "Maybe 4.", "4", format_only=True)["score"] == 0.0
+    assert R.compute_format_score(SRC, contract("5"), "4") == wrong  # the name earlier configs use
+
+
+# ======================================================================================
 # Format credit (reference rule)
 # ======================================================================================
 def test_format_earns_all_four_markers():
@@ -159,11 +207,11 @@ def test_system_prompt_example_layout_earns_full_format():
 
 
 # ======================================================================================
-# Format-only reward (compute_format_score: the CPU learning profile's reward)
+# Format-only reward (format_only=True: the CPU learning profile's reward)
 # ======================================================================================
 def test_format_score_full_contract_is_one_whatever_the_answer():
     full = "<think>\nStep 1: add\n</think>\n<answer>\n\\boxed{7}\n</answer>"
-    out = R.compute_format_score(SRC, full, "3")
+    out = fmt_score(full, "3")
     assert out["score"] == pytest.approx(1.0) and out["format"] == pytest.approx(1.0)
     assert out["acc"] == 0.0 and out["pred"] == "7"
 
@@ -174,6 +222,10 @@ def test_system_prompt_layout_follows_every_contract_part():
 
 
 SEVENTH = 1 / len(R.CONTRACT_PARTS)
+
+
+def fmt_score(text, gold: str) -> dict:
+    return R.compute_score(SRC, text, gold, format_only=True)
 
 
 @pytest.mark.parametrize("text, parts", [
@@ -189,18 +241,18 @@ SEVENTH = 1 / len(R.CONTRACT_PARTS)
 ])
 def test_format_score_pays_each_contract_part_its_share(text, parts):
     assert {k for k, v in R.contract_parts(text).items() if v} == parts
-    assert R.compute_format_score(SRC, text, "3")["score"] == pytest.approx(len(parts) * SEVENTH)
+    assert fmt_score(text, "3")["score"] == pytest.approx(len(parts) * SEVENTH)
 
 
 def test_format_score_tags_out_of_order_pay_no_tag():
     out_of_order = "<answer>\n\\boxed{1}\n</answer>\n<think>\nx\n</think>\n"
     assert {k for k, v in R.contract_parts(out_of_order).items() if v} == {"boxed"}
-    assert R.compute_format_score(SRC, out_of_order, "1")["score"] == pytest.approx(SEVENTH)
-    assert R.compute_format_score(SRC, None, "1")["score"] == 0.0
+    assert fmt_score(out_of_order, "1")["score"] == pytest.approx(SEVENTH)
+    assert fmt_score(None, "1")["score"] == 0.0
 
 
 def test_format_score_keys_match_compute_score():
-    assert set(R.compute_format_score(SRC, "x", "1")) == set(R.compute_score(SRC, "x", "1"))
+    assert set(fmt_score("x", "1")) == set(R.compute_score(SRC, "x", "1"))
 
 
 # ======================================================================================
@@ -1022,9 +1074,9 @@ def test_hedged_bases_and_moduli_are_distinct_answers():
 
 
 # ======================================================================================
-# The written policy (POLICY_RULES, docs/reward_policy.md): every rule's examples
+# The written policy (tools/reward_policy.py POLICY_RULES, docs/reward_policy.md): every rule's examples
 # ======================================================================================
-@pytest.mark.parametrize("rule", R.POLICY_RULES, ids=[r["rule"] for r in R.POLICY_RULES])
+@pytest.mark.parametrize("rule", POLICY_RULES, ids=[r["rule"] for r in POLICY_RULES])
 def test_policy_rule(rule, unhurried):
     assert rule["examples"] and rule["source"] and rule["decision"] and rule["choice"]
     for question, answer, gold, paid in rule["examples"]:
@@ -1035,9 +1087,9 @@ def test_policy_rule(rule, unhurried):
 
 
 def test_policy_table_lists_every_rule():
-    table = R.policy_markdown()
-    assert table.count("\n") == len(R.POLICY_RULES) + 1
-    assert all(f"| {r['rule']} |" in table for r in R.POLICY_RULES)
+    table = policy_markdown()
+    assert table.count("\n") == len(POLICY_RULES) + 1
+    assert all(f"| {r['rule']} |" in table for r in POLICY_RULES)
     assert (REPO / "docs" / "reward_policy.md").read_text().count(table) == 1
 
 

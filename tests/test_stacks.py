@@ -22,6 +22,10 @@ def dry_run(stack: str, profile: str, **env: str) -> list[str]:
     return launcher_overrides(stack, profile.split("_")[0], PROFILE=profile, **env)
 
 
+#: The format-only reward as a launch passes it: a keyword argument through verl's reward_kwargs.
+FORMAT_ONLY = "+{key}.reward_kwargs.format_only=True"
+
+
 def legacy_reward_key(overrides: list[str]) -> list[str]:
     """The reference's top-level reward key in place of the one verl 0.9.1 reads."""
     return [o.replace("reward.custom_reward_function.", "custom_reward_function.", 1) for o in overrides]
@@ -31,7 +35,8 @@ def launches(stack: str) -> dict[str, list[str]]:
     """Every launch this module composes with the stack's verl, by name."""
     if stack == "reference":  # it does not train on CPU
         return {"npu_4": dry_run(stack, "npu_4"), "cuda_4": dry_run(stack, "cuda_4"),
-                "npu_4 with the format reward": dry_run(stack, "npu_4", REWARD_NAME="compute_format_score")}
+                "npu_4 with the format reward": dry_run(stack, "npu_4") + [FORMAT_ONLY.format(key="custom_reward_function")],
+                "npu_4 with the old format reward name": dry_run(stack, "npu_4", REWARD_NAME="compute_format_score")}
     found = {profile: dry_run(stack, profile) for profile in PROFILES}
     found["npu_4 with the legacy reward key"] = legacy_reward_key(found["npu_4"])
     return found
@@ -57,16 +62,18 @@ def test_the_launcher_runs_the_stacks_python(stack):
     assert launcher_command(stack, "cuda")[0] == (str(python) if python.exists() else "python3")
 
 
-@pytest.mark.parametrize("stack,launch,reward_name", [
-    ("reference", "npu_4", "compute_score"), ("reference", "cuda_4", "compute_score"),
-    ("reference", "npu_4 with the format reward", "compute_format_score"),
-    ("current", "npu_4", "compute_score"), ("current", "cpu", "compute_score"),
-    ("current", "cpu_learn", "compute_format_score"),
+@pytest.mark.parametrize("stack,launch,reward_name,kwargs", [
+    ("reference", "npu_4", "compute_score", {}), ("reference", "cuda_4", "compute_score", {}),
+    ("reference", "npu_4 with the format reward", "compute_score", {"format_only": True}),
+    ("reference", "npu_4 with the old format reward name", "compute_format_score", {}),
+    ("current", "npu_4", "compute_score", {}), ("current", "cpu", "compute_score", {}),
+    ("current", "cpu_learn", "compute_score", {"format_only": True}),
 ])
-def test_verl_loads_the_recipe_reward(composed, stack, launch, reward_name):
+def test_verl_loads_the_recipe_reward(composed, stack, launch, reward_name, kwargs):
+    """The reward and its keyword arguments (custom_reward_function.reward_kwargs) reach verl's own loader."""
     got = composed(stack, launch)
     assert got["verl"] == stacks.STACK_MATRIX[stack][launch.split("_")[0]]["verl"].version
-    assert got["reward"] == {"file": str(REPO / "new_math_reward.py"), "name": reward_name}
+    assert got["reward"] == {"file": str(REPO / "new_math_reward.py"), "name": reward_name, "kwargs": kwargs}
 
 
 def test_current_ignores_the_legacy_reward_key(composed):

@@ -29,7 +29,8 @@ def compose(overrides: list[str]):
 
 
 def loaded_reward(cfg) -> dict | None:
-    """The reward function main_ppo would call, as verl's own loader finds it."""
+    """The reward function main_ppo would call, as verl's own loader finds it, and the keyword arguments verl
+    passes it (custom_reward_function.reward_kwargs)."""
     import functools
 
     from verl.trainer.ppo.reward import get_custom_reward_fn
@@ -38,10 +39,13 @@ def loaded_reward(cfg) -> dict | None:
         fn = get_custom_reward_fn(cfg)
     if fn is None:
         return None
+    kwargs = {}
     # verl wraps the function: partial(_call_with_kwargs, raw_fn, reward_kwargs)
     while isinstance(fn, functools.partial):
+        if len(fn.args) > 1 and isinstance(fn.args[1], dict):
+            kwargs.update(fn.args[1])
         fn = fn.args[0] if fn.args and callable(fn.args[0]) else fn.func
-    return {"file": fn.__code__.co_filename, "name": fn.__name__}
+    return {"file": fn.__code__.co_filename, "name": fn.__name__, "kwargs": kwargs}
 
 
 def validate(cfg) -> None:

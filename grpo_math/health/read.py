@@ -14,7 +14,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 
-from script_utils import DataError, one_line
+from grpo_math.io import DataError, one_line
 
 # Metric tags as verl logs them (0.6.0 file names; 0.9.1 logs the same names unless noted).
 TAG_ENTROPY = "actor/entropy"  # ray_trainer.py, from the old-log-prob pass

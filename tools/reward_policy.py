@@ -1,0 +1,229 @@
+"""The written policy of new_math_reward.py: what it demands of an answer beyond its value, one rule a row.
+
+docs/reward_policy.md shows POLICY_RULES as a table (generated: ``python -m tools.sync_readme``) and
+tests/test_reward.py runs every rule's examples through compute_score: (question, boxed answer, gold, paid).
+Sources: "MATH" is Hendrycks et al. 2021's answer conventions and grader (is_equiv: the answer string after
+normalisation); "reference" the reference recipe's reward; "OpenCompass" its MATHVerifyEvaluator, i.e. math-verify
+(value equality, sets unordered, float tolerance, a timeout). Where a rule trades false negatives against false
+positives, it takes the side a policy model cannot farm: an answer that skips work the question asks for, or that GRPO
+could learn to produce more cheaply than the answer, is not paid. The rules themselves are code in
+new_math_reward.py's section 5; this file holds only their text and examples, which new_math_reward.py never reads.
+"""
+
+POLICY_RULES = (
+    dict(rule="correct answer first", when="always",
+         decision="Only a correct final answer earns; format and reasoning credit are paid on top of it, "
+                  "never instead of it.",
+         choice="–", source="reference (0.7 + 0.2 + 0.1); this recipe: 0 for a wrong answer whatever its format",
+         examples=[("", "4", "4", True), ("", "5", "4", False)]),
+    dict(rule="exact values", when="always; the question asks to round",
+         decision="Decimals are exact values: 0.333 is not 1/3 and 3.14 is not \\pi. When the question asks to "
+                  "round, the rounded value is the answer and may follow `\\approx`; `exact \\approx rounded` "
+                  "states the exact value when the rounding is right.",
+         choice="Refuse approximations (FN on sloppy rounding): a tolerance would pay guesses near the value.",
+         source="MATH (exact answers); OpenCompass pays values within math-verify's float tolerance",
+         examples=[("", "0.333", "\\frac13", False),
+                   ("Round your answer to the nearest hundredth.", "x \\approx 3.14", "3.14", True),
+                   ("", "\\frac{1}{3} \\approx 0.33", "\\frac13", True),
+                   ("", "\\frac{1}{3} \\approx 0.35", "\\frac13", False)]),
+    dict(rule="ordering words", when="the question says \"in increasing order\", \"from least to greatest\" and the like",
+         decision="A list is compared in the order given; without such words a list of solutions is unordered. "
+                  "A strict chain (f(2) < f(1) < f(4)) states the list of its terms in the order written. When the "
+                  "question asks for a comma-separated list, 70,110 is two numbers, not a thousands separator.",
+         choice="Refuse another order (FN when a grader would be lenient): the order is part of the task.",
+         source="MATH (the question states the answer's form); OpenCompass compares lists as sets and pays any order",
+         examples=[("List the roots in increasing order.", "3, 1, -2", "-2, 1, 3", False),
+                   ("List the roots in increasing order.", "-2, 1, 3", "-2,1,3", True),
+                   ("Find all roots.", "3, 1, -2", "-2, 1, 3", True),
+                   ("Enter all the solutions, separated by commas.", "110, 70", "70,110", True)]),
+    dict(rule="rationalised denominator", when="the question says \"rationalize\"",
+         decision="An answer with a radical in a denominator is not paid (unless the gold has one); without the "
+                  "word both forms are paid.",
+         choice="Refuse (FN against a lenient grader): rationalising is the task, skipping it is farmable.",
+         source="MATH (the requested form is the answer); OpenCompass pays any equal value",
+         examples=[("Rationalize the denominator of $\\frac{1}{\\sqrt{2}}$.", "\\frac{1}{\\sqrt{2}}",
+                    "\\frac{\\sqrt{2}}{2}", False),
+                   ("Rationalize the denominator of $\\frac{3}{\\sqrt{5}+1}$.", "\\frac{3(\\sqrt{5}-1)}{4}",
+                    "\\frac{3\\sqrt{5}-3}{4}", True),
+                   ("", "\\frac{1}{\\sqrt{2}}", "\\frac{\\sqrt{2}}{2}", True)]),
+    dict(rule="simplest radical form", when="the question says \"simplest radical form\"",
+         decision="A square root of an integer with a square factor (\\sqrt{8}) or a radical in a denominator is "
+                  "not paid (unless the gold has one).",
+         choice="Refuse: simplifying the radical is the task.",
+         source="MATH; OpenCompass pays any equal value",
+         examples=[("Express your answer in simplest radical form.", "\\sqrt{8}", "2\\sqrt{2}", False),
+                   ("Express your answer in simplest radical form.", "2\\sqrt{2}", "2\\sqrt2", True)]),
+    dict(rule="stated form", when="the question names a form: \"(common / improper) fraction\", \"fraction in "
+                                   "simplest form\", \"lowest terms\", \"mixed number\", \"as a decimal\", \"as a "
+                                   "percent\", \"exponential notation\", \"simplify\", \"integer denominator\", "
+                                   "\"interval notation\" (\"as an interval or a union of intervals\"), \"in the "
+                                   "form y = mx + b\", a template (\"in the form $a\\sqrt{b}$\", "
+                                   "\"$\\frac{a}{b}$\") (not when negated or offered as one of two forms)",
+         decision="An answer of the right value in a form the named one rules out is not paid (unless the gold has "
+                  "that form): for a fraction a decimal (also repeating), a percent, a mixed number or an unreduced "
+                  "fraction; for a mixed number an improper fraction or a decimal; for a decimal a fraction; for a "
+                  "percent the value as a fraction of one (0.25 for 25%); for exponential notation a number written "
+                  "out; for \"simplify\" an unreduced fraction, a square factor under a root or a radical in a "
+                  "denominator; for interval notation an inequality; for \"y = ...\" an equation not solved for y. "
+                  "One table (_DEMAND_FORBIDS) holds these.",
+         choice="Refuse (FN against a lenient grader): the form is part of the task, as MATH grades it.",
+         source="MATH (the requested form is the answer; its grader compares strings); OpenCompass pays any equal value",
+         examples=[("Express your answer as a common fraction.", "\\frac{6}{8}", "\\frac34", False),
+                   ("Express your answer as a common fraction.", "0.75", "\\frac34", False),
+                   ("Express your answer as a common fraction.", "\\frac{3}{4}", "\\frac34", True),
+                   ("Express your answer as an improper fraction.", "1\\frac{1}{2}", "\\frac32", False),
+                   ("Express your answer as a mixed number.", "\\frac{31}{5}", "6\\frac15", False),
+                   ("Express your answer as a mixed number.", "6 \\tfrac{1}{5}", "6\\frac15", True),
+                   ("Express your answer as a decimal.", "\\frac{1}{2}", "0.5", False),
+                   ("Express your answer as a percent.", "0.25", "25\\%", False),
+                   ("Express your answer as a percent.", "25", "25\\%", True),
+                   ("Simplify $\\sqrt{6}\\cdot\\sqrt{12}$.", "\\sqrt{72}", "6\\sqrt2", False),
+                   ("Express your answer in interval notation.", "-2 < x < 3", "(-2,3)", False),
+                   ("Express your answer as an interval or as a union of intervals.", "0 \\le x < 1", "[0,1)", False),
+                   ("Enter the equation of the line in the form \"$y = mx + b$\".", "2x + y = 0", "y = -2x", False),
+                   ("Enter the equation of the line in the form \"$y = mx + b$\".", "y = -2x + 0", "y = -2x", True),
+                   ("Give the endpoints as common fractions (not mixed numbers or decimals).", "\\frac{4}{3}",
+                    "\\frac43", True),
+                   ("", "0.75", "\\frac34", True), ("", "\\frac{6}{8}", "\\frac34", True),
+                   ("Your answer should use exponential notation.", "1024", "2^{10}", False)]),
+    dict(rule="normalised equation", when="the question fixes a normalisation (\"A > 0 and gcd(|A|,|B|,|C|,|D|) = 1\")",
+         decision="Only the normalised equation is paid (sides may be swapped); without it any nonzero multiple of "
+                  "the equation is paid.",
+         choice="Refuse other multiples: the normalisation is part of the stated answer.",
+         source="MATH (the question defines the answer); OpenCompass compares equations by value",
+         examples=[("Enter your answer in the form $Ax + By + Cz + D = 0,$ where $A > 0$ and "
+                    "$\\gcd(|A|,|B|,|C|,|D|) = 1.$", "-2x - 4y + 6z - 2 = 0", "x + 2y - 3z + 1 = 0", False),
+                   ("Enter your answer in the form $Ax + By + Cz + D = 0,$ where $A > 0$ and "
+                    "$\\gcd(|A|,|B|,|C|,|D|) = 1.$", "x + 2y - 3z + 1 = 0", "x+2y-3z+1=0", True),
+                   ("Find the equation of the plane.", "-2x - 4y + 6z - 2 = 0", "x + 2y - 3z + 1 = 0", True)]),
+    dict(rule="prompt echo", when="the question is known (extra_info[\"question\"]) or the response states the task",
+         decision="A final answer that restates an expression the question asks to compute, evaluate, simplify, "
+                  "expand, factor (or find, express, convert) is not paid; the gold as written always is.",
+         choice="Refuse: an echo has the right value and does none of the work (a known reward hack).",
+         source="this recipe's hack defence; MATH's answers are the simplified form; OpenCompass pays the echo",
+         examples=[("Compute $\\dbinom{8}{4}$.", "\\binom{8}{4}", "70", False),
+                   ("What is $2^3 \\cdot 3$?", "2^3 \\cdot 3", "24", False),
+                   ("Compute $\\frac{1}{2}+\\frac{1}{4}$.", "\\frac{3}{4}", "\\frac34", True),
+                   ("Simplify $\\frac{3}{4}$ plus zero.", "\\frac{3}{4}", "\\frac34", True)]),
+    dict(rule="complete factorisation", when="the question asks to factor (the verb) and the gold is a product "
+                                             "factored completely over the integers",
+         decision="An answer equal to the gold is paid only when it is factored completely over the integers, up to "
+                  "order, signs and numeric factors: every non-constant factor (a power of one allowed) a primitive "
+                  "polynomial with integer coefficients, irreducible over Z. A gold not of that kind (radicals, not a "
+                  "polynomial) turns the check off, and a check sympy cannot decide in bounds pays.",
+         choice="Refuse (FN against a lenient grader): factoring completely is the task, and a partial "
+                "factorisation is cheaper to produce.",
+         source="MATH (factored answers are complete over the integers); OpenCompass pays any equal value",
+         examples=[("Factor $28z^{97}+7z^{96}$.", "z^{96}(28z+7)", "7z^{96}(4z+1)", False),
+                   ("Factor $36-4x^2$ completely.", "4(9-x^2)", "4(3-x)(3+x)", False),
+                   ("Factor $36-4x^2$ completely.", "(6-2x)(6+2x)", "4(3-x)(3+x)", False),
+                   ("Factor $36-4x^2$ completely.", "-4(x-3)(x+3)", "4(3-x)(3+x)", True),
+                   ("Factor $2x^2+4x+2$.", "2(x+1)^2", "2(x+1)(x+1)", True),
+                   ("Factor $x^2-2$ over the reals.", "(x+\\sqrt{2})(x-\\sqrt{2})", "(x-\\sqrt2)(x+\\sqrt2)", True)]),
+    dict(rule="huge exact expressions", when="always",
+         decision="An answer the bounded-time guards refuse (a power tower deeper than a^{b^c}, a value beyond "
+                  "10^20000, a factorial above 10000!) is not paid even when it equals the gold; an answer "
+                  "identical to the gold after normalisation always is.",
+         choice="Refuse (an FN by construction): every call stays well under 1 s, and an unsimplified giant "
+                "(n - n + 5 with n = 2^{2^{30}}) does none of the work.",
+         source="this recipe's bounded-time rule; MATH's golds never need it; OpenCompass times out (no score)",
+         examples=[("", "2^{2^{30}} - 2^{2^{30}} + 5", "5", False),
+                   ("", "\\frac{7^{7^{9}} \\cdot 3}{7^{7^{9}}}", "3", False),
+                   ("", "\\prod_{k=1}^{99} \\frac{k+1}{k}", "100", False), ("", "2^{10}", "1024", True)]),
+    dict(rule="units, labels, relations", when="always",
+         decision="Units are optional (another unit is another answer, and so is a unit of measure the question does "
+                  "not ask for when it asks for one: \"in dollars\", \"how many seconds\"); a label, `x \\in`, "
+                  "`x \\approx`, `\\equiv ... \\pmod{n}` or `r =` before the answer states it; a chain of "
+                  "constant sides (`\\binom{5}{4}\\binom{10}{8} = 225`) states its last side when every side has "
+                  "its value, and a false numeric side is refused.",
+         choice="Pay (MATH's graders drop units and labels); a different unit or modulus is refused, also a "
+                "modulus other than the one the question works with.",
+         source="MATH (its grader strips units and \"\\text{ }\" labels); OpenCompass likewise",
+         examples=[("", "r = 3 \\text{ units}", "3", True), ("", "10\\ \\mathrm{in}", "10\\text{ inches}", True),
+                   ("", "x \\equiv 8 \\pmod{13}", "8", True), ("", "\\lambda \\in (3,4]", "(3,4]", True),
+                   ("", "10\\text{ cm}", "10\\text{ m}", False), ("", "21 \\pmod{13}", "8", False),
+                   ("In what base does $44 \\times 55 = 3506$?", "\\text{base } 7", "7", True),
+                   ("Solve $3n \\equiv 2 \\pmod{11}$.", "n \\equiv 8 \\pmod{13}", "8", False),
+                   ("Solve $3n \\equiv 2 \\pmod{11}$.", "n \\equiv 8 \\pmod{11}", "8", True),
+                   ("How much, in dollars, will 10 oranges cost?", "2.50 \\text{ cents}", "\\$2.50", False),
+                   ("What is the height in centimeters?", "5 \\text{ m}", "5", False),
+                   ("What is the height in centimeters?", "5 \\text{ centimeters}", "5", True),
+                   ("", "\\binom{5}{4}\\binom{10}{8} = 225", "225", True),
+                   ("", "\\binom{5}{4}\\binom{10}{8} = 50", "50", False)]),
+    dict(rule="labelled values", when="the answer names each value (`x = -1, y = 6`, `n_1 = 19, n_2 = 22`)",
+         decision="Values labelled with distinct names state the tuple of the values in the order of their names: "
+                  "they answer an ordered pair (also where the question asks for one) and a list of those values "
+                  "in that order; one name repeated (`x = 9, x = -7`) lists its values.",
+         choice="Pay: the names say which value is which, and the order of the names is the pair's order.",
+         source="MATH (its grader strips labels); OpenCompass pays the values",
+         examples=[("Express your answer as an ordered pair.", "x=-1, y=6", "(-1,6)", True),
+                   ("Express your answer as an ordered pair.", "y = 6, x = -1", "(-1,6)", True),
+                   ("Express your answer as an ordered pair.", "x = 6, y = -1", "(-1,6)", False),
+                   ("", "n_1 = 19, n_2 = 22", "19, 22", True), ("", "x = 9, x = -7", "9,-7", True)]),
+    dict(rule="renamed function variable", when="the answer defines a function, `NAME(v) = expression`",
+         decision="The variable the label binds is a placeholder: `f(t) = t^2 - 7t + 12` states x^2 - 7x + 12 when "
+                  "t is the expression's one variable and the gold's one variable is x. A bare expression in "
+                  "another variable binds nothing and is another expression.",
+         choice="Pay: the same function; the label is what makes the renaming safe.",
+         source="MATH (a function's formula); OpenCompass compares the expressions as written",
+         examples=[("", "f(t) = t^2 - 7t + 12", "x^2 - 7x + 12", True),
+                   ("", "k(u) = 3 - \\sqrt{u - 3}", "-\\sqrt{x-3}+3", True),
+                   ("", "3 - \\sqrt{t-3}", "-\\sqrt{x-3}+3", False),
+                   ("", "f(t) = x^2 - 7t + 12", "x^2 - 7x + 12", False)]),
+    dict(rule="zero vector", when="the gold or the answer is a vector or matrix",
+         decision="The zero vector in bold or with an arrow (\\mathbf{0}, \\vec{0}, \\boldsymbol{0}) is a vector "
+                  "or matrix whose entries are all 0; the number 0 is no vector, nor the zero vector a number.",
+         choice="Pay the notation (the same object); refuse a type change (a scalar for a vector).",
+         source="MATH (vector answers); OpenCompass reads \\mathbf{0} as the number 0",
+         examples=[("", "\\mathbf{0}", "\\begin{pmatrix} 0 \\\\ 0 \\\\ 0 \\end{pmatrix}", True),
+                   ("", "\\vec 0", "\\begin{pmatrix} 0 & 0 \\\\ 0 & 0 \\end{pmatrix}", True),
+                   ("", "0", "\\begin{pmatrix} 0 \\\\ 0 \\\\ 0 \\end{pmatrix}", False),
+                   ("", "\\mathbf{0}", "\\begin{pmatrix} 0 \\\\ 1 \\end{pmatrix}", False)]),
+    dict(rule="number words, base subscripts", when="always",
+         decision="A cardinal in words is its number (with or without a unit word); a base subscript is "
+                  "optional in any brace style, another base is another answer.",
+         choice="Pay: the same value, written otherwise.",
+         source="MATH (the answer's value); OpenCompass reads neither words nor subscripts",
+         examples=[("", "\\text{five digits}", "5", True), ("", "twenty-one", "21", True),
+                   ("", "\\text{one of them}", "1", False),
+                   ("", "1011_2", "1011_{2}", True), ("", "1011_{3}", "1011_2", False)]),
+    dict(rule="multiple choice", when="the gold is an option letter, or the question lists options",
+         decision="The letter in any case or bracket ((e), \\text{(E)}, E); with the options in the question "
+                  "(labels \"(A)\", \"A.\" or \"A)\" opening a line, or letters given a meaning: 'Enter \"C\" for "
+                  "circle'), the chosen option's value for its letter, the letter for its value, and a block of "
+                  "option letters in any separation (\"A, C, F\" for \"ACF\", in the order given).",
+         choice="Pay exactly one option: a value shared by two options, another option's value, or a letter written "
+                "with another option's value (\"(B) 2/3\" when (B) is 1/2) is refused. An option that is a task in "
+                "words (\"14.45001 rounded to the nearest tenth\") is not compared: its letter is the answer, "
+                "with or without the value computed.",
+         source="MATH (AMC-style answers are letters); OpenCompass compares letters as text",
+         examples=[("", "\\text{(e)}", "\\text{(E)}", True), ("", "(D)", "\\text{(E)}", False),
+                   ("Which? $\\textbf{(A)}\\ 2 \\qquad\\textbf{(B)}\\ 3 \\qquad\\textbf{(C)}\\ 7 \\qquad"
+                    "\\textbf{(D)}\\ 4 \\qquad\\textbf{(E)}\\ 5$", "7", "\\text{(C)}", True),
+                   ("Which? $\\textbf{(A)}\\ 2 \\qquad\\textbf{(B)}\\ 3 \\qquad\\textbf{(C)}\\ 7 \\qquad"
+                    "\\textbf{(D)}\\ 4 \\qquad\\textbf{(E)}\\ 5$", "4", "\\text{(C)}", False),
+                   ("Which round to 40?\nA. $43$\nB. $23$\nC. $38$\nAnswer as a block of letters.", "A, C",
+                    "\\text{AC}", True),
+                   ("Which is smallest?\nA. $14.45001$ rounded to the nearest tenth.\nB. $14.54999$ rounded to the "
+                    "nearest tenth.\nC. $14.44999$ rounded to the nearest tenth.", "(C)\\ 14.4", "\\text{C}", True),
+                   ("Which is smallest?\nA. $14.45001$ rounded to the nearest tenth.\nB. $14.54999$ rounded to the "
+                    "nearest tenth.\nC. $14.44999$ rounded to the nearest tenth.", "(A)\\ 14.4", "\\text{C}", False)]),
+    dict(rule="one final answer", when="always",
+         decision="Several different boxed answers offered as alternatives, cycled candidates, a truncated or "
+                  "placeholder box and a hallucinated follow-up problem are not paid.",
+         choice="Refuse: hedging is the cheapest hack to farm.",
+         source="this recipe's hack defence (new_math_reward.py section 2); OpenCompass reads the last box only",
+         examples=[("", "3 \\text{ or } 4", "4", False)]),
+)
+
+
+def policy_markdown() -> str:
+    """POLICY_RULES as the markdown table of docs/reward_policy.md (python -m tools.sync_readme)."""
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| rule | applies when | decision | FN / FP choice | source |", "|---|---|---|---|---|"]
+    lines += [f"| {cell(r['rule'])} | {cell(r['when'])} | {cell(r['decision'])} | {cell(r['choice'])} | "
+              f"{cell(r['source'])} |" for r in POLICY_RULES]
+    return "\n".join(lines)
+

@@ -29,11 +29,11 @@ RESUME_KEYS = ("model", "data", "protocol", "n", "temperature", "top_p", "max_ne
 
 
 def check_model(model_dir: Path) -> None:
-    """The model directory, before anything is written: preflight.check_model_dir (config.json
+    """The model directory, before anything is written: model_checks.check_model_dir (config.json
     parses, weights, tokenizer files), then transformers.AutoConfig loads it. Raises DataError
     (one line, the first failure); one WARN line on stderr when the chat template's default system
-    prompt is Qwen's stock one, not the recipe's (preflight.check_chat_template)."""
-    import preflight as pf
+    prompt is Qwen's stock one, not the recipe's (model_checks.check_chat_template)."""
+    from grpo_math import model_checks as pf
 
     def ours(message: str) -> str:
         return message.replace(f"MODEL_PATH={model_dir}", f"--model {model_dir}", 1)

@@ -883,7 +883,11 @@ _FUNC_LABEL_RE = re.compile(r"^(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?\w+\}?)?'*\((?P<v>
 #: A label for a structured answer: a tuple of names "(x, y) =", a capital "M =", an arrow "\\vec{v} =" (a plain "x ="
 #: names a number, not a vector).
 _STRUCT_LABEL_RE = re.compile(r"^(?:\((?:[A-Za-z\\]+,)+[A-Za-z\\]+\)|[A-Z]\w*|\\(?:vec|overrightarrow)\{\w+\})=")
-
+#: A one-symbol name labels the value after it ("\\Delta = 8", "E = 4"): a letter but the constants e and i, a Greek
+#: letter but \\pi, with a subscript or primes; the name is not checked against the question.
+_LABEL_NAME_RE = re.compile(r"^(?:[A-DF-HJ-Za-df-hj-z]|[EI]|\\(?:(?:var)?(?:alpha|beta|gamma|delta|epsilon|zeta|eta|"
+                            r"theta|iota|kappa|lambda|mu|nu|xi|rho|sigma|tau|upsilon|phi|chi|psi|omega)|Gamma|Delta|"
+                            r"Theta|Lambda|Xi|Sigma|Upsilon|Phi|Psi|Omega))(?:_\{?\w+\}?)?'*$")
 
 def _letters(s: str) -> set:
     """The variables s names (letters outside LaTeX commands, but e and i)."""
@@ -894,7 +898,8 @@ def _answer_sides(p: _Norm, g: _Norm, ctx) -> Optional[Tuple[_Norm, _Norm]]:
     """A relation chain states its last side (a side without variables must equal it); ``x = 7`` states 7."""
     pe, ge = _top_level_eq(p.s), _top_level_eq(g.s)
     if len(pe) > 1 and len(ge) == 1:
-        if any(not _letters(side) and not _plain_equal(side, pe[-1], False, False, ctx) for side in pe[:-1]):
+        if any(not _letters(side) and not _LABEL_NAME_RE.match(side) and not _plain_equal(side, pe[-1], False, False,
+                                                                                          ctx) for side in pe[:-1]):
             return None
         return _Norm(_bound_renamed(pe[0], pe[-1], g.s), p.pct, p.unit, False, p.base), g
     if len(ge) == 2 and len(pe) == 1 and _ASSIGN_LHS_RE.match(ge[0]):

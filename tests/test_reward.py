@@ -1383,6 +1383,11 @@ QUESTION_FAMILIES = {
          False),                                                                     # factors not over Z
         ("Factor $x^{30}+x^{29}$.", "x^{29}(x+1)", "x^{29}(x+1)", True),
     ],
+    "one-symbol label": [
+        ("What digit is $\\Delta$?", "\\Delta = 8", "8", True), ("", "E = 4", "4", True),
+        ("", "\\Delta = 9", "8", False),
+        ("", "\\pi = 3", "3", False), ("", "e = 4", "4", False),                   # constants, not names
+    ],
 }
 _QF_CASES = [(f, q, a, g, e) for f, cases in QUESTION_FAMILIES.items() for q, a, g, e in cases]
 

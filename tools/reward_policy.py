@@ -133,7 +133,9 @@ POLICY_RULES = (
     dict(rule="units, labels, relations", when="always",
          decision="Units are optional (another unit is another answer, and so is a unit of measure the question does "
                   "not ask for when it asks for one: \"in dollars\", \"how many seconds\"); a label, `x \\in`, "
-                  "`x \\approx`, `\\equiv ... \\pmod{n}` or `r =` before the answer states it; a chain of "
+                  "`x \\approx`, `\\equiv ... \\pmod{n}` or a one-symbol name before the answer states it (`r =`, "
+                  "`E =`, `\\Delta =`: any letter but the constants e and i, any Greek letter but \\pi; the name is "
+                  "not checked against the one the question uses, the value is graded); a chain of "
                   "constant sides (`\\binom{5}{4}\\binom{10}{8} = 225`) states its last side when every side has "
                   "its value, and a false numeric side is refused.",
          choice="Pay (MATH's graders drop units and labels); a different unit or modulus is refused, also a "
@@ -149,7 +151,9 @@ POLICY_RULES = (
                    ("What is the height in centimeters?", "5 \\text{ m}", "5", False),
                    ("What is the height in centimeters?", "5 \\text{ centimeters}", "5", True),
                    ("", "\\binom{5}{4}\\binom{10}{8} = 225", "225", True),
-                   ("", "\\binom{5}{4}\\binom{10}{8} = 50", "50", False)]),
+                   ("", "\\binom{5}{4}\\binom{10}{8} = 50", "50", False),
+                   ("What digit is $\\Delta$?", "\\Delta = 8", "8", True), ("", "E = 4", "4", True),
+                   ("", "\\pi = 3", "3", False)]),
     dict(rule="labelled values", when="the answer names each value (`x = -1, y = 6`, `n_1 = 19, n_2 = 22`)",
          decision="Values labelled with distinct names state the tuple of the values in the order of their names: "
                   "they answer an ordered pair (also where the question asks for one) and a list of those values "

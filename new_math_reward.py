@@ -1626,6 +1626,8 @@ _OPTION_MEANING_RE = re.compile(r"[\"'`]{1,2}([A-Z])[\"'`]{1,2}\s+(?:for|if|mean
 _OPTION_JUNK_RE = re.compile(r"\\q?quad(?![A-Za-z])|\\\\|\$|\\[ ,;!]|\\hspace\s*\{[^{}]*\}|~")
 _OPTION_LETTER_RE = re.compile(r"^[(\[]?([A-Za-z])[)\]]?$")
 _LETTER_SEP_RE = re.compile(r"\s*(?:,|;|\band\b|&)\s*|\s+")
+_TUPLE_NAME = r"(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?\w+\}?)?"
+_NAME_TUPLE_RE = re.compile(r"\(\s*(" + _TUPLE_NAME + r"(?:\s*,\s*" + _TUPLE_NAME + r")+)\s*\)")
 _LIST_COMMA_RE = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 #: One word in text before a value: "\\text{base } 7", "\\text{day 12}".
 _WORD_LABEL_RE = re.compile(r"^\\(?:text|textrm|mathrm|mbox)\s*\{\s*(?P<w>[A-Za-z]+)\s*(?:\}\s*(?P<v>[^\s{].*)|"
@@ -1665,7 +1667,8 @@ def _restates_task(pred: str, gold: str, text: str, question: Optional[str],
     exprs, verbs = _question_tasks(question) if question else _task_expressions(text[:text.rfind("\\boxed")], own=True)
     if pn in exprs:
         return True
-    if any(v.startswith("factor") for v in verbs) and _top_terms(gn) == 1 and "(" in gn:
+    if (any(v.startswith("factor") for v in verbs) and _top_terms(gn) == 1 and "(" in gn
+            and _structure(gn).kind == "scalar"):  # a product, not a tuple
         deadline = deadline or _cpu_clock() + CAS_BUDGET_S  # a factor left to split when the gold has none
         return _top_terms(pn) > 1 or (_factored_completely(gn, deadline) is True
                                       and _factored_completely(pn, deadline) is False)
@@ -1857,6 +1860,30 @@ def _asked_noun_dropped(answer: str, question: Optional[str]) -> str:
     return answer
 
 
+@lru_cache(maxsize=4096)
+def _question_name_tuples(question: str) -> Tuple[Tuple[str, ...], ...]:
+    """The tuples of names a problem states ("Enter the ordered triple $(p,q,r)$")."""
+    return tuple(tuple(n.replace(" ", "") for n in m.group(1).split(","))
+                 for m in _NAME_TUPLE_RE.finditer(question[:6000]))
+
+
+def _labels_in_question_order(answer: str, question: Optional[str]) -> str:
+    """``p = 6, q = 31, r = -1`` for "the ordered triple $(p,q,r)$": the labelled values as that tuple, in its order."""
+    if not question or answer.count("=") < 2:
+        return answer
+    named = {}
+    for item in _split_top(answer, words=False):
+        sides = _top_level_eq(item)
+        name = sides[0].replace(" ", "")
+        if len(sides) != 2 or not _ASSIGN_LHS_RE.match(name) or name in named:
+            return answer
+        named[name] = sides[1]
+    for names in _question_name_tuples(question):
+        if len(named) > 1 and sorted(names) == sorted(named):
+            return "(" + ", ".join(named[n] for n in names) + ")"
+    return answer
+
+
 def _option_run(q: str, rx) -> list:
     """The last run of labels A, B, C, ... in order (at least three) that rx finds in q."""
     run: list = []
@@ -2006,7 +2033,8 @@ def _judge(text: str, gold: str, question: Optional[str] = None) -> Tuple[bool, 
     pred = ", ".join(a.strip() for a in distinct)
     if (unpayable and len(distinct) > 1) or len(distinct) > MAX_FINAL_BOXES:
         return False, pred
-    answer = pred if len(distinct) > 1 else _asked_noun_dropped(distinct[0], question)
+    answer = pred if len(distinct) > 1 else _labels_in_question_order(_asked_noun_dropped(distinct[0], question),
+                                                                       question)
     deadline = _cpu_clock() + CAS_BUDGET_S
     demands = question_demands(question)
     if "list" in demands:  # "Enter all the solutions, separated by commas": 70,110 is two numbers

@@ -1304,6 +1304,10 @@ QUESTION_FAMILIES = {
         ("", "n_1 = 19, n_2 = 23", "19, 22", False),
         ("", "0 < x < 1", "0, 1", False),                                            # an interval, not two values
         ("Express your answer as an ordered pair.", "x=-1, y=6", "(-1,6)", True),
+        ("$x^2 + 1$ is a factor of $x^4 + px^2 + q$. Enter the ordered pair $(p,q)$.", "p = 2, q = 1", "(2,1)", True),
+        ("Enter the ordered pair $(b,a)$.", "b = 1, a = 2", "(1,2)", True),          # the question's order
+        ("Enter the ordered pair $(b,a)$.", "b = 2, a = 1", "(1,2)", False),
+        ("Enter the ordered pair $(b,a)$.", "a = 1, b = 2", "(1,2)", False),         # values in place, names not
     ],
     "zero vector": [
         ("", "\\mathbf{0}", _ZERO3, True), ("", "\\vec{0}", _ZERO3, True), ("", "\\vec 0", _ZERO3, True),

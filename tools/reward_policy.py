@@ -156,14 +156,18 @@ POLICY_RULES = (
                    ("", "\\pi = 3", "3", False)]),
     dict(rule="labelled values", when="the answer names each value (`x = -1, y = 6`, `n_1 = 19, n_2 = 22`)",
          decision="Values labelled with distinct names state the tuple of the values in the order of their names: "
-                  "they answer an ordered pair (also where the question asks for one) and a list of those values "
+                  "the order of the tuple of those names the question states (\"Enter the ordered triple "
+                  "$(p,q,r)$\"), else alphabetical; they answer an ordered pair or triple and a list of those values "
                   "in that order; one name repeated (`x = 9, x = -7`) lists its values.",
          choice="Pay: the names say which value is which, and the order of the names is the pair's order.",
          source="MATH (its grader strips labels); OpenCompass pays the values",
          examples=[("Express your answer as an ordered pair.", "x=-1, y=6", "(-1,6)", True),
                    ("Express your answer as an ordered pair.", "y = 6, x = -1", "(-1,6)", True),
                    ("Express your answer as an ordered pair.", "x = 6, y = -1", "(-1,6)", False),
-                   ("", "n_1 = 19, n_2 = 22", "19, 22", True), ("", "x = 9, x = -7", "9,-7", True)]),
+                   ("", "n_1 = 19, n_2 = 22", "19, 22", True), ("", "x = 9, x = -7", "9,-7", True),
+                   ("Enter the ordered triple $(p,q,r)$.", "p = 6, q = 31, r = -1", "(6,31,-1)", True),
+                   ("Enter the ordered pair $(b,a)$.", "a = 2, b = 1", "(1,2)", True),
+                   ("Enter the ordered triple $(p,q,r)$.", "q = 6, p = 31, r = -1", "(6,31,-1)", False)]),
     dict(rule="renamed function variable", when="the answer defines a function, `NAME(v) = expression`",
          decision="The variable the label binds is a placeholder: `f(t) = t^2 - 7t + 12` states x^2 - 7x + 12 when "
                   "t is the expression's one variable and the gold's one variable is x. A bare expression in "

@@ -383,6 +383,15 @@ _UNIT_POWERS = {"sq": "2", "square": "2", "squared": "2", "cu": "3", "cubic": "3
 _MEASURES = frozenset(_UNIT_ALIASES.values()) | frozenset(
     "dollar cent degree radian day week month year liter gallon".split())
 _GENERIC_UNITS = frozenset({"unit", "square unit", "cubic unit"})
+#: Units by kind (canonical keys), and their names in a question's words.
+_UNIT_KINDS = {u: kind for kind, units in (("time", "second minute hour day week month year"),
+                                           ("length", "inch foot yard mile mm cm m km"),
+                                           ("mass", "gram kilogram pound ounce"), ("money", "dollar cent"),
+                                           ("volume", "liter gallon"), ("angle", "degree radian"))
+               for u in units.split()}
+_UNIT_WORD_RE = re.compile(r"\b(seconds?|minutes?|hours?|days?|weeks?|months?|years?|inch(?:es)?|foot|feet|yards?|"
+                           r"miles?|(?:milli|centi|kilo)?meters?|(?:kilo)?grams?|pounds?|ounces?|dollars?|"
+                           r"(?<!per )cents?|liters?|gallons?|degrees?|radians?)\b", re.I)
 
 
 def _unicode_to_latex(s: str) -> str:
@@ -1843,13 +1852,24 @@ def _question_units(question: str) -> frozenset:
     return frozenset(k for k in keys if k.split()[-1] in _MEASURES)
 
 
+@lru_cache(maxsize=4096)
+def _question_unit_words(question: str) -> frozenset:
+    """The units of measure a problem names anywhere ("27 years", "in feet"), canonical."""
+    return frozenset(_unit_key(m.group(1)) for m in _UNIT_WORD_RE.finditer(question[:6000]))
+
+
 def _foreign_unit(pred: str, gold: str, question: Optional[str]) -> bool:
-    """A unit of measure neither the gold's nor one the question asks for (2.50 cents "in dollars")."""
+    """A unit of measure neither the gold's nor one the question asks for (2.50 cents "in dollars"), or of a kind the
+    question names in other units only ("41 days" when it speaks of years)."""
     unit = _normalise(pred).unit if question else None
     if not unit or unit.split()[-1] not in _MEASURES or unit == _normalise(gold).unit:
         return False
     asked = _question_units(question)
-    return bool(asked) and unit not in asked | {a.split(" per ")[0] for a in asked}
+    if asked and unit not in asked | {a.split(" per ")[0] for a in asked}:
+        return True
+    kind = _UNIT_KINDS.get(unit.split()[-1]) if " per " not in unit else None
+    named = {u for u in _question_unit_words(question) if _UNIT_KINDS.get(u) == kind} if kind else ()
+    return bool(named) and unit.split()[-1] not in named
 
 
 def _asked_noun_dropped(answer: str, question: Optional[str]) -> str:

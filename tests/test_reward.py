@@ -1359,6 +1359,12 @@ QUESTION_FAMILIES = {
         ("The height (in feet) is $77$. In how many seconds is it reached?", "3.5 \\text{ seconds}", "3.5", True),
         ("How many hours per week must she work?", "12 \\text{ hours}", "12", True),  # a rate without its "per"
         ("What is the length, in feet, of the shorter side?", "9 \\text{ ft}^2", "9", False),
+        ("They differ by 27 years. What is the number of years in his age?", "41 \\text{ days}", "41", False),
+        ("They differ by 27 years. What is the number of years in his age?", "41 \\text{ years}", "41", True),
+        ("They differ by 27 years. What is the number of years in his age?", "41", "41", True),
+        ("A rope is 3 feet long. How long is the rest?", "5 \\text{ m}", "5", False),      # length, another unit
+        ("A rope is 3 feet long. After 2 hours, how long is it?", "5 \\text{ ft}", "5", True),
+        ("It takes 27 years. What is the second number?", "4 \\text{ cm}", "4", True),     # another kind: not read
     ],
     "demanded line form": [
         ('Enter the equation of this line in the form "$y = mx + b$".', "2x + y = 0", "y = -2x", False),

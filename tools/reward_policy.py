@@ -132,7 +132,9 @@ POLICY_RULES = (
                    ("", "\\prod_{k=1}^{99} \\frac{k+1}{k}", "100", False), ("", "2^{10}", "1024", True)]),
     dict(rule="units, labels, relations", when="always",
          decision="Units are optional (another unit is another answer, and so is a unit of measure the question does "
-                  "not ask for when it asks for one: \"in dollars\", \"how many seconds\"); a label, `x \\in`, "
+                  "not ask for when it asks for one: \"in dollars\", \"how many seconds\", or a unit of a kind the "
+                  "question names only in other units: days, hours, years are time, and `41 \\text{ days}` "
+                  "answers no question that speaks of years only); a label, `x \\in`, "
                   "`x \\approx`, `\\equiv ... \\pmod{n}` or a one-symbol name before the answer states it (`r =`, "
                   "`E =`, `\\Delta =`: any letter but the constants e and i, any Greek letter but \\pi; the name is "
                   "not checked against the one the question uses, the value is graded); a chain of "
@@ -150,6 +152,10 @@ POLICY_RULES = (
                    ("How much, in dollars, will 10 oranges cost?", "2.50 \\text{ cents}", "\\$2.50", False),
                    ("What is the height in centimeters?", "5 \\text{ m}", "5", False),
                    ("What is the height in centimeters?", "5 \\text{ centimeters}", "5", True),
+                   ("Their ages differ by 27 years. What is the number of years in his age?", "41 \\text{ days}",
+                    "41", False),
+                   ("Their ages differ by 27 years. What is the number of years in his age?", "41 \\text{ years}",
+                    "41", True),
                    ("", "\\binom{5}{4}\\binom{10}{8} = 225", "225", True),
                    ("", "\\binom{5}{4}\\binom{10}{8} = 50", "50", False),
                    ("What digit is $\\Delta$?", "\\Delta = 8", "8", True), ("", "E = 4", "4", True),

@@ -194,6 +194,16 @@ def _cycles_candidates(region: str, outer: list, first: int, values: List[str]) 
     return statements >= MAX_SUPERSEDED_CANDIDATES
 
 
+def _blank_beside(region: str, blank: list, lo: int, hi: int) -> bool:
+    """A placeholder box in the final statement's span or next to it with no word or number between
+    (``\\boxed{}\\boxed{5}``); one in a sentence ("within \\boxed{}.") is text."""
+    for b in blank:
+        gap = region[b[1]:lo] if b[1] <= lo else region[hi:b[0]] if b[0] >= hi else ""
+        if not re.search(r"[A-Za-z0-9]", re.sub(r"\\[A-Za-z]+", "", gap)):
+            return True
+    return False
+
+
 def _final_statement(region: str, cut_continuation: bool) -> Tuple[Optional[List[str]], bool]:
     """The boxed answers of the final statement and whether hedged or cycled; (None, False) without a usable box."""
     boxes, unclosed = _scan_boxes(region)
@@ -207,8 +217,9 @@ def _final_statement(region: str, cut_continuation: bool) -> Tuple[Optional[List
             outer.append(b)
     if unclosed >= 0 and (not outer or unclosed > outer[-1][0]):
         return None, False  # the last box is truncated
-    outer = [b for b in outer if b[3] - b[2] > MAX_ANSWER_CHARS or
-             _box_content(region, b).strip() not in _PLACEHOLDER_BOXES]
+    blank = [b for b in outer if b[3] - b[2] <= MAX_ANSWER_CHARS and
+             _box_content(region, b).strip() in _PLACEHOLDER_BOXES]
+    outer = [b for b in outer if b not in blank]
     turns = [m.start() for m in _NEW_TASK_RE.finditer(region, outer[0][1])] if outer else []
     outer = [b for b in outer if not any(b[1] <= t for t in turns)]  # an echoed example's boxes come before the turn
     if not outer:
@@ -221,6 +232,8 @@ def _final_statement(region: str, cut_continuation: bool) -> Tuple[Optional[List
         hedged = hedged or kind == "hedge"
         first -= 1
     group = outer[first:]
+    if blank and _blank_beside(region, blank, group[0][0], group[-1][1]):
+        return [strip_grouping_braces(_box_content(region, b)) for b in group] + [""], True  # placeholder spam
     if first > 0 and _cycles_candidates(region, outer, first, [_box_content(region, b).strip() for b in group]):
         group, hedged = outer[-(MAX_FINAL_BOXES + 1):], True  # report every candidate
     # whole-answer brace groups go before the length cut ({{...{4}...}} is the answer 4)
@@ -228,6 +241,14 @@ def _final_statement(region: str, cut_continuation: bool) -> Tuple[Optional[List
     if m := _TRAILING_HEDGE_RE.match(region[group[-1][1]:group[-1][1] + 400]):
         return answers + [(m.group("span") or m.group("alt")).strip()], True
     return answers, hedged
+
+
+def _restates(box: str, answers: List[str], deadline: float) -> bool:
+    """Whether a later box states one of the final answers' values (section 4 judges)."""
+    try:
+        return any(answers_match(box[:MAX_ANSWER_CHARS + 1], a, deadline) for a in answers)
+    except _Rejected:
+        return False
 
 
 def extract_final_answer(text: str) -> Tuple[Optional[List[str]], bool]:
@@ -248,6 +269,14 @@ def extract_final_answer(text: str) -> Tuple[Optional[List[str]], bool]:
         return None, False
     if len({tuple(_norm_key(a) for a in f) for f in finals}) > 1:
         return [a for f in finals for a in f], True  # blocks disagree: a hedge
+    after = region.rsplit(ANSWER_CLOSE, 1)[1] if ANSWER_CLOSE in region.rsplit(ANSWER_OPEN, 1)[1] else ""
+    if "\\boxed" in after or "\\fbox" in after:  # a different box after the final answer hedges it
+        if m := _CONTINUATION_RE.search(after):
+            after = after[:m.start()]
+        later = [c for c in (strip_grouping_braces(_box_content(after, b)) for b in _scan_boxes(after)[0][:8])
+                 if c not in _PLACEHOLDER_BOXES and not _restates(c, finals[-1], _cpu_clock() + CAS_BUDGET_S)]
+        if later:
+            return finals[-1] + later, True
     return finals[-1], hedged
 
 

@@ -357,6 +357,15 @@ EXTRACTION = [
     ("truncated box", "Therefore \\boxed{9", "9", NE),
     ("truncated final box after a complete one", "First \\boxed{9}, then finally \\boxed{10", "9", NE),
     ("empty echoed box only", "answer within \\boxed{}", "9", NE),
+    ("empty boxes around the answer", "<answer>\n\\boxed{}\\boxed{}\\boxed{9}\\boxed{}\n</answer>", "9", NE),
+    ("one empty box beside the answer", "So $\\boxed{} \\boxed{9}$.", "9", NE),
+    ("empty box in a sentence before it", "The answer goes in \\boxed{}. We get \\boxed{9}.", "9", EQ),
+    ("another value boxed after </answer>",
+     "<answer>\n\\boxed{22}\n</answer>\nActually, adding gives $25 + 3 = \\boxed{28}$.", "22", NE),
+    ("the same value boxed after </answer>", "<answer>\n\\boxed{22}\n</answer>\nSo it is $\\boxed{\\frac{44}{2}}$.",
+     "22", EQ),
+    ("a new problem's box after </answer>", "<answer>\n\\boxed{22}\n</answer>\nQuestion: What is 2+2? $\\boxed{4}$",
+     "22", EQ),
     ("empty response", "", "9", NE),
 ]
 

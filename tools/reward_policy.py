@@ -224,7 +224,10 @@ POLICY_RULES = (
                     "nearest tenth.\nC. $14.44999$ rounded to the nearest tenth.", "(A)\\ 14.4", "\\text{C}", False)]),
     dict(rule="one final answer", when="always",
          decision="Several different boxed answers offered as alternatives, cycled candidates, a truncated or "
-                  "placeholder box and a hallucinated follow-up problem are not paid.",
+                  "placeholder box and a hallucinated follow-up problem are not paid; nor is an answer with an "
+                  "empty or placeholder box beside it (`\\boxed{}\\boxed{108}`, one such box is enough; an empty "
+                  "box in a sentence, \"put it in \\boxed{}.\", is text), nor one followed after `</answer>` by "
+                  "a box of another value (a box of the same value there is a restatement).",
          choice="Refuse: hedging is the cheapest hack to farm.",
          source="this recipe's hack defence (new_math_reward.py section 2); OpenCompass reads the last box only",
          examples=[("", "3 \\text{ or } 4", "4", False)]),

@@ -1659,6 +1659,7 @@ _OPTION_LABEL_RES = (
     re.compile(r"(?:\\(?:textbf|text|mathrm|textrm)\s*\{\s*)?\(\s*([A-J])\s*\)\s*\}?"),
     re.compile(r"(?m)^[ \t]*(?:\$?\\bullet\$?|[-*\u2022])?[ \t]*(?:\\textbf\{)?([A-J])[.):]\}?(?=[ \t$])"),
 )
+_OPTION_ASSIGN_RE = re.compile(r"(?<![A-Za-z\\])([A-J])\s*=\s*")
 _OPTION_MEANING_RE = re.compile(r"[\"'`]{1,2}([A-Z])[\"'`]{1,2}\s+(?:for|if|means)\s+(?:an?\s+|the\s+)?"
                                 r"([A-Za-z][A-Za-z -]*[A-Za-z])")
 _OPTION_JUNK_RE = re.compile(r"\\q?quad(?![A-Za-z])|\\\\|\$|\\[ ,;!]|\\hspace\s*\{[^{}]*\}|~")
@@ -1951,19 +1952,32 @@ def question_options(question: Optional[str]) -> dict:
         return {}
     q = question[:6000]
     for rx in _OPTION_LABEL_RES:
-        run, out = _option_run(q, rx), {}
-        for i, m in enumerate(run):
-            chunk = q[m.end():run[i + 1].start() if i + 1 < len(run) else len(q)]
-            if i + 1 == len(run):
-                chunk = chunk.lstrip(" \t")
-                chunk = chunk.split("\n", 1)[0] if chunk[:1] == "$" else re.split(r"\$|\n|\\\]", chunk, maxsplit=1)[0]
-            value = _OPTION_JUNK_RE.sub(" ", chunk).strip().rstrip(".,;")
-            if value and len(value) <= 200:
-                out[m.group(1)] = value
-        if len(out) >= 3:
+        if len(out := _option_values(q, rx)) >= 3:
             return out
     meanings = {m.group(1): m.group(2).strip() for m in _OPTION_MEANING_RE.finditer(q)}
     return meanings if len(meanings) >= 2 else {}
+
+
+def _option_values(q: str, rx) -> dict:
+    """Letter -> the text after its label, up to the next label (the last one up to the end of its line or math)."""
+    run, out = _option_run(q, rx), {}
+    for i, m in enumerate(run):
+        chunk = q[m.end():run[i + 1].start() if i + 1 < len(run) else len(q)]
+        if i + 1 == len(run):
+            chunk = chunk.lstrip(" \t")
+            chunk = chunk.split("\n", 1)[0] if chunk[:1] == "$" else re.split(r"\$|\n|\\\]", chunk, maxsplit=1)[0]
+        value = _OPTION_JUNK_RE.sub(" ", chunk).strip().rstrip(".,;")
+        if value and len(value) <= 200:
+            out[m.group(1)] = value
+    return out
+
+
+@lru_cache(maxsize=4096)
+def _named_options(question: str) -> dict:
+    """Values the problem names A, B, C, ... ("$A=\\sqrt{2}, B=\\sqrt[4]{4}, C=\\sqrt[8]{8}$"): options only for a gold
+    letter (elsewhere such names are points or sets, not choices); cached: do not modify."""
+    out = _option_values(question[:6000], _OPTION_ASSIGN_RE)
+    return out if len(out) >= 3 else {}
 
 
 def _option_letter(n: _Norm, options: dict) -> Optional[str]:
@@ -1990,7 +2004,7 @@ def _option_equal(pred: str, gold: str, options: dict, deadline: float) -> bool:
         return [k for k, v in sorted(options.items()) if answers_match(pred, v, deadline)] == [gl]
     if pl:  # a letter of the options
         return answers_match(options[pl], gold, deadline)
-    block = gn.s.upper()
+    block = _LETTER_SEP_RE.sub("", gn.s).upper()  # "A,C,F" or "ACF"
     if len(block) >= 2 and block.isalpha() and len(set(block)) == len(block) and set(block) <= set(options):
         letters = _LETTER_SEP_RE.sub("", pn.s)
         return letters.isalpha() and letters.upper() == block
@@ -2097,6 +2111,9 @@ def _judge(text: str, gold: str, question: Optional[str] = None) -> Tuple[bool, 
         if not ok and question and len(answer) <= MAX_ANSWER_CHARS:
             options = question_options(question)
             ok = bool(options) and _option_equal(answer, gold, options, deadline)
+            named = {} if ok or options else _named_options(question)
+            if named and _option_letter(_normalise(gold), named):  # the value of the option the gold letter names
+                ok = _option_equal(answer, gold, named, deadline)
     except _Rejected:
         ok = False
     if ok and len(answer) <= MAX_ANSWER_CHARS and (_restates_task(answer, gold, text, question, deadline)

@@ -1299,6 +1299,8 @@ _ROUNDED_OPTIONS_Q = ("Which of these is the smallest?\n$\\bullet$ A. $14.45001$
                       "$\\bullet$ B. $14.54999$ rounded to the nearest tenth.\n"
                       "$\\bullet$ C. $14.44999$ rounded to the nearest tenth.\n"
                       "$\\bullet$ D. $14.55001$ rounded to the nearest tenth.")
+_NAMED_Q = "Which is least? $$A=\\sqrt{2}, \\quad B=\\sqrt[4]{4}, \\quad C=\\sqrt[8]{8}.$$ Enter $A$, $B$, or $C$."
+_LINES_Q = "Which are valid?\n\n(A) $a$\n\n(B) $b$\n\n(C) $c$\n\n(D) $d$\n\n(E) $e$\n\n(F) $f$\n\nEnter the letters."
 _ZERO3 = "\\begin{pmatrix} 0 \\\\ 0 \\\\ 0 \\end{pmatrix}"
 QUESTION_FAMILIES = {
     "true chain ending in the value": [
@@ -1401,6 +1403,16 @@ QUESTION_FAMILIES = {
         ("Factor $x^4-4x^3+14x^2-4x+13$ over the integers.", "(x^2+1)(x-2-3i)(x-2+3i)", "(x^2+1)(x^2-4x+13)",
          False),                                                                     # factors not over Z
         ("Factor $x^{30}+x^{29}$.", "x^{29}(x+1)", "x^{29}(x+1)", True),
+    ],
+    "options named with letters": [
+        (_NAMED_Q, "\\sqrt[8]{8}", "C", True), (_NAMED_Q, "2^{3/8}", "C", True),
+        (_NAMED_Q, "\\sqrt[4]{4}", "B", False),                                   # the value of two options
+        (_NAMED_Q, "\\sqrt[8]{8}", "A", False),
+        ("Let $A=(0,0)$, $B=(3,4)$ and $C=(1,1)$. Find the point nearest to $(3,5)$.", "B", "(3,4)", False),
+    ],
+    "block of option letters": [
+        (_LINES_Q, "ACF", "\\text{A,C,F}", True), (_LINES_Q, "A, C, F", "\\text{ACF}", True),
+        (_LINES_Q, "ACE", "\\text{A,C,F}", False), (_LINES_Q, "AC", "\\text{A,C,F}", False),
     ],
     "one-symbol label": [
         ("What digit is $\\Delta$?", "\\Delta = 8", "8", True), ("", "E = 4", "4", True),

@@ -1644,6 +1644,8 @@ _DEMAND_NEGATION_RE = re.compile(r"\b(?:not|no|nor|never|instead\s+of|rather\s+t
 #: Form words: a clause that offers two of them joined by "or" demands neither.
 _FORM_WORD_RE = re.compile(r"\b(?:fraction|decimal|mixed\s+number|integer|percent|radical|notation)", re.I)
 _CLAUSE_END_RE = re.compile(r"[.?!;:()\n]")
+#: A root of an integer times letters: ``\\sqrt{1260x}``, ``\\sqrt[3]{16}`` (index, integer factor).
+_RADICAND_RE = re.compile(r"\\sqrt(?:\[(\d)\])?\{(\d{1,8})(?:[A-Za-z](?:\^\{?\d+\}?)?)*\}")
 _SLASH_SQRT_RE = re.compile(r"/\s*(?:\([^()]*\\sqrt|[\d.]*\\sqrt)")
 _INT_FRAC_RE = re.compile(r"\\frac\{-?(\d{1,12})\}\{(\d{1,12})\}|(?<![\d.}])(\d{1,12})/(\d{1,12})(?![\d.])")
 #: A decimal with a fractional part (57.0 is the integer 57 written with a zero).
@@ -1796,10 +1798,14 @@ def _radical_denominator(s: str) -> bool:
     return False
 
 
-def _square_factor(s: str) -> bool:
-    """A square root of an integer with a square factor: ``\\sqrt{8}``, ``\\sqrt{9}``."""
-    ns = (int(m.group(1)) for m in re.finditer(r"\\sqrt\{(\d{1,8})\}", s))
-    return any(n % (k * k) == 0 for n in ns for k in range(2, math.isqrt(n) + 1))
+def _power_factor(s: str) -> bool:
+    """A radicand whose integer factor holds a power of the root's index: ``\\sqrt{8}``, ``\\sqrt{1260x}``,
+    ``\\sqrt[3]{8}`` (a perfect power is one: its root is a number)."""
+    for m in _RADICAND_RE.finditer(s):
+        n, k = int(m.group(1) or 2), int(m.group(2))
+        if n >= 2 and any(k % d ** n == 0 for d in range(2, int(k ** (1 / n)) + 2)):
+            return True
+    return False
 
 
 def _int_fractions(s: str):
@@ -1821,7 +1827,7 @@ def _unsolved_for_y(s: str) -> bool:
 #: Form features of a normalised answer, by name.
 _FORM_FEATURES = {
     "radical in a denominator": lambda n: _radical_denominator(n.s),
-    "square factor under a root": lambda n: _square_factor(n.s),
+    "power factor under a root": lambda n: _power_factor(n.s),
     "unreduced fraction": lambda n: any(b > 1 and math.gcd(a, b) > 1 for a, b, _ in _int_fractions(n.s)),
     "decimal": lambda n: bool(_DECIMAL_FORM_RE.search(n.s)),
     "mixed number": lambda n: any(int(m.group(1)) < int(m.group(2)) for m in _MIXED_FORM_RE.finditer(n.s)),
@@ -1835,12 +1841,12 @@ _FORM_FEATURES = {
 #: What each stated form forbids (MATH: the form the question asks for is the answer).
 _DEMAND_FORBIDS = {
     "rationalised": ("radical in a denominator",),
-    "radical form": ("radical in a denominator", "square factor under a root", "decimal"),
-    "simplified": ("unreduced fraction", "square factor under a root", "radical in a denominator"),
+    "radical form": ("radical in a denominator", "power factor under a root", "decimal"),
+    "simplified": ("unreduced fraction", "power factor under a root", "radical in a denominator"),
     "interval": ("inequality",),
     "solved for y": ("equation not solved for y",),
     "common fraction": ("unreduced fraction", "decimal", "mixed number", "percent"),
-    "lowest terms": ("unreduced fraction",),
+    "lowest terms": ("unreduced fraction", "power factor under a root"),
     "mixed number": ("improper fraction", "decimal", "percent"),
     "decimal": ("fraction", "percent"),
     "exponential": ("no exponent",),

@@ -1301,6 +1301,7 @@ _ROUNDED_OPTIONS_Q = ("Which of these is the smallest?\n$\\bullet$ A. $14.45001$
                       "$\\bullet$ D. $14.55001$ rounded to the nearest tenth.")
 _NAMED_Q = "Which is least? $$A=\\sqrt{2}, \\quad B=\\sqrt[4]{4}, \\quad C=\\sqrt[8]{8}.$$ Enter $A$, $B$, or $C$."
 _LINES_Q = "Which are valid?\n\n(A) $a$\n\n(B) $b$\n\n(C) $c$\n\n(D) $d$\n\n(E) $e$\n\n(F) $f$\n\nEnter the letters."
+_RADICAL_Q = "Express your answer in simplest radical form."
 _ZERO3 = "\\begin{pmatrix} 0 \\\\ 0 \\\\ 0 \\end{pmatrix}"
 QUESTION_FAMILIES = {
     "true chain ending in the value": [
@@ -1413,6 +1414,15 @@ QUESTION_FAMILIES = {
     "block of option letters": [
         (_LINES_Q, "ACF", "\\text{A,C,F}", True), (_LINES_Q, "A, C, F", "\\text{ACF}", True),
         (_LINES_Q, "ACE", "\\text{A,C,F}", False), (_LINES_Q, "AC", "\\text{A,C,F}", False),
+    ],
+    "power factor under a root": [
+        (_RADICAL_Q, "6x\\sqrt{1260x}", "36x \\sqrt{35x}", False),
+        (_RADICAL_Q, "36x\\sqrt{35x}", "36x \\sqrt{35x}", True),
+        (_RADICAL_Q, "2\\sqrt[3]{2}", "\\sqrt[3]{16}", True),                       # the gold has the form
+        (_RADICAL_Q, "\\sqrt[3]{16}", "2\\sqrt[3]{2}", False), (_RADICAL_Q, "\\sqrt{4+x}", "\\sqrt{x+4}", True),
+        ("Express in simplest form: $\\sqrt[12]{8^4}$", "\\sqrt[3]{8}", "2", False),
+        ("Express in simplest form: $\\sqrt[12]{8^4}$", "2", "2", True),
+        ("What is $\\sqrt[12]{8^4}$?", "\\sqrt[3]{8}", "2", True),                    # no form asked for
     ],
     "one-symbol label": [
         ("What digit is $\\Delta$?", "\\Delta = 8", "8", True), ("", "E = 4", "4", True),

@@ -47,12 +47,15 @@ POLICY_RULES = (
                     "\\frac{3\\sqrt{5}-3}{4}", True),
                    ("", "\\frac{1}{\\sqrt{2}}", "\\frac{\\sqrt{2}}{2}", True)]),
     dict(rule="simplest radical form", when="the question says \"simplest radical form\"",
-         decision="A square root of an integer with a square factor (\\sqrt{8}) or a radical in a denominator is "
-                  "not paid (unless the gold has one).",
+         decision="A root whose radicand's integer factor holds a power of the root's index (\\sqrt{8}, "
+                  "\\sqrt{1260x} with its factor 36, \\sqrt[3]{16}) or a radical in a denominator is not paid "
+                  "(unless the gold has one).",
          choice="Refuse: simplifying the radical is the task.",
          source="MATH; OpenCompass pays any equal value",
          examples=[("Express your answer in simplest radical form.", "\\sqrt{8}", "2\\sqrt{2}", False),
-                   ("Express your answer in simplest radical form.", "2\\sqrt{2}", "2\\sqrt2", True)]),
+                   ("Express your answer in simplest radical form.", "2\\sqrt{2}", "2\\sqrt2", True),
+                   ("Express your answer in simplest radical form.", "6x\\sqrt{1260x}", "36x\\sqrt{35x}", False),
+                   ("Express your answer in simplest radical form.", "36x\\sqrt{35x}", "36x \\sqrt{35x}", True)]),
     dict(rule="stated form", when="the question names a form: \"(common / improper) fraction\", \"fraction in "
                                    "simplest form\", \"lowest terms\", \"mixed number\", \"as a decimal\", \"as a "
                                    "percent\", \"exponential notation\", \"simplify\", \"integer denominator\", "
@@ -63,8 +66,10 @@ POLICY_RULES = (
                   "that form): for a fraction a decimal (also repeating), a percent, a mixed number or an unreduced "
                   "fraction; for a mixed number an improper fraction or a decimal; for a decimal a fraction; for a "
                   "percent the value as a fraction of one (0.25 for 25%); for exponential notation a number written "
-                  "out; for \"simplify\" an unreduced fraction, a square factor under a root or a radical in a "
-                  "denominator; for interval notation an inequality; for \"y = ...\" an equation not solved for y. "
+                  "out; for \"simplify\" an unreduced fraction, a power factor under a root (as for simplest "
+                  "radical form) or a radical in a denominator; for \"simplest form\" or \"lowest terms\" an "
+                  "unreduced fraction or a power factor under a root (\\sqrt[3]{8} for 2); for interval notation "
+                  "an inequality; for \"y = ...\" an equation not solved for y. "
                   "One table (_DEMAND_FORBIDS) holds these.",
          choice="Refuse (FN against a lenient grader): the form is part of the task, as MATH grades it.",
          source="MATH (the requested form is the answer; its grader compares strings); OpenCompass pays any equal value",
@@ -78,6 +83,8 @@ POLICY_RULES = (
                    ("Express your answer as a percent.", "0.25", "25\\%", False),
                    ("Express your answer as a percent.", "25", "25\\%", True),
                    ("Simplify $\\sqrt{6}\\cdot\\sqrt{12}$.", "\\sqrt{72}", "6\\sqrt2", False),
+                   ("Express in simplest form: $\\sqrt[12]{8^4}$", "\\sqrt[3]{8}", "2", False),
+                   ("Express in simplest form: $\\sqrt[12]{8^4}$", "2", "2", True),
                    ("Express your answer in interval notation.", "-2 < x < 3", "(-2,3)", False),
                    ("Express your answer as an interval or as a union of intervals.", "0 \\le x < 1", "[0,1)", False),
                    ("Enter the equation of the line in the form \"$y = mx + b$\".", "2x + y = 0", "y = -2x", False),

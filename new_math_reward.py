@@ -244,7 +244,7 @@ def _final_statement(region: str, cut_continuation: bool) -> Tuple[Optional[List
 
 
 def _restates(box: str, answers: List[str], deadline: float) -> bool:
-    """Whether a later box states one of the final answers' values (section 4 judges)."""
+    """Whether a box (a later one, a side) states one of the answers' values (section 4 judges)."""
     try:
         return any(answers_match(box[:MAX_ANSWER_CHARS + 1], a, deadline) for a in answers)
     except _Rejected:
@@ -1144,24 +1144,35 @@ def _match(p: _Norm, g: _Norm, ctx) -> bool:
 
 
 def _approx_equal(p: _Norm, g: _Norm, ctx) -> bool:
-    """``x \\approx 3.14`` states 3.14; ``\\frac13 \\approx 0.33`` states 1/3 when the rounding is right."""
+    """``x \\approx 3.14`` states 3.14, and ``\\frac{32\\sqrt2}{3} \\approx 15.08`` does when the exact side rounds to
+    it; ``\\frac13 \\approx 0.33`` states 1/3 when the rounding is right."""
     sides = [x.strip() for x in p.s.split("\\approx")]
     last = _Norm(sides[-1], p.pct, p.unit, False, p.base)
-    if last.s and _match(last, g, ctx):
-        return True
     first = _Norm(sides[0], p.pct, p.unit, False, p.base)
-    approx = _exact_number(sides[-1])
-    if len(sides) != 2 or not first.s or not isinstance(approx, Fraction) or not _match(first, g, ctx):
+    if last.s and _match(last, g, ctx):  # a constant before it must round to it
+        return (len(sides) != 2 or not first.s or bool(_letters(first.s)) or bool(_LABEL_NAME_RE.match(first.s))
+                or _rounds_to(first.s, sides[-1]) is not False)
+    if len(sides) != 2 or not first.s or not _match(first, g, ctx):
         return False
-    tol = Fraction(1, 10 ** len(sides[-1].partition(".")[2]))
-    gv = _exact_number(g.s)
-    if not isinstance(gv, Fraction):
-        e = _parse(g.s)
+    return _rounds_to(g.s, sides[-1]) is True
+
+
+def _rounds_to(exact: str, approx: str) -> Optional[bool]:
+    """Whether the value of ``exact`` rounds (or truncates) to the decimal ``approx``; None when either is unknown."""
+    a = _exact_number(approx)
+    if not isinstance(a, Fraction):
+        return None
+    tol = Fraction(1, 10 ** len(approx.partition(".")[2]))
+    v = _exact_number(exact)
+    if not isinstance(v, Fraction):
+        e = _parse(exact)
         try:
-            gv = Fraction(str(_sympy.N(e, 30))) if isinstance(e, _sympy.Expr) and e.is_real else None
+            v = Fraction(str(_sympy.N(e, 30))) if isinstance(e, _sympy.Expr) and e.is_real else None
         except Exception:
-            gv = None
-    return gv is not None and (abs(gv - approx) <= tol / 2 or (gv * approx >= 0 and 0 <= abs(gv) - abs(approx) < tol))
+            v = None
+    if v is None:
+        return None
+    return abs(v - a) <= tol / 2 or (v * a >= 0 and 0 <= abs(v) - abs(a) < tol)
 
 
 def _piece_equal(p: _Struct, g: _Struct, ctx) -> bool:
@@ -2122,8 +2133,12 @@ def _judge(text: str, gold: str, question: Optional[str] = None) -> Tuple[bool, 
                 ok = _option_equal(answer, gold, named, deadline)
     except _Rejected:
         ok = False
+    form = answer  # "exact \\approx rounded" has the form of the side that states the gold, the rounded one first
+    if ok and "\\approx" in (n := _normalise(answer[:MAX_ANSWER_CHARS])).s:
+        sides = n.s.split("\\approx")
+        form = next((x for x in (sides[-1], sides[0]) if x and _restates(x, [gold], deadline)), answer)
     if ok and len(answer) <= MAX_ANSWER_CHARS and (_restates_task(answer, gold, text, question, deadline)
-                                                   or _form_violation(answer, gold, demands)
+                                                   or _form_violation(form, gold, demands)
                                                    or _foreign_modulus(answer, gold, question)
                                                    or _foreign_unit(answer, gold, question)):
         ok = False

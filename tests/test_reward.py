@@ -1302,6 +1302,7 @@ _ROUNDED_OPTIONS_Q = ("Which of these is the smallest?\n$\\bullet$ A. $14.45001$
 _NAMED_Q = "Which is least? $$A=\\sqrt{2}, \\quad B=\\sqrt[4]{4}, \\quad C=\\sqrt[8]{8}.$$ Enter $A$, $B$, or $C$."
 _LINES_Q = "Which are valid?\n\n(A) $a$\n\n(B) $b$\n\n(C) $c$\n\n(D) $d$\n\n(E) $e$\n\n(F) $f$\n\nEnter the letters."
 _RADICAL_Q = "Express your answer in simplest radical form."
+_HUNDREDTH_Q = "What is the volume in cubic inches? Express your answer as a decimal to the nearest hundredth."
 _ZERO3 = "\\begin{pmatrix} 0 \\\\ 0 \\\\ 0 \\end{pmatrix}"
 QUESTION_FAMILIES = {
     "true chain ending in the value": [
@@ -1423,6 +1424,15 @@ QUESTION_FAMILIES = {
         ("Express in simplest form: $\\sqrt[12]{8^4}$", "\\sqrt[3]{8}", "2", False),
         ("Express in simplest form: $\\sqrt[12]{8^4}$", "2", "2", True),
         ("What is $\\sqrt[12]{8^4}$?", "\\sqrt[3]{8}", "2", True),                    # no form asked for
+    ],
+    "exact value with its rounding": [
+        (_HUNDREDTH_Q, "\\frac{32\\sqrt{2}}{3} \\approx 15.08", "15.08", True),
+        (_HUNDREDTH_Q, "\\frac{32\\sqrt{2}}{3}", "15.08", False),                   # the exact value alone
+        (_HUNDREDTH_Q, "\\frac{1}{2} \\approx 15.08", "15.08", False),               # it does not round to 15.08
+        (_HUNDREDTH_Q, "\\frac{32\\sqrt{2}}{3} \\approx 15.09", "15.08", False),
+        (_HUNDREDTH_Q, "V \\approx 15.08", "15.08", True),
+        ("Express your answer in simplest radical form.", "\\frac{32\\sqrt{2}}{3} \\approx 15.08",
+         "\\frac{32\\sqrt2}{3}", True),                                                  # the exact side's form
     ],
     "one-symbol label": [
         ("What digit is $\\Delta$?", "\\Delta = 8", "8", True), ("", "E = 4", "4", True),

@@ -19,13 +19,20 @@ POLICY_RULES = (
     dict(rule="exact values", when="always; the question asks to round",
          decision="Decimals are exact values: 0.333 is not 1/3 and 3.14 is not \\pi. When the question asks to "
                   "round, the rounded value is the answer and may follow `\\approx`; `exact \\approx rounded` "
-                  "states the exact value when the rounding is right.",
+                  "states the exact value, or the rounded one, when the exact side rounds to the rounded one (a "
+                  "rounding it does not round to is refused); the form the question asks for is that of the side "
+                  "that states the gold (`\\frac{32\\sqrt{2}}{3} \\approx 15.08` is a decimal to the nearest "
+                  "hundredth).",
          choice="Refuse approximations (FN on sloppy rounding): a tolerance would pay guesses near the value.",
          source="MATH (exact answers); OpenCompass pays values within math-verify's float tolerance",
          examples=[("", "0.333", "\\frac13", False),
                    ("Round your answer to the nearest hundredth.", "x \\approx 3.14", "3.14", True),
                    ("", "\\frac{1}{3} \\approx 0.33", "\\frac13", True),
-                   ("", "\\frac{1}{3} \\approx 0.35", "\\frac13", False)]),
+                   ("", "\\frac{1}{3} \\approx 0.35", "\\frac13", False),
+                   ("Express your answer as a decimal to the nearest hundredth.",
+                    "\\frac{32\\sqrt{2}}{3} \\approx 15.08", "15.08", True),
+                   ("Express your answer as a decimal to the nearest hundredth.", "\\frac{1}{2} \\approx 15.08",
+                    "15.08", False)]),
     dict(rule="ordering words", when="the question says \"in increasing order\", \"from least to greatest\" and the like",
          decision="A list is compared in the order given; without such words a list of solutions is unordered. "
                   "A strict chain (f(2) < f(1) < f(4)) states the list of its terms in the order written. When the "

@@ -194,16 +194,6 @@ def _cycles_candidates(region: str, outer: list, first: int, values: List[str]) 
     return statements >= MAX_SUPERSEDED_CANDIDATES
 
 
-def _blank_beside(region: str, blank: list, lo: int, hi: int) -> bool:
-    """A placeholder box in the final statement's span or next to it with no word or number between
-    (``\\boxed{}\\boxed{5}``); one in a sentence ("within \\boxed{}.") is text."""
-    for b in blank:
-        gap = region[b[1]:lo] if b[1] <= lo else region[hi:b[0]] if b[0] >= hi else ""
-        if not re.search(r"[A-Za-z0-9]", re.sub(r"\\[A-Za-z]+", "", gap)):
-            return True
-    return False
-
-
 def _final_statement(region: str, cut_continuation: bool) -> Tuple[Optional[List[str]], bool]:
     """The boxed answers of the final statement and whether hedged or cycled; (None, False) without a usable box."""
     boxes, unclosed = _scan_boxes(region)
@@ -232,8 +222,10 @@ def _final_statement(region: str, cut_continuation: bool) -> Tuple[Optional[List
         hedged = hedged or kind == "hedge"
         first -= 1
     group = outer[first:]
-    if blank and _blank_beside(region, blank, group[0][0], group[-1][1]):
-        return [strip_grouping_braces(_box_content(region, b)) for b in group] + [""], True  # placeholder spam
+    lo, hi = group[0][0], group[-1][1]  # a placeholder box in or next to the statement, no word between: spam
+    if any(lo <= b[0] < hi or not re.search(r"[A-Za-z0-9]", _COMMAND_RE.sub("", region[min(b[1], hi):max(b[0], lo)]))
+           for b in blank):
+        return [strip_grouping_braces(_box_content(region, b)) for b in group] + [""], True
     if first > 0 and _cycles_candidates(region, outer, first, [_box_content(region, b).strip() for b in group]):
         group, hedged = outer[-(MAX_FINAL_BOXES + 1):], True  # report every candidate
     # whole-answer brace groups go before the length cut ({{...{4}...}} is the answer 4)
@@ -270,13 +262,11 @@ def extract_final_answer(text: str) -> Tuple[Optional[List[str]], bool]:
     if len({tuple(_norm_key(a) for a in f) for f in finals}) > 1:
         return [a for f in finals for a in f], True  # blocks disagree: a hedge
     after = region.rsplit(ANSWER_CLOSE, 1)[1] if ANSWER_CLOSE in region.rsplit(ANSWER_OPEN, 1)[1] else ""
-    if "\\boxed" in after or "\\fbox" in after:  # a different box after the final answer hedges it
-        if m := _CONTINUATION_RE.search(after):
-            after = after[:m.start()]
-        later = [c for c in (strip_grouping_braces(_box_content(after, b)) for b in _scan_boxes(after)[0][:8])
-                 if c not in _PLACEHOLDER_BOXES and not _restates(c, finals[-1], _cpu_clock() + CAS_BUDGET_S)]
-        if later:
-            return finals[-1] + later, True
+    after = _CONTINUATION_RE.split(after, 1)[0] if "\\boxed" in after or "\\fbox" in after else ""  # a new problem's
+    later = [c for c in (strip_grouping_braces(_box_content(after, b)) for b in _scan_boxes(after)[0][:8])
+             if c not in _PLACEHOLDER_BOXES and not _restates(c, finals[-1], _cpu_clock() + CAS_BUDGET_S)]
+    if later:  # another value boxed after the final answer hedges it
+        return finals[-1] + later, True
     return finals[-1], hedged
 
 
@@ -414,10 +404,8 @@ _MEASURES = frozenset(_UNIT_ALIASES.values()) | frozenset(
 _GENERIC_UNITS = frozenset({"unit", "square unit", "cubic unit"})
 #: Units by kind (canonical keys), and their names in a question's words.
 _UNIT_KINDS = {u: kind for kind, units in (("time", "second minute hour day week month year"),
-                                           ("length", "inch foot yard mile mm cm m km"),
-                                           ("mass", "gram kilogram pound ounce"), ("money", "dollar cent"),
-                                           ("volume", "liter gallon"), ("angle", "degree radian"))
-               for u in units.split()}
+               ("length", "inch foot yard mile mm cm m km"), ("mass", "gram kilogram pound ounce"),
+               ("money", "dollar cent"), ("volume", "liter gallon"), ("angle", "degree radian")) for u in units.split()}
 _UNIT_WORD_RE = re.compile(r"\b(seconds?|minutes?|hours?|days?|weeks?|months?|years?|inch(?:es)?|foot|feet|yards?|"
                            r"miles?|(?:milli|centi|kilo)?meters?|(?:kilo)?grams?|pounds?|ounces?|dollars?|"
                            r"(?<!per )cents?|liters?|gallons?|degrees?|radians?)\b", re.I)
@@ -927,6 +915,7 @@ _LABEL_NAME_RE = re.compile(r"^(?:[A-DF-HJ-Za-df-hj-z]|[EI]|\\(?:(?:var)?(?:alph
                             r"theta|iota|kappa|lambda|mu|nu|xi|rho|sigma|tau|upsilon|phi|chi|psi|omega)|Gamma|Delta|"
                             r"Theta|Lambda|Xi|Sigma|Upsilon|Phi|Psi|Omega))(?:_\{?\w+\}?)?'*$")
 
+
 def _letters(s: str) -> set:
     """The variables s names (letters outside LaTeX commands, but e and i)."""
     return set(_VARIABLE_RE.findall(_COMMAND_RE.sub("", s)))
@@ -1159,19 +1148,15 @@ def _approx_equal(p: _Norm, g: _Norm, ctx) -> bool:
 
 def _rounds_to(exact: str, approx: str) -> Optional[bool]:
     """Whether the value of ``exact`` rounds (or truncates) to the decimal ``approx``; None when either is unknown."""
-    a = _exact_number(approx)
-    if not isinstance(a, Fraction):
+    a, v, e = _exact_number(approx), _exact_number(exact), None
+    try:
+        if not isinstance(v, Fraction) and isinstance(e := _parse(exact), _sympy.Expr) and e.is_real:
+            v = Fraction(str(_sympy.N(e, 30)))
+    except Exception:
+        return None
+    if not isinstance(a, Fraction) or not isinstance(v, Fraction):
         return None
     tol = Fraction(1, 10 ** len(approx.partition(".")[2]))
-    v = _exact_number(exact)
-    if not isinstance(v, Fraction):
-        e = _parse(exact)
-        try:
-            v = Fraction(str(_sympy.N(e, 30))) if isinstance(e, _sympy.Expr) and e.is_real else None
-        except Exception:
-            v = None
-    if v is None:
-        return None
     return abs(v - a) <= tol / 2 or (v * a >= 0 and 0 <= abs(v) - abs(a) < tol)
 
 
@@ -1899,12 +1884,6 @@ def _question_units(question: str) -> frozenset:
     return frozenset(k for k in keys if k.split()[-1] in _MEASURES)
 
 
-@lru_cache(maxsize=4096)
-def _question_unit_words(question: str) -> frozenset:
-    """The units of measure a problem names anywhere ("27 years", "in feet"), canonical."""
-    return frozenset(_unit_key(m.group(1)) for m in _UNIT_WORD_RE.finditer(question[:6000]))
-
-
 def _foreign_unit(pred: str, gold: str, question: Optional[str]) -> bool:
     """A unit of measure neither the gold's nor one the question asks for (2.50 cents "in dollars"), or of a kind the
     question names in other units only ("41 days" when it speaks of years)."""
@@ -1914,9 +1893,10 @@ def _foreign_unit(pred: str, gold: str, question: Optional[str]) -> bool:
     asked = _question_units(question)
     if asked and unit not in asked | {a.split(" per ")[0] for a in asked}:
         return True
-    kind = _UNIT_KINDS.get(unit.split()[-1]) if " per " not in unit else None
-    named = {u for u in _question_unit_words(question) if _UNIT_KINDS.get(u) == kind} if kind else ()
-    return bool(named) and unit.split()[-1] not in named
+    base = unit.split()[-1] if " per " not in unit else ""  # the question's units of its kind, if any
+    named = {u for m in _UNIT_WORD_RE.finditer(question[:6000]) if _UNIT_KINDS.get(u := _unit_key(m.group(1)), 0)
+             == _UNIT_KINDS.get(base)}
+    return bool(named) and base not in named
 
 
 def _asked_noun_dropped(answer: str, question: Optional[str]) -> str:
@@ -1927,26 +1907,12 @@ def _asked_noun_dropped(answer: str, question: Optional[str]) -> str:
     return answer
 
 
-@lru_cache(maxsize=4096)
-def _question_name_tuples(question: str) -> Tuple[Tuple[str, ...], ...]:
-    """The tuples of names a problem states ("Enter the ordered triple $(p,q,r)$")."""
-    return tuple(tuple(n.replace(" ", "") for n in m.group(1).split(","))
-                 for m in _NAME_TUPLE_RE.finditer(question[:6000]))
-
-
 def _labels_in_question_order(answer: str, question: Optional[str]) -> str:
     """``p = 6, q = 31, r = -1`` for "the ordered triple $(p,q,r)$": the labelled values as that tuple, in its order."""
-    if not question or answer.count("=") < 2:
-        return answer
-    named = {}
-    for item in _split_top(answer, words=False):
-        sides = _top_level_eq(item)
-        name = sides[0].replace(" ", "")
-        if len(sides) != 2 or not _ASSIGN_LHS_RE.match(name) or name in named:
-            return answer
-        named[name] = sides[1]
-    for names in _question_name_tuples(question):
-        if len(named) > 1 and sorted(names) == sorted(named):
+    pairs = [_top_level_eq(it) for it in _split_top(answer, words=False)] if question and answer.count("=") > 1 else []
+    named = {p[0].replace(" ", ""): p[1] for p in pairs if len(p) == 2 and _ASSIGN_LHS_RE.match(p[0].replace(" ", ""))}
+    for m in _NAME_TUPLE_RE.finditer(question[:6000]) if len(pairs) > 1 and len(named) == len(pairs) else ():
+        if sorted(names := m.group(1).replace(" ", "").split(",")) == sorted(named):
             return "(" + ", ".join(named[n] for n in names) + ")"
     return answer
 
@@ -1987,14 +1953,6 @@ def _option_values(q: str, rx) -> dict:
         if value and len(value) <= 200:
             out[m.group(1)] = value
     return out
-
-
-@lru_cache(maxsize=4096)
-def _named_options(question: str) -> dict:
-    """Values the problem names A, B, C, ... ("$A=\\sqrt{2}, B=\\sqrt[4]{4}, C=\\sqrt[8]{8}$"): options only for a gold
-    letter (elsewhere such names are points or sets, not choices); cached: do not modify."""
-    out = _option_values(question[:6000], _OPTION_ASSIGN_RE)
-    return out if len(out) >= 3 else {}
 
 
 def _option_letter(n: _Norm, options: dict) -> Optional[str]:
@@ -2128,8 +2086,9 @@ def _judge(text: str, gold: str, question: Optional[str] = None) -> Tuple[bool, 
         if not ok and question and len(answer) <= MAX_ANSWER_CHARS:
             options = question_options(question)
             ok = bool(options) and _option_equal(answer, gold, options, deadline)
-            named = {} if ok or options else _named_options(question)
-            if named and _option_letter(_normalise(gold), named):  # the value of the option the gold letter names
+            # values the question names "A=\\sqrt{2}, B=..., C=...": options for a gold letter only (else points, sets)
+            named = {} if ok or options else _option_values(question[:6000], _OPTION_ASSIGN_RE)
+            if len(named) >= 3 and _option_letter(_normalise(gold), named):
                 ok = _option_equal(answer, gold, named, deadline)
     except _Rejected:
         ok = False

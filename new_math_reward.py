@@ -1658,6 +1658,8 @@ _OPTION_LABEL_RES = (
     re.compile(r"(?m)^[ \t]*(?:\$?\\bullet\$?|[-*\u2022])?[ \t]*(?:\\textbf\{)?([A-J])[.):]\}?(?=[ \t$])"),
 )
 _OPTION_ASSIGN_RE = re.compile(r"(?<![A-Za-z\\])([A-J])\s*=\s*")
+#: "Enter your answer as $A$, $B$, or $C$": the question demands the letter itself, not the value it names.
+_LETTER_DEMAND_RE = re.compile(r"\benter\b[^.\n]{0,30}?(?:\$\(?[A-J]\)?\$|\bletters?\b)", re.IGNORECASE)
 _OPTION_MEANING_RE = re.compile(r"[\"'`]{1,2}([A-Z])[\"'`]{1,2}\s+(?:for|if|means)\s+(?:an?\s+|the\s+)?"
                                 r"([A-Za-z][A-Za-z -]*[A-Za-z])")
 _OPTION_JUNK_RE = re.compile(r"\\q?quad(?![A-Za-z])|\\\\|\$|\\[ ,;!]|\\hspace\s*\{[^{}]*\}|~")
@@ -2087,7 +2089,8 @@ def _judge(text: str, gold: str, question: Optional[str] = None) -> Tuple[bool, 
             options = question_options(question)
             ok = bool(options) and _option_equal(answer, gold, options, deadline)
             # values the question names "A=\\sqrt{2}, B=..., C=...": options for a gold letter only (else points, sets)
-            named = {} if ok or options else _option_values(question[:6000], _OPTION_ASSIGN_RE)
+            named = ({} if ok or options or _LETTER_DEMAND_RE.search(question)
+                     else _option_values(question[:6000], _OPTION_ASSIGN_RE))
             if len(named) >= 3 and _option_letter(_normalise(gold), named):
                 ok = _option_equal(answer, gold, named, deadline)
     except _Rejected:

@@ -1299,7 +1299,7 @@ _ROUNDED_OPTIONS_Q = ("Which of these is the smallest?\n$\\bullet$ A. $14.45001$
                       "$\\bullet$ B. $14.54999$ rounded to the nearest tenth.\n"
                       "$\\bullet$ C. $14.44999$ rounded to the nearest tenth.\n"
                       "$\\bullet$ D. $14.55001$ rounded to the nearest tenth.")
-_NAMED_Q = "Which is least? $$A=\\sqrt{2}, \\quad B=\\sqrt[4]{4}, \\quad C=\\sqrt[8]{8}.$$ Enter $A$, $B$, or $C$."
+_NAMED_Q = "Which is least? $$A=\\sqrt{2}, \\quad B=\\sqrt[4]{4}, \\quad C=\\sqrt[8]{8}.$$"
 _LINES_Q = "Which are valid?\n\n(A) $a$\n\n(B) $b$\n\n(C) $c$\n\n(D) $d$\n\n(E) $e$\n\n(F) $f$\n\nEnter the letters."
 _RADICAL_Q = "Express your answer in simplest radical form."
 _HUNDREDTH_Q = "What is the volume in cubic inches? Express your answer as a decimal to the nearest hundredth."
@@ -1410,6 +1410,7 @@ QUESTION_FAMILIES = {
         (_NAMED_Q, "\\sqrt[8]{8}", "C", True), (_NAMED_Q, "2^{3/8}", "C", True),
         (_NAMED_Q, "\\sqrt[4]{4}", "B", False),                                   # the value of two options
         (_NAMED_Q, "\\sqrt[8]{8}", "A", False),
+        (_NAMED_Q + " Enter your answer as $A$, $B$, or $C$.", "\\sqrt[8]{8}", "C", False),  # the letter demanded
         ("Let $A=(0,0)$, $B=(3,4)$ and $C=(1,1)$. Find the point nearest to $(3,5)$.", "B", "(3,4)", False),
     ],
     "block of option letters": [

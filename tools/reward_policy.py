@@ -221,8 +221,9 @@ POLICY_RULES = (
                   "circle'), the chosen option's value for its letter, the letter for its value, and a block of "
                   "option letters in any separation (\"A, C, F\" for \"ACF\" and \"ACF\" for \"A,C,F\", in the "
                   "order given). Values the question names with letters (\"$A=\\sqrt{2}, B=\\sqrt[4]{4}, "
-                  "C=\\sqrt[8]{8}$\") are options only when the gold is one of those letters: the named value "
-                  "answers for its letter, not the letter for the value (such names are often points or sets).",
+                  "C=\\sqrt[8]{8}$\") are options only when the gold is one of those letters and the question "
+                  "does not demand the letter (\"Enter your answer as $A$, $B$, or $C$\"): the named value answers "
+                  "for its letter, not the letter for the value (such names are often points or sets).",
          choice="Pay exactly one option: a value shared by two options, another option's value, or a letter written "
                 "with another option's value (\"(B) 2/3\" when (B) is 1/2) is refused. An option that is a task in "
                 "words (\"14.45001 rounded to the nearest tenth\") is not compared: its letter is the answer, "
@@ -237,10 +238,9 @@ POLICY_RULES = (
                     "\\text{AC}", True),
                    ("Which round to 40?\nA. $43$\nB. $23$\nC. $38$\nEnter the letters, separated by commas.", "AC",
                     "\\text{A,C}", True),
-                   ("Which is least? $A=\\sqrt{2}, B=\\sqrt[4]{4}, C=\\sqrt[8]{8}$. Enter $A$, $B$, or $C$.",
-                    "\\sqrt[8]{8}", "C", True),
-                   ("Which is least? $A=\\sqrt{2}, B=\\sqrt[4]{4}, C=\\sqrt[8]{8}$. Enter $A$, $B$, or $C$.",
-                    "\\sqrt{2}", "A", False),
+                   ("Which is least? $A=\\sqrt{2}, B=\\sqrt[4]{4}, C=\\sqrt[8]{8}$.", "\\sqrt[8]{8}", "C", True),
+                   ("Which is least? $A=\\sqrt{2}, B=\\sqrt[4]{4}, C=\\sqrt[8]{8}$. Enter your answer as $A$, $B$, or $C$.",
+                    "\\sqrt[8]{8}", "C", False),
                    ("Which is smallest?\nA. $14.45001$ rounded to the nearest tenth.\nB. $14.54999$ rounded to the "
                     "nearest tenth.\nC. $14.44999$ rounded to the nearest tenth.", "(C)\\ 14.4", "\\text{C}", True),
                    ("Which is smallest?\nA. $14.45001$ rounded to the nearest tenth.\nB. $14.54999$ rounded to the "

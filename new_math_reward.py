@@ -207,8 +207,9 @@ def _final_statement(region: str, cut_continuation: bool) -> Tuple[Optional[List
             outer.append(b)
     if unclosed >= 0 and (not outer or unclosed > outer[-1][0]):
         return None, False  # the last box is truncated
-    outer = [b for b in outer if b[3] - b[2] > MAX_ANSWER_CHARS or
-             _box_content(region, b).strip() not in _PLACEHOLDER_BOXES]
+    blank = [b for b in outer if b[3] - b[2] <= MAX_ANSWER_CHARS and
+             _box_content(region, b).strip() in _PLACEHOLDER_BOXES]
+    outer = [b for b in outer if b not in blank]
     turns = [m.start() for m in _NEW_TASK_RE.finditer(region, outer[0][1])] if outer else []
     outer = [b for b in outer if not any(b[1] <= t for t in turns)]  # an echoed example's boxes come before the turn
     if not outer:
@@ -221,6 +222,10 @@ def _final_statement(region: str, cut_continuation: bool) -> Tuple[Optional[List
         hedged = hedged or kind == "hedge"
         first -= 1
     group = outer[first:]
+    lo, hi = group[0][0], group[-1][1]  # a placeholder box in or next to the statement, no word between: spam
+    if any(lo <= b[0] < hi or not re.search(r"[A-Za-z0-9]", _COMMAND_RE.sub("", region[min(b[1], hi):max(b[0], lo)]))
+           for b in blank):
+        return [strip_grouping_braces(_box_content(region, b)) for b in group] + [""], True
     if first > 0 and _cycles_candidates(region, outer, first, [_box_content(region, b).strip() for b in group]):
         group, hedged = outer[-(MAX_FINAL_BOXES + 1):], True  # report every candidate
     # whole-answer brace groups go before the length cut ({{...{4}...}} is the answer 4)
@@ -228,6 +233,14 @@ def _final_statement(region: str, cut_continuation: bool) -> Tuple[Optional[List
     if m := _TRAILING_HEDGE_RE.match(region[group[-1][1]:group[-1][1] + 400]):
         return answers + [(m.group("span") or m.group("alt")).strip()], True
     return answers, hedged
+
+
+def _restates(box: str, answers: List[str], deadline: float) -> bool:
+    """Whether a box (a later one, a side) states one of the answers' values (section 4 judges)."""
+    try:
+        return any(answers_match(box[:MAX_ANSWER_CHARS + 1], a, deadline) for a in answers)
+    except _Rejected:
+        return False
 
 
 def extract_final_answer(text: str) -> Tuple[Optional[List[str]], bool]:
@@ -248,6 +261,12 @@ def extract_final_answer(text: str) -> Tuple[Optional[List[str]], bool]:
         return None, False
     if len({tuple(_norm_key(a) for a in f) for f in finals}) > 1:
         return [a for f in finals for a in f], True  # blocks disagree: a hedge
+    after = region.rsplit(ANSWER_CLOSE, 1)[1] if ANSWER_CLOSE in region.rsplit(ANSWER_OPEN, 1)[1] else ""
+    after = _CONTINUATION_RE.split(after, 1)[0] if "\\boxed" in after or "\\fbox" in after else ""  # a new problem's
+    later = [c for c in (strip_grouping_braces(_box_content(after, b)) for b in _scan_boxes(after)[0][:8])
+             if c not in _PLACEHOLDER_BOXES and not _restates(c, finals[-1], _cpu_clock() + CAS_BUDGET_S)]
+    if later:  # another value boxed after the final answer hedges it
+        return finals[-1] + later, True
     return finals[-1], hedged
 
 
@@ -383,6 +402,13 @@ _UNIT_POWERS = {"sq": "2", "square": "2", "squared": "2", "cu": "3", "cubic": "3
 _MEASURES = frozenset(_UNIT_ALIASES.values()) | frozenset(
     "dollar cent degree radian day week month year liter gallon".split())
 _GENERIC_UNITS = frozenset({"unit", "square unit", "cubic unit"})
+#: Units by kind (canonical keys), and their names in a question's words.
+_UNIT_KINDS = {u: kind for kind, units in (("time", "second minute hour day week month year"),
+               ("length", "inch foot yard mile mm cm m km"), ("mass", "gram kilogram pound ounce"),
+               ("money", "dollar cent"), ("volume", "liter gallon"), ("angle", "degree radian")) for u in units.split()}
+_UNIT_WORD_RE = re.compile(r"\b(seconds?|minutes?|hours?|days?|weeks?|months?|years?|inch(?:es)?|foot|feet|yards?|"
+                           r"miles?|(?:milli|centi|kilo)?meters?|(?:kilo)?grams?|pounds?|ounces?|dollars?|"
+                           r"(?<!per )cents?|liters?|gallons?|degrees?|radians?)\b", re.I)
 
 
 def _unicode_to_latex(s: str) -> str:
@@ -883,6 +909,11 @@ _FUNC_LABEL_RE = re.compile(r"^(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?\w+\}?)?'*\((?P<v>
 #: A label for a structured answer: a tuple of names "(x, y) =", a capital "M =", an arrow "\\vec{v} =" (a plain "x ="
 #: names a number, not a vector).
 _STRUCT_LABEL_RE = re.compile(r"^(?:\((?:[A-Za-z\\]+,)+[A-Za-z\\]+\)|[A-Z]\w*|\\(?:vec|overrightarrow)\{\w+\})=")
+#: A one-symbol name labels the value after it ("\\Delta = 8", "E = 4"): a letter but the constants e and i, a Greek
+#: letter but \\pi, with a subscript or primes; the name is not checked against the question.
+_LABEL_NAME_RE = re.compile(r"^(?:[A-DF-HJ-Za-df-hj-z]|[EI]|\\(?:(?:var)?(?:alpha|beta|gamma|delta|epsilon|zeta|eta|"
+                            r"theta|iota|kappa|lambda|mu|nu|xi|rho|sigma|tau|upsilon|phi|chi|psi|omega)|Gamma|Delta|"
+                            r"Theta|Lambda|Xi|Sigma|Upsilon|Phi|Psi|Omega))(?:_\{?\w+\}?)?'*$")
 
 
 def _letters(s: str) -> set:
@@ -894,7 +925,8 @@ def _answer_sides(p: _Norm, g: _Norm, ctx) -> Optional[Tuple[_Norm, _Norm]]:
     """A relation chain states its last side (a side without variables must equal it); ``x = 7`` states 7."""
     pe, ge = _top_level_eq(p.s), _top_level_eq(g.s)
     if len(pe) > 1 and len(ge) == 1:
-        if any(not _letters(side) and not _plain_equal(side, pe[-1], False, False, ctx) for side in pe[:-1]):
+        if any(not _letters(side) and not _LABEL_NAME_RE.match(side) and not _plain_equal(side, pe[-1], False, False,
+                                                                                          ctx) for side in pe[:-1]):
             return None
         return _Norm(_bound_renamed(pe[0], pe[-1], g.s), p.pct, p.unit, False, p.base), g
     if len(ge) == 2 and len(pe) == 1 and _ASSIGN_LHS_RE.match(ge[0]):
@@ -1101,24 +1133,31 @@ def _match(p: _Norm, g: _Norm, ctx) -> bool:
 
 
 def _approx_equal(p: _Norm, g: _Norm, ctx) -> bool:
-    """``x \\approx 3.14`` states 3.14; ``\\frac13 \\approx 0.33`` states 1/3 when the rounding is right."""
+    """``x \\approx 3.14`` states 3.14, and ``\\frac{32\\sqrt2}{3} \\approx 15.08`` does when the exact side rounds to
+    it; ``\\frac13 \\approx 0.33`` states 1/3 when the rounding is right."""
     sides = [x.strip() for x in p.s.split("\\approx")]
     last = _Norm(sides[-1], p.pct, p.unit, False, p.base)
-    if last.s and _match(last, g, ctx):
-        return True
     first = _Norm(sides[0], p.pct, p.unit, False, p.base)
-    approx = _exact_number(sides[-1])
-    if len(sides) != 2 or not first.s or not isinstance(approx, Fraction) or not _match(first, g, ctx):
+    if last.s and _match(last, g, ctx):  # a constant before it must round to it
+        return (len(sides) != 2 or not first.s or bool(_letters(first.s)) or bool(_LABEL_NAME_RE.match(first.s))
+                or _rounds_to(first.s, sides[-1]) is not False)
+    if len(sides) != 2 or not first.s or not _match(first, g, ctx):
         return False
-    tol = Fraction(1, 10 ** len(sides[-1].partition(".")[2]))
-    gv = _exact_number(g.s)
-    if not isinstance(gv, Fraction):
-        e = _parse(g.s)
-        try:
-            gv = Fraction(str(_sympy.N(e, 30))) if isinstance(e, _sympy.Expr) and e.is_real else None
-        except Exception:
-            gv = None
-    return gv is not None and (abs(gv - approx) <= tol / 2 or (gv * approx >= 0 and 0 <= abs(gv) - abs(approx) < tol))
+    return _rounds_to(g.s, sides[-1]) is True
+
+
+def _rounds_to(exact: str, approx: str) -> Optional[bool]:
+    """Whether the value of ``exact`` rounds (or truncates) to the decimal ``approx``; None when either is unknown."""
+    a, v, e = _exact_number(approx), _exact_number(exact), None
+    try:
+        if not isinstance(v, Fraction) and isinstance(e := _parse(exact), _sympy.Expr) and e.is_real:
+            v = Fraction(str(_sympy.N(e, 30)))
+    except Exception:
+        return None
+    if not isinstance(a, Fraction) or not isinstance(v, Fraction):
+        return None
+    tol = Fraction(1, 10 ** len(approx.partition(".")[2]))
+    return abs(v - a) <= tol / 2 or (v * a >= 0 and 0 <= abs(v) - abs(a) < tol)
 
 
 def _piece_equal(p: _Struct, g: _Struct, ctx) -> bool:
@@ -1601,6 +1640,8 @@ _DEMAND_NEGATION_RE = re.compile(r"\b(?:not|no|nor|never|instead\s+of|rather\s+t
 #: Form words: a clause that offers two of them joined by "or" demands neither.
 _FORM_WORD_RE = re.compile(r"\b(?:fraction|decimal|mixed\s+number|integer|percent|radical|notation)", re.I)
 _CLAUSE_END_RE = re.compile(r"[.?!;:()\n]")
+#: A root of an integer times letters: ``\\sqrt{1260x}``, ``\\sqrt[3]{16}`` (index, integer factor).
+_RADICAND_RE = re.compile(r"\\sqrt(?:\[(\d)\])?\{(\d{1,8})(?:[A-Za-z](?:\^\{?\d+\}?)?)*\}")
 _SLASH_SQRT_RE = re.compile(r"/\s*(?:\([^()]*\\sqrt|[\d.]*\\sqrt)")
 _INT_FRAC_RE = re.compile(r"\\frac\{-?(\d{1,12})\}\{(\d{1,12})\}|(?<![\d.}])(\d{1,12})/(\d{1,12})(?![\d.])")
 #: A decimal with a fractional part (57.0 is the integer 57 written with a zero).
@@ -1616,11 +1657,16 @@ _OPTION_LABEL_RES = (
     re.compile(r"(?:\\(?:textbf|text|mathrm|textrm)\s*\{\s*)?\(\s*([A-J])\s*\)\s*\}?"),
     re.compile(r"(?m)^[ \t]*(?:\$?\\bullet\$?|[-*\u2022])?[ \t]*(?:\\textbf\{)?([A-J])[.):]\}?(?=[ \t$])"),
 )
+_OPTION_ASSIGN_RE = re.compile(r"(?<![A-Za-z\\])([A-J])\s*=\s*")
+#: "Enter your answer as $A$, $B$, or $C$": the question demands the letter itself, not the value it names.
+_LETTER_DEMAND_RE = re.compile(r"\benter\b[^.\n]{0,30}?(?:\$\(?[A-J]\)?\$|\bletters?\b)", re.IGNORECASE)
 _OPTION_MEANING_RE = re.compile(r"[\"'`]{1,2}([A-Z])[\"'`]{1,2}\s+(?:for|if|means)\s+(?:an?\s+|the\s+)?"
                                 r"([A-Za-z][A-Za-z -]*[A-Za-z])")
 _OPTION_JUNK_RE = re.compile(r"\\q?quad(?![A-Za-z])|\\\\|\$|\\[ ,;!]|\\hspace\s*\{[^{}]*\}|~")
 _OPTION_LETTER_RE = re.compile(r"^[(\[]?([A-Za-z])[)\]]?$")
 _LETTER_SEP_RE = re.compile(r"\s*(?:,|;|\band\b|&)\s*|\s+")
+_TUPLE_NAME = r"(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?\w+\}?)?"
+_NAME_TUPLE_RE = re.compile(r"\(\s*(" + _TUPLE_NAME + r"(?:\s*,\s*" + _TUPLE_NAME + r")+)\s*\)")
 _LIST_COMMA_RE = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 #: One word in text before a value: "\\text{base } 7", "\\text{day 12}".
 _WORD_LABEL_RE = re.compile(r"^\\(?:text|textrm|mathrm|mbox)\s*\{\s*(?P<w>[A-Za-z]+)\s*(?:\}\s*(?P<v>[^\s{].*)|"
@@ -1660,7 +1706,8 @@ def _restates_task(pred: str, gold: str, text: str, question: Optional[str],
     exprs, verbs = _question_tasks(question) if question else _task_expressions(text[:text.rfind("\\boxed")], own=True)
     if pn in exprs:
         return True
-    if any(v.startswith("factor") for v in verbs) and _top_terms(gn) == 1 and "(" in gn:
+    if (any(v.startswith("factor") for v in verbs) and _top_terms(gn) == 1 and "(" in gn
+            and _structure(gn).kind == "scalar"):  # a product, not a tuple
         deadline = deadline or _cpu_clock() + CAS_BUDGET_S  # a factor left to split when the gold has none
         return _top_terms(pn) > 1 or (_factored_completely(gn, deadline) is True
                                       and _factored_completely(pn, deadline) is False)
@@ -1749,10 +1796,14 @@ def _radical_denominator(s: str) -> bool:
     return False
 
 
-def _square_factor(s: str) -> bool:
-    """A square root of an integer with a square factor: ``\\sqrt{8}``, ``\\sqrt{9}``."""
-    ns = (int(m.group(1)) for m in re.finditer(r"\\sqrt\{(\d{1,8})\}", s))
-    return any(n % (k * k) == 0 for n in ns for k in range(2, math.isqrt(n) + 1))
+def _power_factor(s: str) -> bool:
+    """A radicand whose integer factor holds a power of the root's index: ``\\sqrt{8}``, ``\\sqrt{1260x}``,
+    ``\\sqrt[3]{8}`` (a perfect power is one: its root is a number)."""
+    for m in _RADICAND_RE.finditer(s):
+        n, k = int(m.group(1) or 2), int(m.group(2))
+        if n >= 2 and any(k % d ** n == 0 for d in range(2, int(k ** (1 / n)) + 2)):
+            return True
+    return False
 
 
 def _int_fractions(s: str):
@@ -1774,7 +1825,7 @@ def _unsolved_for_y(s: str) -> bool:
 #: Form features of a normalised answer, by name.
 _FORM_FEATURES = {
     "radical in a denominator": lambda n: _radical_denominator(n.s),
-    "square factor under a root": lambda n: _square_factor(n.s),
+    "power factor under a root": lambda n: _power_factor(n.s),
     "unreduced fraction": lambda n: any(b > 1 and math.gcd(a, b) > 1 for a, b, _ in _int_fractions(n.s)),
     "decimal": lambda n: bool(_DECIMAL_FORM_RE.search(n.s)),
     "mixed number": lambda n: any(int(m.group(1)) < int(m.group(2)) for m in _MIXED_FORM_RE.finditer(n.s)),
@@ -1788,12 +1839,12 @@ _FORM_FEATURES = {
 #: What each stated form forbids (MATH: the form the question asks for is the answer).
 _DEMAND_FORBIDS = {
     "rationalised": ("radical in a denominator",),
-    "radical form": ("radical in a denominator", "square factor under a root", "decimal"),
-    "simplified": ("unreduced fraction", "square factor under a root", "radical in a denominator"),
+    "radical form": ("radical in a denominator", "power factor under a root", "decimal"),
+    "simplified": ("unreduced fraction", "power factor under a root", "radical in a denominator"),
     "interval": ("inequality",),
     "solved for y": ("equation not solved for y",),
     "common fraction": ("unreduced fraction", "decimal", "mixed number", "percent"),
-    "lowest terms": ("unreduced fraction",),
+    "lowest terms": ("unreduced fraction", "power factor under a root"),
     "mixed number": ("improper fraction", "decimal", "percent"),
     "decimal": ("fraction", "percent"),
     "exponential": ("no exponent",),
@@ -1836,12 +1887,18 @@ def _question_units(question: str) -> frozenset:
 
 
 def _foreign_unit(pred: str, gold: str, question: Optional[str]) -> bool:
-    """A unit of measure neither the gold's nor one the question asks for (2.50 cents "in dollars")."""
+    """A unit of measure neither the gold's nor one the question asks for (2.50 cents "in dollars"), or of a kind the
+    question names in other units only ("41 days" when it speaks of years)."""
     unit = _normalise(pred).unit if question else None
     if not unit or unit.split()[-1] not in _MEASURES or unit == _normalise(gold).unit:
         return False
     asked = _question_units(question)
-    return bool(asked) and unit not in asked | {a.split(" per ")[0] for a in asked}
+    if asked and unit not in asked | {a.split(" per ")[0] for a in asked}:
+        return True
+    base = unit.split()[-1] if " per " not in unit else ""  # the question's units of its kind, if any
+    named = {u for m in _UNIT_WORD_RE.finditer(question[:6000]) if _UNIT_KINDS.get(u := _unit_key(m.group(1)), 0)
+             == _UNIT_KINDS.get(base)}
+    return bool(named) and base not in named
 
 
 def _asked_noun_dropped(answer: str, question: Optional[str]) -> str:
@@ -1849,6 +1906,16 @@ def _asked_noun_dropped(answer: str, question: Optional[str]) -> str:
     m = _WORD_LABEL_RE.match(answer.strip()) if question else None
     if m and re.search(r"\b(?:what|which)\s+%s\b" % m.group("w"), question, re.I):
         return (m.group("v") or m.group("v2")).strip()
+    return answer
+
+
+def _labels_in_question_order(answer: str, question: Optional[str]) -> str:
+    """``p = 6, q = 31, r = -1`` for "the ordered triple $(p,q,r)$": the labelled values as that tuple, in its order."""
+    pairs = [_top_level_eq(it) for it in _split_top(answer, words=False)] if question and answer.count("=") > 1 else []
+    named = {p[0].replace(" ", ""): p[1] for p in pairs if len(p) == 2 and _ASSIGN_LHS_RE.match(p[0].replace(" ", ""))}
+    for m in _NAME_TUPLE_RE.finditer(question[:6000]) if len(pairs) > 1 and len(named) == len(pairs) else ():
+        if sorted(names := m.group(1).replace(" ", "").split(",")) == sorted(named):
+            return "(" + ", ".join(named[n] for n in names) + ")"
     return answer
 
 
@@ -1870,19 +1937,24 @@ def question_options(question: Optional[str]) -> dict:
         return {}
     q = question[:6000]
     for rx in _OPTION_LABEL_RES:
-        run, out = _option_run(q, rx), {}
-        for i, m in enumerate(run):
-            chunk = q[m.end():run[i + 1].start() if i + 1 < len(run) else len(q)]
-            if i + 1 == len(run):
-                chunk = chunk.lstrip(" \t")
-                chunk = chunk.split("\n", 1)[0] if chunk[:1] == "$" else re.split(r"\$|\n|\\\]", chunk, maxsplit=1)[0]
-            value = _OPTION_JUNK_RE.sub(" ", chunk).strip().rstrip(".,;")
-            if value and len(value) <= 200:
-                out[m.group(1)] = value
-        if len(out) >= 3:
+        if len(out := _option_values(q, rx)) >= 3:
             return out
     meanings = {m.group(1): m.group(2).strip() for m in _OPTION_MEANING_RE.finditer(q)}
     return meanings if len(meanings) >= 2 else {}
+
+
+def _option_values(q: str, rx) -> dict:
+    """Letter -> the text after its label, up to the next label (the last one up to the end of its line or math)."""
+    run, out = _option_run(q, rx), {}
+    for i, m in enumerate(run):
+        chunk = q[m.end():run[i + 1].start() if i + 1 < len(run) else len(q)]
+        if i + 1 == len(run):
+            chunk = chunk.lstrip(" \t")
+            chunk = chunk.split("\n", 1)[0] if chunk[:1] == "$" else re.split(r"\$|\n|\\\]", chunk, maxsplit=1)[0]
+        value = _OPTION_JUNK_RE.sub(" ", chunk).strip().rstrip(".,;")
+        if value and len(value) <= 200:
+            out[m.group(1)] = value
+    return out
 
 
 def _option_letter(n: _Norm, options: dict) -> Optional[str]:
@@ -1909,7 +1981,7 @@ def _option_equal(pred: str, gold: str, options: dict, deadline: float) -> bool:
         return [k for k, v in sorted(options.items()) if answers_match(pred, v, deadline)] == [gl]
     if pl:  # a letter of the options
         return answers_match(options[pl], gold, deadline)
-    block = gn.s.upper()
+    block = _LETTER_SEP_RE.sub("", gn.s).upper()  # "A,C,F" or "ACF"
     if len(block) >= 2 and block.isalpha() and len(set(block)) == len(block) and set(block) <= set(options):
         letters = _LETTER_SEP_RE.sub("", pn.s)
         return letters.isalpha() and letters.upper() == block
@@ -2001,7 +2073,8 @@ def _judge(text: str, gold: str, question: Optional[str] = None) -> Tuple[bool, 
     pred = ", ".join(a.strip() for a in distinct)
     if (unpayable and len(distinct) > 1) or len(distinct) > MAX_FINAL_BOXES:
         return False, pred
-    answer = pred if len(distinct) > 1 else _asked_noun_dropped(distinct[0], question)
+    answer = pred if len(distinct) > 1 else _labels_in_question_order(_asked_noun_dropped(distinct[0], question),
+                                                                       question)
     deadline = _cpu_clock() + CAS_BUDGET_S
     demands = question_demands(question)
     if "list" in demands:  # "Enter all the solutions, separated by commas": 70,110 is two numbers
@@ -2015,10 +2088,19 @@ def _judge(text: str, gold: str, question: Optional[str] = None) -> Tuple[bool, 
         if not ok and question and len(answer) <= MAX_ANSWER_CHARS:
             options = question_options(question)
             ok = bool(options) and _option_equal(answer, gold, options, deadline)
+            # values the question names "A=\\sqrt{2}, B=..., C=...": options for a gold letter only (else points, sets)
+            named = ({} if ok or options or _LETTER_DEMAND_RE.search(question)
+                     else _option_values(question[:6000], _OPTION_ASSIGN_RE))
+            if len(named) >= 3 and _option_letter(_normalise(gold), named):
+                ok = _option_equal(answer, gold, named, deadline)
     except _Rejected:
         ok = False
+    form = answer  # "exact \\approx rounded" has the form of the side that states the gold, the rounded one first
+    if ok and "\\approx" in (n := _normalise(answer[:MAX_ANSWER_CHARS])).s:
+        sides = n.s.split("\\approx")
+        form = next((x for x in (sides[-1], sides[0]) if x and _restates(x, [gold], deadline)), answer)
     if ok and len(answer) <= MAX_ANSWER_CHARS and (_restates_task(answer, gold, text, question, deadline)
-                                                   or _form_violation(answer, gold, demands)
+                                                   or _form_violation(form, gold, demands)
                                                    or _foreign_modulus(answer, gold, question)
                                                    or _foreign_unit(answer, gold, question)):
         ok = False

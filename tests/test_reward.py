@@ -357,6 +357,15 @@ EXTRACTION = [
     ("truncated box", "Therefore \\boxed{9", "9", NE),
     ("truncated final box after a complete one", "First \\boxed{9}, then finally \\boxed{10", "9", NE),
     ("empty echoed box only", "answer within \\boxed{}", "9", NE),
+    ("empty boxes around the answer", "<answer>\n\\boxed{}\\boxed{}\\boxed{9}\\boxed{}\n</answer>", "9", NE),
+    ("one empty box beside the answer", "So $\\boxed{} \\boxed{9}$.", "9", NE),
+    ("empty box in a sentence before it", "The answer goes in \\boxed{}. We get \\boxed{9}.", "9", EQ),
+    ("another value boxed after </answer>",
+     "<answer>\n\\boxed{22}\n</answer>\nActually, adding gives $25 + 3 = \\boxed{28}$.", "22", NE),
+    ("the same value boxed after </answer>", "<answer>\n\\boxed{22}\n</answer>\nSo it is $\\boxed{\\frac{44}{2}}$.",
+     "22", EQ),
+    ("a new problem's box after </answer>", "<answer>\n\\boxed{22}\n</answer>\nQuestion: What is 2+2? $\\boxed{4}$",
+     "22", EQ),
     ("empty response", "", "9", NE),
 ]
 
@@ -1290,6 +1299,10 @@ _ROUNDED_OPTIONS_Q = ("Which of these is the smallest?\n$\\bullet$ A. $14.45001$
                       "$\\bullet$ B. $14.54999$ rounded to the nearest tenth.\n"
                       "$\\bullet$ C. $14.44999$ rounded to the nearest tenth.\n"
                       "$\\bullet$ D. $14.55001$ rounded to the nearest tenth.")
+_NAMED_Q = "Which is least? $$A=\\sqrt{2}, \\quad B=\\sqrt[4]{4}, \\quad C=\\sqrt[8]{8}.$$"
+_LINES_Q = "Which are valid?\n\n(A) $a$\n\n(B) $b$\n\n(C) $c$\n\n(D) $d$\n\n(E) $e$\n\n(F) $f$\n\nEnter the letters."
+_RADICAL_Q = "Express your answer in simplest radical form."
+_HUNDREDTH_Q = "What is the volume in cubic inches? Express your answer as a decimal to the nearest hundredth."
 _ZERO3 = "\\begin{pmatrix} 0 \\\\ 0 \\\\ 0 \\end{pmatrix}"
 QUESTION_FAMILIES = {
     "true chain ending in the value": [
@@ -1304,6 +1317,10 @@ QUESTION_FAMILIES = {
         ("", "n_1 = 19, n_2 = 23", "19, 22", False),
         ("", "0 < x < 1", "0, 1", False),                                            # an interval, not two values
         ("Express your answer as an ordered pair.", "x=-1, y=6", "(-1,6)", True),
+        ("$x^2 + 1$ is a factor of $x^4 + px^2 + q$. Enter the ordered pair $(p,q)$.", "p = 2, q = 1", "(2,1)", True),
+        ("Enter the ordered pair $(b,a)$.", "b = 1, a = 2", "(1,2)", True),          # the question's order
+        ("Enter the ordered pair $(b,a)$.", "b = 2, a = 1", "(1,2)", False),
+        ("Enter the ordered pair $(b,a)$.", "a = 1, b = 2", "(1,2)", False),         # values in place, names not
     ],
     "zero vector": [
         ("", "\\mathbf{0}", _ZERO3, True), ("", "\\vec{0}", _ZERO3, True), ("", "\\vec 0", _ZERO3, True),
@@ -1355,6 +1372,12 @@ QUESTION_FAMILIES = {
         ("The height (in feet) is $77$. In how many seconds is it reached?", "3.5 \\text{ seconds}", "3.5", True),
         ("How many hours per week must she work?", "12 \\text{ hours}", "12", True),  # a rate without its "per"
         ("What is the length, in feet, of the shorter side?", "9 \\text{ ft}^2", "9", False),
+        ("They differ by 27 years. What is the number of years in his age?", "41 \\text{ days}", "41", False),
+        ("They differ by 27 years. What is the number of years in his age?", "41 \\text{ years}", "41", True),
+        ("They differ by 27 years. What is the number of years in his age?", "41", "41", True),
+        ("A rope is 3 feet long. How long is the rest?", "5 \\text{ m}", "5", False),      # length, another unit
+        ("A rope is 3 feet long. After 2 hours, how long is it?", "5 \\text{ ft}", "5", True),
+        ("It takes 27 years. What is the second number?", "4 \\text{ cm}", "4", True),     # another kind: not read
     ],
     "demanded line form": [
         ('Enter the equation of this line in the form "$y = mx + b$".', "2x + y = 0", "y = -2x", False),
@@ -1382,6 +1405,40 @@ QUESTION_FAMILIES = {
         ("Factor $x^4-4x^3+14x^2-4x+13$ over the integers.", "(x^2+1)(x-2-3i)(x-2+3i)", "(x^2+1)(x^2-4x+13)",
          False),                                                                     # factors not over Z
         ("Factor $x^{30}+x^{29}$.", "x^{29}(x+1)", "x^{29}(x+1)", True),
+    ],
+    "options named with letters": [
+        (_NAMED_Q, "\\sqrt[8]{8}", "C", True), (_NAMED_Q, "2^{3/8}", "C", True),
+        (_NAMED_Q, "\\sqrt[4]{4}", "B", False),                                   # the value of two options
+        (_NAMED_Q, "\\sqrt[8]{8}", "A", False),
+        (_NAMED_Q + " Enter your answer as $A$, $B$, or $C$.", "\\sqrt[8]{8}", "C", False),  # the letter demanded
+        ("Let $A=(0,0)$, $B=(3,4)$ and $C=(1,1)$. Find the point nearest to $(3,5)$.", "B", "(3,4)", False),
+    ],
+    "block of option letters": [
+        (_LINES_Q, "ACF", "\\text{A,C,F}", True), (_LINES_Q, "A, C, F", "\\text{ACF}", True),
+        (_LINES_Q, "ACE", "\\text{A,C,F}", False), (_LINES_Q, "AC", "\\text{A,C,F}", False),
+    ],
+    "power factor under a root": [
+        (_RADICAL_Q, "6x\\sqrt{1260x}", "36x \\sqrt{35x}", False),
+        (_RADICAL_Q, "36x\\sqrt{35x}", "36x \\sqrt{35x}", True),
+        (_RADICAL_Q, "2\\sqrt[3]{2}", "\\sqrt[3]{16}", True),                       # the gold has the form
+        (_RADICAL_Q, "\\sqrt[3]{16}", "2\\sqrt[3]{2}", False), (_RADICAL_Q, "\\sqrt{4+x}", "\\sqrt{x+4}", True),
+        ("Express in simplest form: $\\sqrt[12]{8^4}$", "\\sqrt[3]{8}", "2", False),
+        ("Express in simplest form: $\\sqrt[12]{8^4}$", "2", "2", True),
+        ("What is $\\sqrt[12]{8^4}$?", "\\sqrt[3]{8}", "2", True),                    # no form asked for
+    ],
+    "exact value with its rounding": [
+        (_HUNDREDTH_Q, "\\frac{32\\sqrt{2}}{3} \\approx 15.08", "15.08", True),
+        (_HUNDREDTH_Q, "\\frac{32\\sqrt{2}}{3}", "15.08", False),                   # the exact value alone
+        (_HUNDREDTH_Q, "\\frac{1}{2} \\approx 15.08", "15.08", False),               # it does not round to 15.08
+        (_HUNDREDTH_Q, "\\frac{32\\sqrt{2}}{3} \\approx 15.09", "15.08", False),
+        (_HUNDREDTH_Q, "V \\approx 15.08", "15.08", True),
+        ("Express your answer in simplest radical form.", "\\frac{32\\sqrt{2}}{3} \\approx 15.08",
+         "\\frac{32\\sqrt2}{3}", True),                                                  # the exact side's form
+    ],
+    "one-symbol label": [
+        ("What digit is $\\Delta$?", "\\Delta = 8", "8", True), ("", "E = 4", "4", True),
+        ("", "\\Delta = 9", "8", False),
+        ("", "\\pi = 3", "3", False), ("", "e = 4", "4", False),                   # constants, not names
     ],
 }
 _QF_CASES = [(f, q, a, g, e) for f, cases in QUESTION_FAMILIES.items() for q, a, g, e in cases]

@@ -19,13 +19,20 @@ POLICY_RULES = (
     dict(rule="exact values", when="always; the question asks to round",
          decision="Decimals are exact values: 0.333 is not 1/3 and 3.14 is not \\pi. When the question asks to "
                   "round, the rounded value is the answer and may follow `\\approx`; `exact \\approx rounded` "
-                  "states the exact value when the rounding is right.",
+                  "states the exact value, or the rounded one, when the exact side rounds to the rounded one (a "
+                  "rounding it does not round to is refused); the form the question asks for is that of the side "
+                  "that states the gold (`\\frac{32\\sqrt{2}}{3} \\approx 15.08` is a decimal to the nearest "
+                  "hundredth).",
          choice="Refuse approximations (FN on sloppy rounding): a tolerance would pay guesses near the value.",
          source="MATH (exact answers); OpenCompass pays values within math-verify's float tolerance",
          examples=[("", "0.333", "\\frac13", False),
                    ("Round your answer to the nearest hundredth.", "x \\approx 3.14", "3.14", True),
                    ("", "\\frac{1}{3} \\approx 0.33", "\\frac13", True),
-                   ("", "\\frac{1}{3} \\approx 0.35", "\\frac13", False)]),
+                   ("", "\\frac{1}{3} \\approx 0.35", "\\frac13", False),
+                   ("Express your answer as a decimal to the nearest hundredth.",
+                    "\\frac{32\\sqrt{2}}{3} \\approx 15.08", "15.08", True),
+                   ("Express your answer as a decimal to the nearest hundredth.", "\\frac{1}{2} \\approx 15.08",
+                    "15.08", False)]),
     dict(rule="ordering words", when="the question says \"in increasing order\", \"from least to greatest\" and the like",
          decision="A list is compared in the order given; without such words a list of solutions is unordered. "
                   "A strict chain (f(2) < f(1) < f(4)) states the list of its terms in the order written. When the "
@@ -47,12 +54,15 @@ POLICY_RULES = (
                     "\\frac{3\\sqrt{5}-3}{4}", True),
                    ("", "\\frac{1}{\\sqrt{2}}", "\\frac{\\sqrt{2}}{2}", True)]),
     dict(rule="simplest radical form", when="the question says \"simplest radical form\"",
-         decision="A square root of an integer with a square factor (\\sqrt{8}) or a radical in a denominator is "
-                  "not paid (unless the gold has one).",
+         decision="A root whose radicand's integer factor holds a power of the root's index (\\sqrt{8}, "
+                  "\\sqrt{1260x} with its factor 36, \\sqrt[3]{16}) or a radical in a denominator is not paid "
+                  "(unless the gold has one).",
          choice="Refuse: simplifying the radical is the task.",
          source="MATH; OpenCompass pays any equal value",
          examples=[("Express your answer in simplest radical form.", "\\sqrt{8}", "2\\sqrt{2}", False),
-                   ("Express your answer in simplest radical form.", "2\\sqrt{2}", "2\\sqrt2", True)]),
+                   ("Express your answer in simplest radical form.", "2\\sqrt{2}", "2\\sqrt2", True),
+                   ("Express your answer in simplest radical form.", "6x\\sqrt{1260x}", "36x\\sqrt{35x}", False),
+                   ("Express your answer in simplest radical form.", "36x\\sqrt{35x}", "36x \\sqrt{35x}", True)]),
     dict(rule="stated form", when="the question names a form: \"(common / improper) fraction\", \"fraction in "
                                    "simplest form\", \"lowest terms\", \"mixed number\", \"as a decimal\", \"as a "
                                    "percent\", \"exponential notation\", \"simplify\", \"integer denominator\", "
@@ -63,8 +73,10 @@ POLICY_RULES = (
                   "that form): for a fraction a decimal (also repeating), a percent, a mixed number or an unreduced "
                   "fraction; for a mixed number an improper fraction or a decimal; for a decimal a fraction; for a "
                   "percent the value as a fraction of one (0.25 for 25%); for exponential notation a number written "
-                  "out; for \"simplify\" an unreduced fraction, a square factor under a root or a radical in a "
-                  "denominator; for interval notation an inequality; for \"y = ...\" an equation not solved for y. "
+                  "out; for \"simplify\" an unreduced fraction, a power factor under a root (as for simplest "
+                  "radical form) or a radical in a denominator; for \"simplest form\" or \"lowest terms\" an "
+                  "unreduced fraction or a power factor under a root (\\sqrt[3]{8} for 2); for interval notation "
+                  "an inequality; for \"y = ...\" an equation not solved for y. "
                   "One table (_DEMAND_FORBIDS) holds these.",
          choice="Refuse (FN against a lenient grader): the form is part of the task, as MATH grades it.",
          source="MATH (the requested form is the answer; its grader compares strings); OpenCompass pays any equal value",
@@ -78,6 +90,8 @@ POLICY_RULES = (
                    ("Express your answer as a percent.", "0.25", "25\\%", False),
                    ("Express your answer as a percent.", "25", "25\\%", True),
                    ("Simplify $\\sqrt{6}\\cdot\\sqrt{12}$.", "\\sqrt{72}", "6\\sqrt2", False),
+                   ("Express in simplest form: $\\sqrt[12]{8^4}$", "\\sqrt[3]{8}", "2", False),
+                   ("Express in simplest form: $\\sqrt[12]{8^4}$", "2", "2", True),
                    ("Express your answer in interval notation.", "-2 < x < 3", "(-2,3)", False),
                    ("Express your answer as an interval or as a union of intervals.", "0 \\le x < 1", "[0,1)", False),
                    ("Enter the equation of the line in the form \"$y = mx + b$\".", "2x + y = 0", "y = -2x", False),
@@ -132,8 +146,12 @@ POLICY_RULES = (
                    ("", "\\prod_{k=1}^{99} \\frac{k+1}{k}", "100", False), ("", "2^{10}", "1024", True)]),
     dict(rule="units, labels, relations", when="always",
          decision="Units are optional (another unit is another answer, and so is a unit of measure the question does "
-                  "not ask for when it asks for one: \"in dollars\", \"how many seconds\"); a label, `x \\in`, "
-                  "`x \\approx`, `\\equiv ... \\pmod{n}` or `r =` before the answer states it; a chain of "
+                  "not ask for when it asks for one: \"in dollars\", \"how many seconds\", or a unit of a kind the "
+                  "question names only in other units: days, hours, years are time, and `41 \\text{ days}` "
+                  "answers no question that speaks of years only); a label, `x \\in`, "
+                  "`x \\approx`, `\\equiv ... \\pmod{n}` or a one-symbol name before the answer states it (`r =`, "
+                  "`E =`, `\\Delta =`: any letter but the constants e and i, any Greek letter but \\pi; the name is "
+                  "not checked against the one the question uses, the value is graded); a chain of "
                   "constant sides (`\\binom{5}{4}\\binom{10}{8} = 225`) states its last side when every side has "
                   "its value, and a false numeric side is refused.",
          choice="Pay (MATH's graders drop units and labels); a different unit or modulus is refused, also a "
@@ -148,18 +166,28 @@ POLICY_RULES = (
                    ("How much, in dollars, will 10 oranges cost?", "2.50 \\text{ cents}", "\\$2.50", False),
                    ("What is the height in centimeters?", "5 \\text{ m}", "5", False),
                    ("What is the height in centimeters?", "5 \\text{ centimeters}", "5", True),
+                   ("Their ages differ by 27 years. What is the number of years in his age?", "41 \\text{ days}",
+                    "41", False),
+                   ("Their ages differ by 27 years. What is the number of years in his age?", "41 \\text{ years}",
+                    "41", True),
                    ("", "\\binom{5}{4}\\binom{10}{8} = 225", "225", True),
-                   ("", "\\binom{5}{4}\\binom{10}{8} = 50", "50", False)]),
+                   ("", "\\binom{5}{4}\\binom{10}{8} = 50", "50", False),
+                   ("What digit is $\\Delta$?", "\\Delta = 8", "8", True), ("", "E = 4", "4", True),
+                   ("", "\\pi = 3", "3", False)]),
     dict(rule="labelled values", when="the answer names each value (`x = -1, y = 6`, `n_1 = 19, n_2 = 22`)",
          decision="Values labelled with distinct names state the tuple of the values in the order of their names: "
-                  "they answer an ordered pair (also where the question asks for one) and a list of those values "
+                  "the order of the tuple of those names the question states (\"Enter the ordered triple "
+                  "$(p,q,r)$\"), else alphabetical; they answer an ordered pair or triple and a list of those values "
                   "in that order; one name repeated (`x = 9, x = -7`) lists its values.",
          choice="Pay: the names say which value is which, and the order of the names is the pair's order.",
          source="MATH (its grader strips labels); OpenCompass pays the values",
          examples=[("Express your answer as an ordered pair.", "x=-1, y=6", "(-1,6)", True),
                    ("Express your answer as an ordered pair.", "y = 6, x = -1", "(-1,6)", True),
                    ("Express your answer as an ordered pair.", "x = 6, y = -1", "(-1,6)", False),
-                   ("", "n_1 = 19, n_2 = 22", "19, 22", True), ("", "x = 9, x = -7", "9,-7", True)]),
+                   ("", "n_1 = 19, n_2 = 22", "19, 22", True), ("", "x = 9, x = -7", "9,-7", True),
+                   ("Enter the ordered triple $(p,q,r)$.", "p = 6, q = 31, r = -1", "(6,31,-1)", True),
+                   ("Enter the ordered pair $(b,a)$.", "a = 2, b = 1", "(1,2)", True),
+                   ("Enter the ordered triple $(p,q,r)$.", "q = 6, p = 31, r = -1", "(6,31,-1)", False)]),
     dict(rule="renamed function variable", when="the answer defines a function, `NAME(v) = expression`",
          decision="The variable the label binds is a placeholder: `f(t) = t^2 - 7t + 12` states x^2 - 7x + 12 when "
                   "t is the expression's one variable and the gold's one variable is x. A bare expression in "
@@ -191,7 +219,11 @@ POLICY_RULES = (
          decision="The letter in any case or bracket ((e), \\text{(E)}, E); with the options in the question "
                   "(labels \"(A)\", \"A.\" or \"A)\" opening a line, or letters given a meaning: 'Enter \"C\" for "
                   "circle'), the chosen option's value for its letter, the letter for its value, and a block of "
-                  "option letters in any separation (\"A, C, F\" for \"ACF\", in the order given).",
+                  "option letters in any separation (\"A, C, F\" for \"ACF\" and \"ACF\" for \"A,C,F\", in the "
+                  "order given). Values the question names with letters (\"$A=\\sqrt{2}, B=\\sqrt[4]{4}, "
+                  "C=\\sqrt[8]{8}$\") are options only when the gold is one of those letters and the question "
+                  "does not demand the letter (\"Enter your answer as $A$, $B$, or $C$\"): the named value answers "
+                  "for its letter, not the letter for the value (such names are often points or sets).",
          choice="Pay exactly one option: a value shared by two options, another option's value, or a letter written "
                 "with another option's value (\"(B) 2/3\" when (B) is 1/2) is refused. An option that is a task in "
                 "words (\"14.45001 rounded to the nearest tenth\") is not compared: its letter is the answer, "
@@ -204,13 +236,21 @@ POLICY_RULES = (
                     "\\textbf{(D)}\\ 4 \\qquad\\textbf{(E)}\\ 5$", "4", "\\text{(C)}", False),
                    ("Which round to 40?\nA. $43$\nB. $23$\nC. $38$\nAnswer as a block of letters.", "A, C",
                     "\\text{AC}", True),
+                   ("Which round to 40?\nA. $43$\nB. $23$\nC. $38$\nEnter the letters, separated by commas.", "AC",
+                    "\\text{A,C}", True),
+                   ("Which is least? $A=\\sqrt{2}, B=\\sqrt[4]{4}, C=\\sqrt[8]{8}$.", "\\sqrt[8]{8}", "C", True),
+                   ("Which is least? $A=\\sqrt{2}, B=\\sqrt[4]{4}, C=\\sqrt[8]{8}$. Enter your answer as $A$, $B$, or $C$.",
+                    "\\sqrt[8]{8}", "C", False),
                    ("Which is smallest?\nA. $14.45001$ rounded to the nearest tenth.\nB. $14.54999$ rounded to the "
                     "nearest tenth.\nC. $14.44999$ rounded to the nearest tenth.", "(C)\\ 14.4", "\\text{C}", True),
                    ("Which is smallest?\nA. $14.45001$ rounded to the nearest tenth.\nB. $14.54999$ rounded to the "
                     "nearest tenth.\nC. $14.44999$ rounded to the nearest tenth.", "(A)\\ 14.4", "\\text{C}", False)]),
     dict(rule="one final answer", when="always",
          decision="Several different boxed answers offered as alternatives, cycled candidates, a truncated or "
-                  "placeholder box and a hallucinated follow-up problem are not paid.",
+                  "placeholder box and a hallucinated follow-up problem are not paid; nor is an answer with an "
+                  "empty or placeholder box beside it (`\\boxed{}\\boxed{108}`, one such box is enough; an empty "
+                  "box in a sentence, \"put it in \\boxed{}.\", is text), nor one followed after `</answer>` by "
+                  "a box of another value (a box of the same value there is a restatement).",
          choice="Refuse: hedging is the cheapest hack to farm.",
          source="this recipe's hack defence (new_math_reward.py section 2); OpenCompass reads the last box only",
          examples=[("", "3 \\text{ or } 4", "4", False)]),

@@ -83,10 +83,10 @@ def test_a_changed_patch_target_fails_loudly():
 def test_the_weight_sync_reloads_vllm_and_the_check_catches_a_stale_head():
     """The CPU run's weight sync path (vLLM's reload, then the tied head re-processed) gives
     vLLM the actor's log-probs; the same sync without the head's re-processing is caught by the
-    rollout/actor Pearson check and by the bypass mode's actor/ppo_kl check, which the CI learning
-    test and health_report.py apply."""
+    bypass mode's actor/ppo_kl check, which the CI learning test and health_report.py apply. The
+    rollout/actor Pearson of token probabilities is not enough alone: most sampled tokens keep a
+    probability near 1 under a stale head, so it can stay above 0.99."""
     from grpo_math.health.rules import Thresholds
-    from test_cpu_learn import ROLLOUT_PEARSON_MIN
 
     if not MODEL.is_dir():
         pytest.skip(f"{MODEL} missing: bash setup.sh --device cpu --stack current")
@@ -98,9 +98,9 @@ def test_the_weight_sync_reloads_vllm_and_the_check_catches_a_stale_head():
     healthy, broken = syncs["healthy"], syncs["skip_lm_head_retie"]
     th = Thresholds()
     assert healthy["pearson"] > 0.999 and healthy["max_abs_logprob_diff"] < 0.01, healthy
-    # the stale head: far outside what a healthy sync gives, and below the CI learning test's bar
-    assert broken["max_abs_logprob_diff"] > 1.0 and broken["pearson"] < ROLLOUT_PEARSON_MIN, broken
-    # the bypass mode's signal, actor/ppo_kl on a response the rollout sampled, tells the two apart too
+    # the stale head: far outside what a healthy sync gives
+    assert broken["max_abs_logprob_diff"] > 1.0 and broken["pearson"] < healthy["pearson"], broken
+    # the bypass mode's signal, actor/ppo_kl on a response the rollout sampled, tells the two apart
     assert abs(healthy["ppo_kl"]) < th.rollout_ppo_kl_max / 10 < 10 * th.rollout_ppo_kl_max < broken["ppo_kl"], syncs
     print(f"healthy {healthy}, broken {broken}; health_report's alert thresholds {th.rollout_pearson_min}, "
           f"{th.rollout_ppo_kl_max}")

@@ -81,7 +81,8 @@ def test_real_reward_and_strict_check_disagree_on_crafted_responses():
     prob = {"id": "p", "level": "Level 2", "type": "Algebra", "ground_truth": "2",
             "data_source": recipe.DEFAULT_DATA_SOURCE, "extra_info": None}
     layout = "<think>\nStep 1: solve.\n</think>\n<answer>\n\\boxed{%s}\n</answer>"
-    rewarded_only = recipe.judge(prob, layout % "2" + " Or maybe \\boxed{3}.")
+    # the same value restated after </answer> in words: the reward pays it, the strict check reads the words
+    rewarded_only = recipe.judge(prob, layout % "2" + " In words: \\boxed{\\text{two}}.")
     strict_only = recipe.judge(prob, layout % "5" + "\nActually \\boxed{2}")
     both = recipe.judge(prob, layout % "2")
     assert (rewarded_only["reward_acc"], rewarded_only["strict_correct"]) == (1.0, False)

@@ -21,7 +21,9 @@ from .read import (MEMORY_TAGS, TAG_CLIPFRAC, TAG_ENTROPY, TAG_GRAD_NORM, TAG_KL
                    TAG_ROLLOUT_PEARSON, TAG_SCORE_MEAN, TAG_THROUGHPUT, VAL_MEAN_RE, Run)
 from .rules import SEVERITY, Context, Finding, Thresholds, baseline, entropy_limits, fmt
 
-COLORS = {"ok": "tab:green", "info": "tab:blue", "warn": "darkorange", "alert": "red"}
+COLORS = {"ok": "tab:green", "info": "tab:blue", "warn": "darkorange", "alert": "red", "early": "dimgray"}
+#: words of an "ok" finding whose rule had too few steps to judge: the panel says so instead of "ok"
+TOO_EARLY = ("fewer than", "too early", "not judged", "check yet")
 INF = math.inf
 #: (low, high, level the rules give a value there, widen the y-axis to show the whole band)
 Band = Tuple[float, float, str, bool]
@@ -117,12 +119,15 @@ SERIES_STYLES = (("o", "-", 3.5, False), ("s", "--", 6.5, True), ("^", ":", 9.0,
 
 
 def verdict_lines(panel: Panel, findings: Sequence[Finding]) -> List[Tuple[str, str]]:
-    """(text, level) per line: each rule that fired or informs, worst first, then the ok ones."""
+    """(text, level) per line: each rule that fired or informs, worst first, then the ok ones, then
+    those that had too few steps to judge."""
     mine = [f for f in findings if f.rule in panel.rules or (f.rule == "nonfinite_metrics" and f.tag in panel.tags)]
     lines = [(f"{f.level.upper()} {f.rule}" + (f" at step {f.step}" if f.step is not None else ""), f.level)
              for f in sorted(mine, key=lambda f: -SEVERITY[f.level]) if f.level in ("info", "warn", "alert")]
-    ok = [f.rule for f in mine if f.level == "ok"]
-    return lines + ([("ok: " + ", ".join(ok), "ok")] if ok else [])
+    early = [f.rule for f in mine if f.level == "ok" and any(w in f.message for w in TOO_EARLY)]
+    ok = [f.rule for f in mine if f.level == "ok" and f.rule not in early]
+    return (lines + ([("ok: " + ", ".join(ok), "ok")] if ok else [])
+            + ([("too few steps to judge: " + ", ".join(early), "early")] if early else []))
 
 
 def draw(ax, run: Run, panel: Panel, findings: Sequence[Finding], th: Thresholds, ctx: Context) -> None:

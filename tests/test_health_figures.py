@@ -70,7 +70,7 @@ def test_each_panel_lists_its_verdicts_and_circles_warn_and_alert(tmp_path):
     fired = {f.rule: f for f in findings if f.level in ("warn", "alert")}
     assert set(fired) == {"grad_norm_spike", "no_learning_signal"}
     p = panels(fig)
-    assert labels(p["actor/grad_norm"]) == ["WARN grad_norm_spike at step 12", "ok: grad_norm_high"]
+    assert labels(p["actor/grad_norm"]) == ["WARN grad_norm_spike at step 12", "ok: grad_norm_band"]
     # the advantages have no curve: their verdict is on the reward panel, circled at its step
     assert labels(p["reward: train vs validation"])[0] == "ALERT no_learning_signal at step 5"
     assert labels(p["actor/pg_clipfrac"]) == ["INFO clipfrac_low at step 1", "ok: clipfrac_high"]
@@ -109,7 +109,7 @@ def test_recorded_cpu_run_shading_agrees_with_the_rules():
     assert shading(p["response_length/clip_ratio"])["warn"][0][0] == pytest.approx(0.2)
     assert labels(p["actor/entropy"])[0] == "INFO entropy_high at step 1"
     assert any(lo == pytest.approx(2.0) for lo, _ in shading(p["actor/entropy"])["info"])
-    assert labels(p["actor/grad_norm"])[0] == "INFO grad_norm_high"
+    assert labels(p["actor/grad_norm"])[0] == "INFO grad_norm_band"
     assert shading(p["actor/grad_norm"])["info"][0][1] == pytest.approx(0.1)
     assert labels(p["perf/mfu/actor"])[-1].startswith("not measured: perf/mfu/actor, verl logs 0 at every step")
     assert not p["perf/mfu/actor"].lines
@@ -153,15 +153,15 @@ def test_zero_gradient_explained_by_equal_rewards(tmp_path):
                  _set("critic/advantages/min", 0.0, 1), _set("actor/grad_norm", 0.0, 1))
     write_run(tmp_path / "run", steps=2, override=zero, val=lambda s: 0.0)
     _, entries = report(tmp_path / "run")
-    msg = entries["grad_norm_high"]["message"]
-    assert entries["grad_norm_high"]["level"] == "info"
+    msg = entries["grad_norm_band"]["message"]
+    assert entries["grad_norm_band"]["level"] == "info"
     assert "at 2 of 2 steps every GRPO advantage was 0" in msg and "every response of the step scored 0" in msg
     assert "exactly 0" in msg and "lr 1e-6" not in msg and "usual" not in msg
     # small but non-zero gradients with a reward signal: the learning rate is the explanation
     write_run(tmp_path / "small", override=_set("actor/grad_norm", 0.05, 1))
     _, entries = report(tmp_path / "small")
-    assert "with non-zero advantages" in entries["grad_norm_high"]["message"]
-    assert "usual at actor lr 1e-06" in entries["grad_norm_high"]["message"]
+    assert "with non-zero advantages" in entries["grad_norm_band"]["message"]
+    assert "usual at actor lr 1e-06" in entries["grad_norm_band"]["message"]
 
 
 def test_rollout_mismatch_marked_on_the_agreement_curve(tmp_path):

@@ -171,7 +171,7 @@ PATHOLOGIES = [
     ("nan_grad_norm", _set("actor/grad_norm", float("inf"), 9, 9), healthy_val, "nonfinite_metrics", "alert", 9,
      set()),
     ("grad_spike", _set("actor/grad_norm", 5.0, 12, 12), healthy_val, "grad_norm_spike", "warn", 12, set()),
-    ("grad_high", _set("actor/grad_norm", 3.0, 6), healthy_val, "grad_norm_high", "warn", 6, {"grad_norm_spike"}),
+    ("grad_high", _set("actor/grad_norm", 3.0, 6), healthy_val, "grad_norm_band", "warn", 6, {"grad_norm_spike"}),
     ("length_blowup", _set("response_length/mean", 900.0, 14), healthy_val, "response_length_rise", "warn", 14,
      set()),
     ("length_collapse", _set("response_length/mean", 100.0, 14), healthy_val, "response_length_fall", "warn", 14,

@@ -69,7 +69,7 @@ def panels(run: Run, ctx: Context) -> List[Panel]:
             (th.kl_loss_alert / ctx.loss_scale, INF, "alert", False)]),
         Panel("actor/pg_loss", (TAG_PG_LOSS,), "loss", ("pg_loss_nan",)),
         Panel("actor/pg_clipfrac", (TAG_CLIPFRAC,), "fraction", ("clipfrac_high", "clipfrac_low"), clipfrac_bands),
-        Panel("actor/grad_norm", (TAG_GRAD_NORM,), "L2 norm", ("grad_norm_spike", "grad_norm_high"),
+        Panel("actor/grad_norm", (TAG_GRAD_NORM,), "L2 norm", ("grad_norm_spike", "grad_norm_band"),
               lambda th, ctx, run: [(-INF, th.grad_norm_band_low, "info", False),
                                     (th.grad_norm_band_low, th.grad_norm_band_high, "ok", True),
                                     (th.grad_norm_band_high, INF, "warn", False)]),

@@ -873,7 +873,7 @@ RULES: Tuple[Rule, ...] = (
     Rule("grad_norm_spike", TAG_GRAD_NORM, (TAG_GRAD_NORM,), lambda t:
          f"warn > {t.grad_spike_factor:g}x trailing median ({t.grad_spike_window} steps, >= "
          f"{t.grad_spike_min_history} history) and >= {t.grad_spike_min_value:g}", SRC_GUIDE, check_grad_spike),
-    Rule("grad_norm_high", TAG_GRAD_NORM, (TAG_GRAD_NORM,), lambda t:
+    Rule("grad_norm_band", TAG_GRAD_NORM, (TAG_GRAD_NORM,), lambda t:
          f"warn > {t.grad_norm_band_high:g} for {t.grad_high_persist}+ steps; info if median < "
          f"{t.grad_norm_band_low:g}", f"{SRC_GUIDE}; verl actor grad_clip 1.0 (dp_actor.yaml)", check_grad_high),
     Rule("response_length_rise", TAG_RESP_LEN, (TAG_RESP_LEN,), lambda t:

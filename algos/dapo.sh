@@ -27,6 +27,7 @@ ALGO_ARGS=(
   # verl hands a custom replay buffer no group filter (verl/trainer/ppo/v1/trainer_base.py
   # _init_replay_buffer): verl's own buffer then, which the cpu profiles replace for its polling
   trainer.v1.sampler.custom_sampler.path=null
+  trainer.v1.sampler.custom_sampler.name=null
   # overlong reward shaping (section 3.4): a linear penalty down to -1 over the last
   # OVERLONG_BUFFER_LEN tokens before the limit, added by verl's DAPO reward manager
   reward.reward_manager.name=dapo

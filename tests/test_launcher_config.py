@@ -221,7 +221,8 @@ def test_dapo_sets_its_four_changes(read, name):
     assert a.use_kl_loss is False and a.loss_agg_mode == "token-mean"
     assert (a.clip_ratio_low, a.clip_ratio_high, a.clip_ratio_c) == (0.2, 0.28, 10.0)
     assert cfg.algorithm.filter_groups.enable is True and cfg.algorithm.filter_groups.metric == "score"
-    assert cfg.trainer.v1.sampler.custom_sampler.path is None  # verl's own buffer filters the groups
+    sampler = cfg.trainer.v1.sampler.custom_sampler
+    assert sampler.path is None and sampler.name is None  # verl's own buffer filters the groups
     assert cfg.reward.reward_manager.name == "dapo"
     shaping = cfg.reward.reward_kwargs
     assert shaping.max_resp_len == cfg.data.max_response_length

@@ -1931,6 +1931,17 @@ def _option_run(q: str, rx) -> list:
 
 
 @lru_cache(maxsize=4096)
+def named_options(question: str) -> dict:
+    """Letter -> value of the values a question names with letters ("$A=\\sqrt{2}, B=\\sqrt[4]{4}, C=\\sqrt[8]{8}$"),
+    at least 3, unless it demands the letter itself; {} otherwise. Cached per question, as :func:`question_options`
+    (a step scores each question's responses): do not modify the result."""
+    if _LETTER_DEMAND_RE.search(question):
+        return {}
+    out = _option_values(question[:6000], _OPTION_ASSIGN_RE)
+    return out if len(out) >= 3 else {}
+
+
+@lru_cache(maxsize=4096)
 def question_options(question: Optional[str]) -> dict:
     """The options a problem lists, letter -> value (cached: do not modify), in any of three layouts."""
     if not question:
@@ -2089,9 +2100,8 @@ def _judge(text: str, gold: str, question: Optional[str] = None) -> Tuple[bool, 
             options = question_options(question)
             ok = bool(options) and _option_equal(answer, gold, options, deadline)
             # values the question names "A=\\sqrt{2}, B=..., C=...": options for a gold letter only (else points, sets)
-            named = ({} if ok or options or _LETTER_DEMAND_RE.search(question)
-                     else _option_values(question[:6000], _OPTION_ASSIGN_RE))
-            if len(named) >= 3 and _option_letter(_normalise(gold), named):
+            named = {} if ok or options else named_options(question)
+            if named and _option_letter(_normalise(gold), named):
                 ok = _option_equal(answer, gold, named, deadline)
     except _Rejected:
         ok = False

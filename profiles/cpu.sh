@@ -35,6 +35,11 @@ CPU_THREADS=${CPU_THREADS:-$(nproc)}
 # Worker threads sleep between parallel regions instead of spinning, which would waste the time
 # slices of other work on the cores.
 OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
+# Memory allocator preloaded into every process of the run: tcmalloc, which vLLM's CPU worker asks
+# for (vllm/v1/worker/cpu_worker.py warns without it); glibc's malloc fragments under the workers'
+# many short-lived tensors (docs/cpu_run.md measures both). setup.sh installs Debian's
+# libtcmalloc-minimal4 where it can; none (or empty) keeps glibc's.
+CPU_MALLOC=${CPU_MALLOC:-$({ ldconfig -p 2>/dev/null || true; } | awk '/libtcmalloc_minimal\.so\.4 /{if (!lib) lib = $NF} END {print lib}')}
 # Compute dtype of rollout, actor and ref: bf16 where the CPU multiplies bf16 natively (AMX or
 # AVX512-BF16 in /proc/cpuinfo), else fp32 (emulated bf16 matmuls ran ~8x slower than fp32 on an AVX2-only AMD EPYC).
 CPU_DTYPE=${CPU_DTYPE:-$(grep -qwE 'amx_bf16|avx512_bf16' /proc/cpuinfo 2>/dev/null && echo bf16 || echo fp32)}

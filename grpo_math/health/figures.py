@@ -12,7 +12,7 @@ import re
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -36,8 +36,8 @@ def bands(edges: Sequence[float], levels: str, shown: Optional[str] = "ok") -> L
     return [(lo, hi, level, level == shown) for lo, hi, level in zip(edges, edges[1:], levels.split())]
 
 
-def entropy_bands(th: Thresholds, ctx: Context, run: Run) -> List[Band]:
-    base = baseline(run.get(TAG_ENTROPY), th)
+def entropy_bands(th: Thresholds, run: Run) -> List[Band]:
+    base = baseline(s, th) if (s := run.get(TAG_ENTROPY)) is not None else None
     if base is None:
         return []
     alert, warn, warn_high = entropy_limits(base, th)
@@ -50,39 +50,39 @@ class Panel:
     tags: Tuple[str, ...]
     ylabel: str
     rules: Tuple[str, ...]
-    bands: Callable[[Thresholds, Context, Run], List[Band]] = lambda th, ctx, run: []
+    bands: Sequence[Band] = ()
     #: tags logged as 0 when verl cannot measure them (no accelerator, no peak FLOPS)
     zero_unmeasured: Tuple[str, ...] = ()
 
 
-def panels(run: Run, ctx: Context) -> List[Panel]:
+def panels(run: Run, th: Thresholds, ctx: Context) -> List[Panel]:
     """The key curves, in reading order, with the tags of each that this run logged; a panel whose
     tags are all absent is left out."""
     val = tuple(t for t in dict.fromkeys([ctx.val_reward_tag, ctx.val_tag]) if t)
-    pearson = run.get(TAG_ROLLOUT_PEARSON) is not None
+    kl_warn, kl_alert = th.kl_loss_warn / ctx.loss_scale, th.kl_loss_alert / ctx.loss_scale  # on the logged scale
     every = [
-        Panel("actor/entropy", (TAG_ENTROPY,), "nats/token", ("entropy_collapse", "entropy_high"), entropy_bands),
-        Panel("actor/kl_loss", (TAG_KL_LOSS,), "nats/token (logged)", ("kl_high", "kl_low"), lambda th, ctx, run:
-              bands((-INF, th.kl_loss_warn / ctx.loss_scale, th.kl_loss_alert / ctx.loss_scale, INF), "ok warn alert",
-                    None)),
+        Panel("actor/entropy", (TAG_ENTROPY,), "nats/token", ("entropy_collapse", "entropy_high"),
+              entropy_bands(th, run)),
+        Panel("actor/kl_loss", (TAG_KL_LOSS,), "nats/token (logged)", ("kl_high", "kl_low"),
+              bands((-INF, kl_warn, kl_alert, INF), "ok warn alert", None)),
         Panel("actor/pg_loss", (TAG_PG_LOSS,), "loss", ("pg_loss_nan",)),
-        Panel("actor/pg_clipfrac", (TAG_CLIPFRAC,), "fraction", ("clipfrac_high", "clipfrac_low"), lambda th, ctx, run:
+        Panel("actor/pg_clipfrac", (TAG_CLIPFRAC,), "fraction", ("clipfrac_high", "clipfrac_low"),
               bands((-INF, th.clipfrac_too_low, th.clipfrac_healthy_high, th.clipfrac_violent, INF),
                     f"{'warn' if ctx.clipfrac_band_applies else 'info'} ok warn alert")),
-        Panel("actor/grad_norm", (TAG_GRAD_NORM,), "L2 norm", ("grad_norm_spike", "grad_norm_band"), lambda th, ctx, run:
+        Panel("actor/grad_norm", (TAG_GRAD_NORM,), "L2 norm", ("grad_norm_spike", "grad_norm_band"),
               bands((-INF, th.grad_norm_band_low, th.grad_norm_band_high, INF), "info ok warn")),
         Panel("response_length/mean", (TAG_RESP_LEN,), "tokens",
               ("response_length_rise", "response_length_fall", "response_length_decline", "empty_responses")),
         Panel("response_length/clip_ratio", (TAG_RESP_CLIP,), "fraction", ("response_truncation",),
-              lambda th, ctx, run: bands((0.0, th.resp_clip_ratio_warn, INF), "ok warn")),
+              bands((0.0, th.resp_clip_ratio_warn, INF), "ok warn")),
         Panel("reward: train vs validation", (TAG_SCORE_MEAN, *val), "score",
               ("zero_reward_from_start", "no_positive_reward", "no_learning_signal", "zero_variance_groups",
                "val_train_gap", "reward_up_val_down", "val_regression", "val_drop_after_first_update")),
         Panel("rollout vs actor: Pearson of token probabilities", (TAG_ROLLOUT_PEARSON,), "correlation",
-              ("rollout_actor_mismatch",), lambda th, ctx, run: bands((-INF, th.rollout_pearson_min, 1.0), "alert ok"))
-        if pearson else
+              ("rollout_actor_mismatch",), bands((-INF, th.rollout_pearson_min, 1.0), "alert ok"))
+        if run.get(TAG_ROLLOUT_PEARSON) is not None else
         Panel("rollout vs actor: actor/ppo_kl (no old-log-prob pass)", (TAG_PPO_KL,), "nats/token",
-              ("rollout_actor_mismatch",), lambda th, ctx, run: bands((-INF, th.rollout_ppo_kl_max, INF), "ok alert")),
+              ("rollout_actor_mismatch",), bands((-INF, th.rollout_ppo_kl_max, INF), "ok alert")),
         Panel("perf/throughput", (TAG_THROUGHPUT,), "tokens/s/GPU", ("throughput_drop",)),
         Panel("perf/mfu/actor", (TAG_MFU,), "fraction of peak", ("mfu",), zero_unmeasured=(TAG_MFU,)),
         Panel("memory: device peak, host used", MEMORY_TAGS, "GB", ("memory_growth",),
@@ -143,7 +143,7 @@ def draw(ax, run: Run, panel: Panel, findings: Sequence[Finding], th: Thresholds
         ax.plot(s.steps, s.values, linestyle=style, linewidth=1.3, label=label if len(panel.tags) > 1 else None,
                 marker=marker if len(s) <= 40 or k else None, markersize=size,
                 markerfacecolor="none" if hollow else None, markeredgewidth=1.2 if hollow else None)
-    bands = panel.bands(th, ctx, run) if tags else []
+    bands = panel.bands if tags else []
     ax.relim()
     ax.autoscale_view()
     ylo, yhi = ax.get_ylim() if tags else (0.0, 1.0)
@@ -205,7 +205,7 @@ def pyplot():
 def health_grid(run: Run, findings: Sequence[Finding], th: Thresholds, ctx: Context):
     """The grid of key curves as a matplotlib Figure titled with the experiment's name (None when no
     curve has data)."""
-    shown = panels(run, ctx)
+    shown = panels(run, th, ctx)
     if not shown:
         return None
     ncols, nrows = 3, (len(shown) + 2) // 3
@@ -240,7 +240,7 @@ def render_figures(run: Run, findings: Sequence[Finding], th: Thresholds, ctx: C
     if fig is None:
         return {}
     out = {"health_grid.png": png(fig)}
-    for panel in panels(run, ctx):
+    for panel in panels(run, th, ctx):
         fig, ax = plt.subplots(figsize=(6, 3.8))
         fig.subplots_adjust(left=0.14, right=0.97, bottom=0.14, top=0.91)
         draw(ax, run, panel, findings, th, ctx)

@@ -704,7 +704,8 @@ def check_zero_var_groups(run: Run, th: Thresholds, ctx: Context) -> CheckResult
 
 jump_rule("throughput_drop", TAG_THROUGHPUT, False, "perf_drop_factor perf_window perf_min_history",
           "throughput fell to {v} tokens/s/GPU, {ratio:.2f}x the trailing median {med} (contention, swapping, "
-          "longer responses?)", lambda s, th: (_median(s), f"median {fmt(_median(s))} tokens/s/GPU (higher is better)"),
+          "longer responses?)",
+          lambda s, th: (_median(s), f"median {fmt(_median(s))} tokens/s/GPU (higher is better)"),
           f"{SRC_GUIDE}; {SRC_METRIC_UTILS}", also="; else report the median (higher is better)")
 
 

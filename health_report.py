@@ -56,13 +56,14 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--run", metavar="SUBSTR", help=(
         "only runs whose name contains SUBSTR (TensorBoard: the path relative to LOGDIR; SwanLab: "
         "<project>/<experiment> or the run-* folder)"))
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE",
-                   help="override a threshold, int or float as its default (repeatable; names and defaults: --list-rules)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE", help=(
+        "override a threshold, int or float as its default (repeatable; names and defaults: --list-rules)"))
     p.add_argument("--updates-per-step", type=positive_int, metavar="N", help=(
         "policy updates per step, ppo_epochs x mini-batches, an integer >= 1 (default: detected, 1 when "
         "actor/pg_clipfrac and actor/ppo_kl are exactly 0 at every step)"))
     p.add_argument("--lr", type=float, metavar="LR", help="the actor's learning rate (default: actor/lr from the log)")
-    p.add_argument("--kl-coef", type=float, metavar="C", help="actor kl_loss_coef (default: actor/kl_coef from the log)")
+    p.add_argument("--kl-coef", type=float, metavar="C",
+                   help="actor kl_loss_coef (default: actor/kl_coef from the log)")
     p.add_argument("--loss-scale", type=float, default=1.0, metavar="K", help=(
         "multiply the logged actor/kl_loss by K > 0 before the KL rules; verl 0.6.0 logs it divided by the "
         "micro-batches per mini-batch, ppo_mini_batch_size x rollout.n / n_gpus / ppo_micro_batch_size_per_gpu "

@@ -12,14 +12,15 @@ import re
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from .read import (MEMORY_TAGS, TAG_CLIPFRAC, TAG_ENTROPY, TAG_GRAD_NORM, TAG_KL_LOSS, TAG_MAX_MEM,
                    TAG_MAX_MEM_RESERVED, TAG_MFU, TAG_PG_LOSS, TAG_PPO_KL, TAG_RESP_CLIP, TAG_RESP_LEN,
                    TAG_ROLLOUT_PEARSON, TAG_SCORE_MEAN, TAG_THROUGHPUT, VAL_MEAN_RE, Run)
-from .rules import SEVERITY, Context, Finding, Thresholds, baseline, entropy_limits, fmt
+from .report import step_range
+from .rules import SEVERITY, Context, Finding, Thresholds, all_zero, baseline, entropy_limits, fmt
 
 COLORS = {"ok": "tab:green", "info": "tab:blue", "warn": "darkorange", "alert": "red", "early": "dimgray"}
 #: words of an "ok" finding whose rule had too few steps to judge: the panel says so instead of "ok"
@@ -29,20 +30,18 @@ INF = math.inf
 Band = Tuple[float, float, str, bool]
 
 
-def entropy_bands(th: Thresholds, ctx: Context, run: Run) -> List[Band]:
-    base = baseline(run.get(TAG_ENTROPY), th)
+def bands(edges: Sequence[float], levels: str, shown: Optional[str] = "ok") -> List[Band]:
+    """The bands between consecutive ``edges``, the i-th at the i-th of ``levels``; the ``shown`` ones widen the
+    y-axis to show them whole."""
+    return [(lo, hi, level, level == shown) for lo, hi, level in zip(edges, edges[1:], levels.split())]
+
+
+def entropy_bands(th: Thresholds, run: Run) -> List[Band]:
+    base = baseline(s, th) if (s := run.get(TAG_ENTROPY)) is not None else None
     if base is None:
         return []
     alert, warn, warn_high = entropy_limits(base, th)
-    return [(-INF, alert, "alert", False), (alert, warn, "warn", False), (warn, th.entropy_low, "info", False),
-            (th.entropy_low, th.entropy_high, "ok", True), (th.entropy_high, warn_high, "info", False),
-            (warn_high, INF, "warn", False)]
-
-
-def clipfrac_bands(th: Thresholds, ctx: Context, run: Run) -> List[Band]:
-    return [(-INF, th.clipfrac_too_low, "warn" if ctx.clipfrac_band_applies else "info", False),
-            (th.clipfrac_too_low, th.clipfrac_healthy_high, "ok", True),
-            (th.clipfrac_healthy_high, th.clipfrac_violent, "warn", False), (th.clipfrac_violent, INF, "alert", False)]
+    return bands((-INF, alert, warn, th.entropy_low, th.entropy_high, warn_high, INF), "alert warn info ok info warn")
 
 
 @dataclass(frozen=True)
@@ -51,46 +50,43 @@ class Panel:
     tags: Tuple[str, ...]
     ylabel: str
     rules: Tuple[str, ...]
-    bands: Callable[[Thresholds, Context, Run], List[Band]] = lambda th, ctx, run: []
+    bands: Sequence[Band] = ()
     #: tags logged as 0 when verl cannot measure them (no accelerator, no peak FLOPS)
     zero_unmeasured: Tuple[str, ...] = ()
 
 
-def panels(run: Run, ctx: Context) -> List[Panel]:
+def panels(run: Run, th: Thresholds, ctx: Context) -> List[Panel]:
     """The key curves, in reading order, with the tags of each that this run logged; a panel whose
     tags are all absent is left out."""
     val = tuple(t for t in dict.fromkeys([ctx.val_reward_tag, ctx.val_tag]) if t)
-    pearson = run.get(TAG_ROLLOUT_PEARSON) is not None
+    kl_warn, kl_alert = th.kl_loss_warn / ctx.loss_scale, th.kl_loss_alert / ctx.loss_scale  # on the logged scale
     every = [
-        Panel("actor/entropy", (TAG_ENTROPY,), "nats/token", ("entropy_collapse", "entropy_high"), entropy_bands),
-        Panel("actor/kl_loss", (TAG_KL_LOSS,), "nats/token (logged)", ("kl_high", "kl_low"), lambda th, ctx, run: [
-            (-INF, th.kl_loss_warn / ctx.loss_scale, "ok", False),
-            (th.kl_loss_warn / ctx.loss_scale, th.kl_loss_alert / ctx.loss_scale, "warn", False),
-            (th.kl_loss_alert / ctx.loss_scale, INF, "alert", False)]),
+        Panel("actor/entropy", (TAG_ENTROPY,), "nats/token", ("entropy_collapse", "entropy_high"),
+              entropy_bands(th, run)),
+        Panel("actor/kl_loss", (TAG_KL_LOSS,), "nats/token (logged)", ("kl_high", "kl_low"),
+              bands((-INF, kl_warn, kl_alert, INF), "ok warn alert", None)),
         Panel("actor/pg_loss", (TAG_PG_LOSS,), "loss", ("pg_loss_nan",)),
-        Panel("actor/pg_clipfrac", (TAG_CLIPFRAC,), "fraction", ("clipfrac_high", "clipfrac_low"), clipfrac_bands),
+        Panel("actor/pg_clipfrac", (TAG_CLIPFRAC,), "fraction", ("clipfrac_high", "clipfrac_low"),
+              bands((-INF, th.clipfrac_too_low, th.clipfrac_healthy_high, th.clipfrac_violent, INF),
+                    f"{'warn' if ctx.clipfrac_band_applies else 'info'} ok warn alert")),
         Panel("actor/grad_norm", (TAG_GRAD_NORM,), "L2 norm", ("grad_norm_spike", "grad_norm_band"),
-              lambda th, ctx, run: [(-INF, th.grad_norm_band_low, "info", False),
-                                    (th.grad_norm_band_low, th.grad_norm_band_high, "ok", True),
-                                    (th.grad_norm_band_high, INF, "warn", False)]),
+              bands((-INF, th.grad_norm_band_low, th.grad_norm_band_high, INF), "info ok warn")),
         Panel("response_length/mean", (TAG_RESP_LEN,), "tokens",
               ("response_length_rise", "response_length_fall", "response_length_decline", "empty_responses")),
         Panel("response_length/clip_ratio", (TAG_RESP_CLIP,), "fraction", ("response_truncation",),
-              lambda th, ctx, run: [(0.0, th.resp_clip_ratio_warn, "ok", True),
-                                    (th.resp_clip_ratio_warn, INF, "warn", False)]),
+              bands((0.0, th.resp_clip_ratio_warn, INF), "ok warn")),
         Panel("reward: train vs validation", (TAG_SCORE_MEAN, *val), "score",
               ("zero_reward_from_start", "no_positive_reward", "no_learning_signal", "zero_variance_groups",
                "val_train_gap", "reward_up_val_down", "val_regression", "val_drop_after_first_update")),
         Panel("rollout vs actor: Pearson of token probabilities", (TAG_ROLLOUT_PEARSON,), "correlation",
-              ("rollout_actor_mismatch",), lambda th, ctx, run: [(-INF, th.rollout_pearson_min, "alert", False),
-                                                                  (th.rollout_pearson_min, 1.0, "ok", True)])
-        if pearson else
+              ("rollout_actor_mismatch",), bands((-INF, th.rollout_pearson_min, 1.0), "alert ok"))
+        if run.get(TAG_ROLLOUT_PEARSON) is not None else
         Panel("rollout vs actor: actor/ppo_kl (no old-log-prob pass)", (TAG_PPO_KL,), "nats/token",
-              ("rollout_actor_mismatch",), lambda th, ctx, run: [(-INF, th.rollout_ppo_kl_max, "ok", True),
-                                                                  (th.rollout_ppo_kl_max, INF, "alert", False)]),
+              ("rollout_actor_mismatch",), bands((-INF, th.rollout_ppo_kl_max, INF), "ok alert")),
         Panel("perf/throughput", (TAG_THROUGHPUT,), "tokens/s/GPU", ("throughput_drop",)),
         Panel("perf/mfu/actor", (TAG_MFU,), "fraction of peak", ("mfu",), zero_unmeasured=(TAG_MFU,)),
-        Panel("memory: device peak, host used", MEMORY_TAGS, "GB", ("memory_growth",), zero_unmeasured=(TAG_MAX_MEM, TAG_MAX_MEM_RESERVED)),
+        Panel("memory: device peak, host used", MEMORY_TAGS, "GB", ("memory_growth",),
+              zero_unmeasured=(TAG_MAX_MEM, TAG_MAX_MEM_RESERVED)),
     ]
     return [p for p in every if any(run.get(t) is not None for t in p.tags)]
 
@@ -99,10 +95,9 @@ def unmeasured(run: Run, ctx: Context, panel: Panel) -> Dict[str, str]:
     """{tag: why it was not measured} for the panel's logged tags that carry no measurement."""
     out = {}
     for tag in (t for t in panel.zero_unmeasured if run.get(t) is not None):
-        v = run.get(tag).values
         if tag == TAG_MFU and ctx.on_cpu:
             out[tag] = f"a CPU run ({TAG_MAX_MEM} 0 at every step): verl divides by an accelerator's peak FLOPS"
-        elif not np.isfinite(v).any() or np.all(v[np.isfinite(v)] == 0):
+        elif all_zero(run.get(tag)) is not False:
             out[tag] = "verl logs 0 at every step: " + ("no peak FLOPS known for this device" if tag == TAG_MFU
                                                         else "no accelerator memory")
     return out
@@ -135,24 +130,20 @@ def draw(ax, run: Run, panel: Panel, findings: Sequence[Finding], th: Thresholds
 
     missing = unmeasured(run, ctx, panel)
     tags = [t for t in panel.tags if run.get(t) is not None and t not in missing]
-    drawn: List[str] = []
     for k, tag in enumerate(tags):
         s = run.get(tag)
         marker, style, size, hollow = SERIES_STYLES[k % len(SERIES_STYLES)]
         label = legend_name(run, tag)
-        same = next((d for d in drawn if np.array_equal(run.get(d).steps, s.steps)
+        same = next((d for d in tags[:k] if np.array_equal(run.get(d).steps, s.steps)
                      and np.array_equal(run.get(d).values, s.values, equal_nan=True)), None)
         if same is not None:
             label += f" (identical to {legend_name(run, same)})"
         elif len(s) > 1 and s.finite.all() and np.all(s.values == s.values[0]):
             label += f" ({fmt(float(s.values[0]))} at every step)"
-        line, = ax.plot(s.steps, s.values, linestyle=style, linewidth=1.3, label=label if len(panel.tags) > 1 else None,
-                        marker=marker if len(s) <= 40 or k else None, markersize=size)
-        if hollow:
-            line.set_markerfacecolor("none")
-            line.set_markeredgewidth(1.2)
-        drawn.append(tag)
-    bands = panel.bands(th, ctx, run) if tags else []
+        ax.plot(s.steps, s.values, linestyle=style, linewidth=1.3, label=label if len(panel.tags) > 1 else None,
+                marker=marker if len(s) <= 40 or k else None, markersize=size,
+                markerfacecolor="none" if hollow else None, markeredgewidth=1.2 if hollow else None)
+    bands = panel.bands if tags else []
     ax.relim()
     ax.autoscale_view()
     ylo, yhi = ax.get_ylim() if tags else (0.0, 1.0)
@@ -176,20 +167,17 @@ def draw(ax, run: Run, panel: Panel, findings: Sequence[Finding], th: Thresholds
         if m.any():
             ax.plot(run.get(tag).steps[m], np.full(int(m.sum()), ylo), "x", color="red", markersize=8,
                     label="non-finite")
-    floor, bottom, top = ylo, ylo - below * span, yhi + above * span
+    bottom, top = ylo - below * span, yhi + above * span
     for lo, hi, level, _ in bands:
         if hi > bottom and lo < top:
             ax.axhspan(max(lo, bottom), min(hi, top), color=COLORS[level], alpha=0.12)
     ax.set_ylim(bottom, top)
-    for f in findings:
-        if f.level in ("warn", "alert") and f.step is not None and f.rule in panel.rules + ("nonfinite_metrics",):
-            target = f.tag if f.tag in tags else (tags[0] if tags and f.rule != "nonfinite_metrics" else None)
-            if target is None:
-                continue
-            s = run.get(target)
-            at = s.values[s.steps == f.step]
+    for f in (f for f in findings if f.level in ("warn", "alert") and f.step is not None):
+        target = f.tag if f.tag in tags else (tags[0] if tags and f.rule != "nonfinite_metrics" else None)
+        if target is not None and f.rule in (*panel.rules, "nonfinite_metrics"):
+            at = run.get(target).values[run.get(target).steps == f.step]
             ax.axvline(f.step, color=COLORS[f.level], linestyle="--", linewidth=1, alpha=0.7)
-            ax.plot([f.step], [float(at[0]) if at.size and math.isfinite(at[0]) else floor], marker="o", markersize=13,
+            ax.plot([f.step], [float(at[0]) if at.size and math.isfinite(at[0]) else ylo], marker="o", markersize=13,
                     markerfacecolor="none", markeredgecolor=COLORS[f.level], markeredgewidth=2, linestyle="none")
     for k, (text, level) in enumerate(notes):
         ax.text(0.015, 0.975 - 0.09 * k, text, transform=ax.transAxes, fontsize=6.5, va="top", color=COLORS[level],
@@ -203,26 +191,26 @@ def draw(ax, run: Run, panel: Panel, findings: Sequence[Finding], th: Thresholds
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=6, loc="lower right")
     if not tags:  # nothing measured: no axes to read
-        ax.set_xticks([])
-        ax.set_yticks([])
+        ax.set(xticks=[], yticks=[])
+
+
+def pyplot():
+    """matplotlib's pyplot drawing off-screen (Agg)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
 
 
 def health_grid(run: Run, findings: Sequence[Finding], th: Thresholds, ctx: Context):
     """The grid of key curves as a matplotlib Figure titled with the experiment's name (None when no
     curve has data)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    shown = panels(run, ctx)
+    shown = panels(run, th, ctx)
     if not shown:
         return None
-    from .report import step_range
-
     ncols, nrows = 3, (len(shown) + 2) // 3
     height = 3.4 * nrows + 0.7  # fixed margins in inches (tight_layout costs a second draw)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(5 * ncols, height), squeeze=False)
+    fig, axes = pyplot().subplots(nrows, ncols, figsize=(5 * ncols, height), squeeze=False)
     for ax, panel in zip(axes.flat, shown):
         draw(ax, run, panel, findings, th, ctx)
     for ax in list(axes.flat)[len(shown):]:
@@ -240,10 +228,7 @@ def health_grid(run: Run, findings: Sequence[Finding], th: Thresholds, ctx: Cont
 
 def render_figures(run: Run, findings: Sequence[Finding], th: Thresholds, ctx: Context) -> Dict[str, bytes]:
     """PNG bytes: ``health_grid.png`` and one ``<title>.png`` per panel."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     def png(fig) -> bytes:
         buf = io.BytesIO()
@@ -255,7 +240,7 @@ def render_figures(run: Run, findings: Sequence[Finding], th: Thresholds, ctx: C
     if fig is None:
         return {}
     out = {"health_grid.png": png(fig)}
-    for panel in panels(run, ctx):
+    for panel in panels(run, th, ctx):
         fig, ax = plt.subplots(figsize=(6, 3.8))
         fig.subplots_adjust(left=0.14, right=0.97, bottom=0.14, top=0.91)
         draw(ax, run, panel, findings, th, ctx)

@@ -8,6 +8,7 @@ import os
 import re
 import sqlite3
 import sys
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
@@ -63,8 +64,6 @@ EXPECTED_LOGDIR = (
     "with 'swanlab', SWANLAB_MODE=local, $SWANLAB_LOG_DIR)")
 #: Hydra's record of main_ppo's configuration, relative to the launcher's OUTPUT_DIR.
 HYDRA_CONFIG = Path("hydra") / ".hydra" / "config.yaml"
-#: The launcher's record of a launch's knobs, in CKPT_DIR (tools/launch_guard.py).
-LAUNCH_SETTINGS = "launch_settings.json"
 STACK_VERL = {"reference": "verl 0.6.0", "current": "verl 0.9.1"}
 
 
@@ -118,9 +117,7 @@ def make_series(points: Iterable[Tuple[int, float]]) -> Series:
     return Series(steps, np.array([last[s] for s in steps], dtype=np.float64))
 
 
-# --------------------------------------------------------------------------------------
-# TensorBoard
-# --------------------------------------------------------------------------------------
+# ---- TensorBoard ----
 def load_scalars(path: Path) -> Dict[str, Series]:
     """Every scalar of one run (a directory of event files, or one event file), read with
     TensorBoard's ``EventAccumulator`` keeping every point; 0-d numeric tensor summaries count as
@@ -195,21 +192,15 @@ def scalars_by_step(path: Path) -> Dict[str, Dict[int, float]]:
     """``{tag: {global step: value}}`` of one run: a TensorBoard run, or a SwanLab log directory
     holding one experiment (or its ``run-*`` folder)."""
     path = Path(path)
-    if swanlab_root(path) is not None:
-        runs = discover_swanlab_runs(path)
-        if len(runs) != 1:
-            raise DataError(f"{path}: {len(runs)} SwanLab experiments ({', '.join(r.name for r in runs)}); "
-                            "expected one: pass its run-* folder")
-        scalars = runs[0].scalars
-    else:
-        scalars = load_scalars(path)
-    return {tag: dict(zip(s.steps.tolist(), s.values.tolist())) for tag, s in scalars.items()}
+    runs = discover_swanlab_runs(path) if swanlab_root(path) is not None else [Run(".", path, load_scalars(path))]
+    if len(runs) != 1:
+        raise DataError(f"{path}: {len(runs)} SwanLab experiments ({', '.join(r.name for r in runs)}); "
+                        "expected one: pass its run-* folder")
+    return {tag: dict(zip(s.steps.tolist(), s.values.tolist())) for tag, s in runs[0].scalars.items()}
 
 
-# --------------------------------------------------------------------------------------
-# SwanLab's local mode: runs.swanlab (SQLite: project, experiment, tag with its folder) and each
-# tag's points as JSON lines {"index": step, "data": value} in <run-*>/logs/<folder>/<n>.log
-# --------------------------------------------------------------------------------------
+# ---- SwanLab's local mode: runs.swanlab (SQLite: project, experiment, tag with its folder) and each
+# tag's points as JSON lines {"index": step, "data": value} in <run-*>/logs/<folder>/<n>.log ----
 def swanlab_root(path: Path) -> Optional[Path]:
     """The SwanLab log directory ``path`` designates (the folder holding runs.swanlab, that file,
     or a ``run-*`` folder in that folder), or None."""
@@ -238,8 +229,8 @@ def read_swanlab_points(tag_dir: Path) -> Series:
     """One tag's points from its ``<n>.log`` files in slice order. Lines that are not a JSON object
     with an integer ``index`` and a numeric ``data`` (a line being written, a media entry) are
     skipped; NaN and infinities (JSON extensions NaN / Infinity) are kept."""
-    points = []
-    for f in sorted((p for p in tag_dir.glob("*.log") if p.is_file()), key=lambda p: (0, int(p.stem)) if p.stem.isdigit() else (1, p.name)):
+    points, logs = [], [p for p in tag_dir.glob("*.log") if p.is_file()]
+    for f in sorted(logs, key=lambda p: (0, int(p.stem)) if p.stem.isdigit() else (1, p.name)):
         for line in f.read_text(encoding="utf-8", errors="replace").splitlines():
             try:
                 rec = json.loads(line)
@@ -260,13 +251,10 @@ def discover_swanlab_runs(path: Path, select: Optional[str] = None) -> List[Run]
         raise DataError(f"{path}: not a SwanLab log directory (expected a folder holding {SWANLAB_DB})")
     only = path.name if path.is_dir() and path != root else None
     try:
-        con = open_swanlab_db(root / SWANLAB_DB)
-        try:
+        with closing(open_swanlab_db(root / SWANLAB_DB)) as con:
             rows = con.execute("SELECT e.id, e.run_id, e.name, e.status, p.name FROM experiment e "
                                "JOIN project p ON p.id = e.project_id ORDER BY e.id").fetchall()
             tags = con.execute("SELECT experiment_id, name, folder FROM tag WHERE type = 'line'").fetchall()
-        finally:
-            con.close()
     except sqlite3.Error as exc:
         raise DataError(f"{root / SWANLAB_DB}: cannot read the SwanLab database ({exc}; expected swanlab's "
                         "local-mode runs.swanlab with tables project, experiment, tag)") from None
@@ -277,7 +265,8 @@ def discover_swanlab_runs(path: Path, select: Optional[str] = None) -> List[Run]
         if (only is not None and run_id != only) or (select is not None and select not in name
                                                      and select not in str(run_id)):
             continue
-        run = Run(name, root / str(run_id), {}, f"SwanLab experiment `{name}` ({states.get(status, f'status {status}')})")
+        state = states.get(status, f"status {status}")
+        run = Run(name, root / str(run_id), {}, f"SwanLab experiment `{name}` ({state})")
         for _, tag, folder in (t for t in tags if t[0] == exp_id):
             if (tag_dir := run.path / "logs" / (folder or tag)).is_dir() and len(s := read_swanlab_points(tag_dir)):
                 run.scalars[tag] = s
@@ -290,9 +279,7 @@ def discover_swanlab_runs(path: Path, select: Optional[str] = None) -> List[Run]
                               f"{TAG_PG_LOSS} under {runs[0].path / 'logs'}; is the run still starting?)")
 
 
-# --------------------------------------------------------------------------------------
-# Rollout dumps (trainer.rollout_data_dir, ray_trainer.py _dump_generations)
-# --------------------------------------------------------------------------------------
+# ---- Rollout dumps (trainer.rollout_data_dir, ray_trainer.py _dump_generations) ----
 def read_rollout_groups(rollout_dir: Path) -> Dict[int, Tuple[int, int, int]]:
     """Per step of ``<step>.jsonl`` (a line per response: input, output, score, step): (prompt
     groups of 2+ responses, those whose responses all scored the same, responses with an empty
@@ -318,9 +305,7 @@ def read_rollout_groups(rollout_dir: Path) -> Dict[int, Tuple[int, int, int]]:
     return out
 
 
-# --------------------------------------------------------------------------------------
-# The run's configuration: Hydra's config.yaml and the launcher's launch_settings.json
-# --------------------------------------------------------------------------------------
+# ---- The run's configuration: Hydra's config.yaml and the launcher's launch_settings.json ----
 @dataclass(frozen=True)
 class RunConfig:
     """From a run's Hydra config: the experiment's name, the reward function verl loaded
@@ -394,13 +379,13 @@ def experiment_name(run: Run, config: Optional[RunConfig]) -> Tuple[str, str]:
 
 def run_stack(run: Run, config: Optional[RunConfig]) -> Tuple[Optional[str], str]:
     """(verl's version, how it is known) of the stack that made the run: STACK in the launcher's
-    launch_settings.json, else the reward key of the Hydra config (verl 0.9.x's
+    launch_settings.json (tools/launch_guard.py, in CKPT_DIR), else the reward key of the Hydra config (verl 0.9.x's
     reward.custom_reward_function), else the tags (verl 0.9.1 logs the worker's memory under
     actor/perf/, verl 0.6.0 under perf/); (None, "unknown") when none tells."""
     folders = [Path(config.ckpt_dir)] if config is not None and config.ckpt_dir else []
-    for settings in (f / LAUNCH_SETTINGS for f in folders + [log_folder(run).resolve().parent / "checkpoints"]):
+    for folder in folders + [log_folder(run).resolve().parent / "checkpoints"]:
         try:
-            stack = json.loads(settings.read_text())["knobs"]["STACK"]
+            stack = json.loads((settings := folder / "launch_settings.json").read_text())["knobs"]["STACK"]
         except (OSError, ValueError, KeyError, TypeError):
             continue
         if stack in STACK_VERL:

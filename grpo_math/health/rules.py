@@ -1,6 +1,6 @@
 """The health rules: every threshold (``Thresholds``), what the log says of the run's configuration
-(``Context``), one ``check_*`` per rule, and ``RULES``, which declares each rule's metric, its
-thresholds in words and its sources once for ``--list-rules`` and docs/health_rules.md."""
+(``Context``) and one ``check_*`` per rule, registered in ``RULES`` with its metric, its thresholds in
+words and its sources once for ``--list-rules`` and docs/health_rules.md."""
 
 from __future__ import annotations
 
@@ -27,11 +27,6 @@ SRC_METRIC_UTILS = "verl 0.6.0 verl/trainer/ppo/metric_utils.py"
 SRC_FSDP_WORKERS = "verl 0.6.0 verl/workers/fsdp_workers.py"
 SRC_GRPO = "GRPO, Shao et al. 2024 (DeepSeekMath, arXiv:2402.03300)"
 SRC_DAPO = "DAPO, Yu et al. 2025 (arXiv:2503.14476)"
-SRC_REAL_CLIPFRAC = "public verl GRPO step logs at actor/lr 1e-6..2e-6: pg_clipfrac 0.0003-0.0013"
-SRC_DEBUG_METRICS = "verl 0.6.0 / 0.9.1 verl/utils/debug/metrics.py"
-SRC_RECORDED = "the recorded CPU runs in tests/data/health_*"
-SRC_SIMPLERL = ("hkust-nlp/simpleRL-reason issues #65 (Qwen2.5-1.5B on MATH: response_length/mean fell) "
-                "and #90 (it fell from over-long, cut-off step-0 responses)")
 
 
 @dataclass(frozen=True)
@@ -117,26 +112,23 @@ DEFAULT_THRESHOLDS = Thresholds()
 def override_thresholds(base: Thresholds, assignments: Sequence[str]) -> Thresholds:
     """``base`` with ``NAME=VALUE`` assignments applied; ValueError on an unknown name, a missing
     ``=`` or a value of the wrong type (int or float, as the field)."""
-    fields = {f.name: f for f in dataclasses.fields(Thresholds)}
+    types = {f.name: int if f.type in (int, "int") else float for f in dataclasses.fields(Thresholds)}
     changes = {}
     for item in assignments:
         name, eq, raw = item.partition("=")
         name = name.strip().lower()
         if not eq:
             raise ValueError(f"--set {item!r}: expected NAME=VALUE")
-        if name not in fields:
+        if name not in types:
             raise ValueError(f"--set {item!r}: unknown threshold {name!r} (see --list-rules)")
-        typ = int if fields[name].type in (int, "int") else float
         try:
-            changes[name] = typ(raw)
+            changes[name] = types[name](raw)
         except ValueError:
-            raise ValueError(f"--set {item!r}: expected a {typ.__name__} value") from None
+            raise ValueError(f"--set {item!r}: expected a {types[name].__name__} value") from None
     return dataclasses.replace(base, **changes)
 
 
-# --------------------------------------------------------------------------------------
-# Context: the run's configuration, from its log, its config files and the command line
-# --------------------------------------------------------------------------------------
+# ---- Context: the run's configuration, from its log, its config files and the command line ----
 @dataclass
 class Context:
     updates_per_step: Optional[int] = None
@@ -164,6 +156,11 @@ class Context:
 def _last_finite(s: Optional[Series]) -> Optional[float]:
     v = s.values[s.finite] if s is not None else np.array([])
     return float(v[-1]) if v.size else None
+
+
+def all_zero(s: Optional[Series]) -> Optional[bool]:
+    """Whether every finite value of ``s`` is 0 (None: no finite value)."""
+    return None if s is None or not s.finite.any() else bool(np.all(s.values[s.finite] == 0))
 
 
 def pick_val_tags(tags: Iterable[str], requested: Optional[str] = None) -> Tuple[Optional[str], Optional[str]]:
@@ -195,31 +192,22 @@ def build_context(run: Run, th: Thresholds, *, updates_per_step: Optional[int] =
     ctx = Context(loss_scale=loss_scale, rollout_groups=rollout_groups, config=config)
     ctx.experiment, ctx.experiment_note = experiment_name(run, config)
     ctx.stack, ctx.stack_note = run_stack(run, config)
-    mem = run.get(TAG_MAX_MEM)
-    ctx.on_cpu = bool(mem is not None and mem.finite.any() and np.all(mem.values[mem.finite] == 0))
-
-    def all_zero(s: Optional[Series]) -> Optional[bool]:
-        return None if s is None or not s.finite.any() else bool(np.all(s.values[s.finite] == 0))
-
+    ctx.on_cpu = all_zero(run.get(TAG_MAX_MEM)) is True
     zc, zk = all_zero(run.get(TAG_CLIPFRAC)), all_zero(run.get(TAG_PPO_KL))
     if updates_per_step is not None:
         ctx.updates_per_step, ctx.updates_note = updates_per_step, "--updates-per-step"
     elif zc is False or zk is False:
         ctx.updates_note = "more than 1 (actor/pg_clipfrac or actor/ppo_kl non-zero: the ratio moved off 1)"
-    elif zc and zk:
-        ctx.updates_per_step = 1
-        ctx.updates_note = ("detected: actor/pg_clipfrac and actor/ppo_kl exactly 0 at every step "
-                            "(verl on-policy branch, dp_actor.py)")
     elif zc:
         ctx.updates_per_step = 1
-        ctx.updates_note = "probably (actor/pg_clipfrac exactly 0 at every step, actor/ppo_kl not logged)"
-    ctx.lr, ctx.lr_note = (lr, "--lr") if lr is not None else (_last_finite(run.get(TAG_LR)), TAG_LR)
-    if ctx.lr is None:
-        ctx.lr_note = "unknown (actor/lr not logged)"
-    ctx.kl_coef, ctx.kl_coef_note = (kl_coef, "--kl-coef") if kl_coef is not None else \
-        (_last_finite(run.get(TAG_KL_COEF)), TAG_KL_COEF)
-    if ctx.kl_coef is None:
-        ctx.kl_coef_note = "unknown (actor/kl_coef not logged)"
+        ctx.updates_note = ("detected: actor/pg_clipfrac and actor/ppo_kl exactly 0 at every step (verl on-policy "
+                            "branch, dp_actor.py)" if zk else
+                            "probably (actor/pg_clipfrac exactly 0 at every step, actor/ppo_kl not logged)")
+    for name, given, tag, flag in (("lr", lr, TAG_LR, "--lr"), ("kl_coef", kl_coef, TAG_KL_COEF, "--kl-coef")):
+        value = given if given is not None else _last_finite(run.get(tag))
+        note = flag if given is not None else tag if value is not None else f"unknown ({tag} not logged)"
+        setattr(ctx, name, value)
+        setattr(ctx, f"{name}_note", note)
     ctx.val_tag, ctx.val_reward_tag = pick_val_tags(run.scalars, val_tag)
     reasons = []
     if ctx.updates_per_step == 1:
@@ -235,9 +223,7 @@ def build_context(run: Run, th: Thresholds, *, updates_per_step: Optional[int] =
     return ctx
 
 
-# --------------------------------------------------------------------------------------
-# Checks: each returns (level, step or None, value or None, message[, tag it concerns])
-# --------------------------------------------------------------------------------------
+# ---- The rules: each check returns (level, step or None, value or None, message[, tag it concerns]) ----
 CheckResult = tuple
 
 
@@ -252,6 +238,33 @@ class Finding:
     value: Optional[float]
     message: str
     source: str = ""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A named rule: ``check`` runs when every tag in ``needs`` (and one of ``needs_any``) has data."""
+
+    id: str
+    tag: str
+    needs: Tuple[str, ...]
+    describe: Callable[[Thresholds], str]
+    source: str
+    check: Callable[[Run, Thresholds, Context], CheckResult]
+    needs_val: bool = False
+    needs_rollouts: bool = False
+    needs_any: Tuple[str, ...] = ()
+
+
+#: every rule, in the order of its report line: each ``@rule`` below adds one
+RULES: List[Rule] = []
+
+
+def rule(id: str, tag: str, needs: Tuple[str, ...], describe: Callable[[Thresholds], str], source: str, **kw):
+    """Declares the decorated check a rule: its metric, its thresholds in words, its sources."""
+    def add(check: Callable[[Run, Thresholds, Context], CheckResult]):
+        RULES.append(Rule(id, tag, needs, describe, source, check, **kw))
+        return check
+    return add
 
 
 def fmt(x: Optional[float]) -> str:
@@ -274,12 +287,8 @@ def _first(mask: np.ndarray) -> Optional[int]:
 
 def _first_persistent(mask: np.ndarray, k: int) -> Optional[int]:
     """Index where the first run of ``k`` consecutive True values starts."""
-    run = 0
-    for i, m in enumerate(mask):
-        run = run + 1 if m else 0
-        if run >= max(1, k):
-            return i - run + 1
-    return None
+    k = max(1, k)
+    return _first(np.lib.stride_tricks.sliding_window_view(mask, k).all(axis=1)) if len(mask) >= k else None
 
 
 def _trailing_medians(values: np.ndarray, window: int, min_history: int) -> np.ndarray:
@@ -305,24 +314,27 @@ def _median(s: Series) -> Optional[float]:
 def entropy_limits(base: float, th: Thresholds) -> Tuple[float, float, float]:
     """(alert below, warn below, warn from) for a run whose initial entropy is ``base``."""
     return (max(th.entropy_collapse_abs, min(th.entropy_low, th.entropy_collapse_frac * base)),
-            min(th.entropy_low, th.entropy_drop_warn_frac * base), max(th.entropy_high, th.entropy_rise_warn_factor * base))
+            min(th.entropy_low, th.entropy_drop_warn_frac * base),
+            max(th.entropy_high, th.entropy_rise_warn_factor * base))
 
 
+@rule("entropy_collapse", TAG_ENTROPY, (TAG_ENTROPY,), lambda t:
+      f"alert < {t.entropy_collapse_abs:g} or (< {t.entropy_low:g} and < {t.entropy_collapse_frac:g}x initial); "
+      f"warn < {t.entropy_low:g} and < {t.entropy_drop_warn_frac:g}x initial; info < {t.entropy_low:g} "
+      f"(confident); initial = median of the first {t.baseline_steps} steps", f"{SRC_GUIDE}; {SRC_TRAINER}")
 def check_entropy_collapse(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
     s = run.get(TAG_ENTROPY)
     v, fin, base = s.values, s.finite, baseline(s, th)
     if base is None:
         return "ok", None, None, "no finite entropy values"
-    low = fin & (v < th.entropy_low)
-    alert = fin & ((v < th.entropy_collapse_abs) | (low & (v < th.entropy_collapse_frac * base)))
-    warn = low & (v < th.entropy_drop_warn_frac * base)
-    if alert.any():
-        step, val = _at(s, _first(alert))
+    alert, warn, _ = entropy_limits(base, th)
+    step, val = _at(s, _first(fin & (v < alert)))
+    if step is not None:
         return ("alert", step, val, f"entropy collapse: {fmt(val)} nats/token (initial {fmt(base)}); "
                 f"below {th.entropy_collapse_abs:g} or below {th.entropy_collapse_frac:g}x the initial value "
                 "- the policy is becoming deterministic and stops exploring")
-    if warn.any():
-        step, val = _at(s, _first(warn))
+    step, val = _at(s, _first(fin & (v < warn)))
+    if step is not None:
         return ("warn", step, val, f"entropy falling: {fmt(val)} < {th.entropy_low:g} and under "
                 f"{th.entropy_drop_warn_frac:g}x the initial {fmt(base)} - watch for collapse")
     last = float(v[fin][-1])
@@ -332,20 +344,21 @@ def check_entropy_collapse(run: Run, th: Thresholds, ctx: Context) -> CheckResul
     return "ok", None, last, f"latest {fmt(last)} (initial {fmt(base)})"
 
 
+@rule("entropy_high", TAG_ENTROPY, (TAG_ENTROPY,), lambda t:
+      f"info >= {t.entropy_high:g} (exploring); warn >= {t.entropy_high:g} and >= "
+      f"{t.entropy_rise_warn_factor:g}x initial", SRC_GUIDE)
 def check_entropy_high(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
     s = run.get(TAG_ENTROPY)
     v, fin, base = s.values, s.finite, baseline(s, th)
     if base is None:
         return "ok", None, None, "no finite entropy values"
-    high = fin & (v >= th.entropy_high)
-    rose = high & (v >= th.entropy_rise_warn_factor * base)
-    if rose.any():
-        step, val = _at(s, _first(rose))
+    step, val = _at(s, _first(fin & (v >= entropy_limits(base, th)[2])))
+    if step is not None:
         return ("warn", step, val, f"entropy rose to {fmt(val)} (>= {th.entropy_high:g}, >= "
                 f"{th.entropy_rise_warn_factor:g}x the initial {fmt(base)}): exploring heavily or degenerating "
                 "into random text - read some responses")
-    if high.any():
-        step, val = _at(s, _first(high))
+    step, val = _at(s, _first(fin & (v >= th.entropy_high)))
+    if step is not None:
         return "info", step, val, f"exploring (>= {th.entropy_high:g}) since the start"
     return "ok", None, _last_finite(s), f"below {th.entropy_high:g} throughout"
 
@@ -357,13 +370,15 @@ def _kl_penalty_note(ctx: Context, kl: Optional[float]) -> str:
     return f"kl_loss_coef {ctx.kl_coef:g} ({ctx.kl_coef_note}){pen}"
 
 
+@rule("kl_high", TAG_KL_LOSS, (TAG_KL_LOSS,), lambda t:
+      f"warn > {t.kl_loss_warn:g}, alert > {t.kl_loss_alert:g} nats/token (logged value x --loss-scale); "
+      "reported with kl_loss_coef", f"{SRC_GUIDE}; {SRC_DP_ACTOR}; {SRC_GRPO}; thresholds heuristic")
 def check_kl_high(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
     s = run.get(TAG_KL_LOSS)
     v = s.values * ctx.loss_scale
     fin = np.isfinite(v)
     for level, limit in (("alert", th.kl_loss_alert), ("warn", th.kl_loss_warn)):
-        i = _first(fin & (v > limit))
-        if i is not None:
+        if (i := _first(fin & (v > limit))) is not None:
             return (level, int(s.steps[i]), float(v[i]), f"KL to the reference {fmt(v[i])} > {limit:g}: the "
                     f"policy is drifting from the reference model ({_kl_penalty_note(ctx, float(v[i]))}); "
                     "raise kl_loss_coef or lower the lr")
@@ -371,6 +386,9 @@ def check_kl_high(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
     return "ok", None, last, f"max {fmt(mx)} <= {th.kl_loss_warn:g} ({_kl_penalty_note(ctx, last)})"
 
 
+@rule("kl_low", TAG_KL_LOSS, (TAG_KL_LOSS,), lambda t:
+      f"warn if still <= {t.kl_loss_low:g} at the latest step >= {t.kl_low_min_steps}",
+      f"{SRC_GUIDE}; thresholds heuristic")
 def check_kl_low(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
     s = run.get(TAG_KL_LOSS)
     v = s.values * ctx.loss_scale
@@ -389,10 +407,11 @@ def check_kl_low(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
             f"by --loss-scale {ctx.loss_scale:g})")
 
 
+@rule("pg_loss_nan", TAG_PG_LOSS, (TAG_PG_LOSS,), lambda t: "alert at the first non-finite value",
+      f"{SRC_GUIDE}; {SRC_DP_ACTOR}")
 def check_pg_loss_nan(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
     s = run.get(TAG_PG_LOSS)
-    i = _first(~s.finite)
-    if i is not None:
+    if (i := _first(~s.finite)) is not None:
         return ("alert", *_at(s, i), "policy-gradient loss is not finite: numerical instability (check lr, bf16 "
                 "overflow, reward NaNs)")
     return "ok", None, float(s.values[-1]), "finite at every step"
@@ -401,43 +420,47 @@ def check_pg_loss_nan(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
 NONFINITE_TAGS = (TAG_ENTROPY, TAG_KL_LOSS, TAG_GRAD_NORM, TAG_CLIPFRAC, TAG_SCORE_MEAN, TAG_RESP_LEN)
 
 
+@rule("nonfinite_metrics", "actor/*, critic/score/mean, response_length/mean", (), lambda t:
+      "alert at the first non-finite entropy, kl_loss, grad_norm, pg_clipfrac, score or length",
+      f"{SRC_DP_ACTOR} (_optimizer_step skips non-finite grad norms)", needs_any=NONFINITE_TAGS)
 def check_nonfinite(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
-    first = None
-    for tag in NONFINITE_TAGS:
-        s = run.get(tag)
-        i = None if s is None else _first(~s.finite)
-        if i is not None and (first is None or s.steps[i] < first[1]):
-            first = (tag, int(s.steps[i]), float(s.values[i]))
-    if first is None:
+    firsts = [(int(s.steps[i]), tag, float(s.values[i])) for tag in NONFINITE_TAGS
+              if (s := run.get(tag)) is not None and (i := _first(~s.finite)) is not None]
+    if not firsts:
         return "ok", None, None, "all finite"
-    tag, step, val = first
+    step, tag, val = min(firsts, key=lambda f: f[0])  # the earliest step; at a tie, the first tag
     extra = (" (verl skips the optimizer step when the grad norm is not finite, dp_actor.py)"
              if tag == TAG_GRAD_NORM else "")
     return "alert", step, val, f"{tag} is not finite{extra}", tag
 
 
+@rule("clipfrac_high", TAG_CLIPFRAC, (TAG_CLIPFRAC,), lambda t:
+      f"warn > {t.clipfrac_healthy_high:g}, alert > {t.clipfrac_violent:g}", f"{SRC_GUIDE}; {SRC_DP_ACTOR}")
 def check_clipfrac_high(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
     s = run.get(TAG_CLIPFRAC)
     v, fin = s.values, s.finite
-    i = _first(fin & (v > th.clipfrac_violent))
-    if i is not None:
+    if (i := _first(fin & (v > th.clipfrac_violent))) is not None:
         return ("alert", int(s.steps[i]), float(v[i]), f"clip fraction {fmt(v[i])} > {th.clipfrac_violent:g}: "
                 "updates too violent - lower the lr or use more, smaller mini-batches")
-    i = _first(fin & (v > th.clipfrac_healthy_high))
-    if i is not None:
+    if (i := _first(fin & (v > th.clipfrac_healthy_high))) is not None:
         return ("warn", int(s.steps[i]), float(v[i]), f"clip fraction {fmt(v[i])} above the healthy "
                 f"{th.clipfrac_healthy_low:g}-{th.clipfrac_healthy_high:g} band")
     mx = float(np.max(v[fin])) if fin.any() else None
     return "ok", None, mx, f"max {fmt(mx)} <= {th.clipfrac_healthy_high:g}"
 
 
+@rule("clipfrac_low", TAG_CLIPFRAC, (TAG_CLIPFRAC,), lambda t:
+      f"< {t.clipfrac_too_low:g} for {t.clipfrac_low_persist}+ steps: warn, or info when on-policy "
+      f"(1 update/step) or actor lr < {t.clipfrac_band_min_lr:g}", f"{SRC_GUIDE}; {SRC_DP_ACTOR} (on_policy); "
+      "public verl GRPO step logs at actor/lr 1e-6..2e-6: pg_clipfrac 0.0003-0.0013")
 def check_clipfrac_low(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
     s = run.get(TAG_CLIPFRAC)
     v, fin, med = s.values, s.finite, _median(s)
     i = _first_persistent(fin & (v < th.clipfrac_too_low), th.clipfrac_low_persist)
     if i is None:
         if fin.sum() < th.clipfrac_low_persist and fin.any() and np.all(v[fin] < th.clipfrac_too_low):
-            return "ok", None, med, f"below {th.clipfrac_too_low:g} but fewer than {th.clipfrac_low_persist} steps to judge"
+            return ("ok", None, med, f"below {th.clipfrac_too_low:g} but fewer than {th.clipfrac_low_persist} "
+                    "steps to judge")
         return "ok", None, med, f"median {fmt(med)}"
     step, val = _at(s, i)
     if not ctx.clipfrac_band_applies:
@@ -447,27 +470,43 @@ def check_clipfrac_low(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
             "steps: the trust-region constraint is barely active - lr too low or clip_ratio too wide")
 
 
-def _jump(run: Run, tag: str, factor: float, window: int, min_history: int, up: bool):
-    """(mask of the steps beyond ``factor`` x their trailing median, the series, the medians)."""
-    s = run.get(tag)
-    med = _trailing_medians(s.values, window, min_history)
-    with np.errstate(invalid="ignore"):
-        hit = np.isfinite(s.values) & np.isfinite(med) & (med > 0) & (
-            s.values > factor * med if up else s.values < factor * med)
-    return hit, s, med
+def jump_rule(id: str, tag: str, up: bool, names: str, said: str, calm: Callable[[Series, Thresholds], tuple],
+              source: str, early: str = "", also: str = "") -> None:
+    """A rule warning at the first step above (``up``) or below factor x the median of the window steps
+    before it (min_history of them at least): ``names`` the thresholds factor, window, min_history[, floor
+    on the value]. ``said`` formats the warning ({v}, {ratio}, {med}); ``calm``: (value, message) when none
+    fires; ``early`` names the check before any step has its history; ``also`` ends the words of ``describe``."""
+    def describe(t: Thresholds) -> str:
+        factor, window, history = (getattr(t, n) for n in names.split()[:3])
+        sign = ">" if up else "<"
+        return f"warn {sign} {factor:g}x trailing median ({window} steps, >= {history} history)" + also.format(t=t)
+
+    def check_jump(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
+        factor, window, history, *floor = (getattr(th, n) for n in names.split())
+        s = run.get(tag)
+        v, med = s.values, _trailing_medians(s.values, window, history)
+        with np.errstate(invalid="ignore"):
+            hit = np.isfinite(v) & np.isfinite(med) & (med > 0) & (v > factor * med if up else v < factor * med)
+            i = _first(hit & (v >= floor[0]) if floor else hit)
+        if i is not None:
+            return "warn", int(s.steps[i]), float(v[i]), said.format(v=fmt(v[i]), ratio=v[i] / med[i], med=fmt(med[i]))
+        if early and not np.isfinite(med).any():
+            return "ok", None, _last_finite(s), f"fewer than {history + 1} steps: no {early} check yet"
+        return ("ok", None, *calm(s, th))
+
+    rule(id, tag, (tag,), describe, source)(check_jump)
 
 
-def check_grad_spike(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
-    hit, s, med = _jump(run, TAG_GRAD_NORM, th.grad_spike_factor, th.grad_spike_window, th.grad_spike_min_history, True)
-    i, v = _first(hit & (s.values >= th.grad_spike_min_value)), s.values
-    if i is not None:
-        return ("warn", int(s.steps[i]), float(v[i]), f"grad-norm jump to {fmt(v[i])} = "
-                f"{v[i] / med[i]:.1f}x the trailing median {fmt(med[i])}: warning sign of explosion")
-    if not np.isfinite(med).any():
-        return "ok", None, _last_finite(s), f"fewer than {th.grad_spike_min_history + 1} steps: no spike check yet"
-    return "ok", None, _last_finite(s), f"no step above {th.grad_spike_factor:g}x its trailing median"
+jump_rule("grad_norm_spike", TAG_GRAD_NORM, True,
+          "grad_spike_factor grad_spike_window grad_spike_min_history grad_spike_min_value",
+          "grad-norm jump to {v} = {ratio:.1f}x the trailing median {med}: warning sign of explosion",
+          lambda s, th: (_last_finite(s), f"no step above {th.grad_spike_factor:g}x its trailing median"),
+          SRC_GUIDE, early="spike", also=" and >= {t.grad_spike_min_value:g}")
 
 
+@rule("grad_norm_band", TAG_GRAD_NORM, (TAG_GRAD_NORM,), lambda t:
+      f"warn > {t.grad_norm_band_high:g} for {t.grad_high_persist}+ steps; info if median < "
+      f"{t.grad_norm_band_low:g}", f"{SRC_GUIDE}; verl actor grad_clip 1.0 (dp_actor.yaml)")
 def check_grad_high(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
     s = run.get(TAG_GRAD_NORM)
     i = _first_persistent(s.finite & (s.values > th.grad_norm_band_high), th.grad_high_persist)
@@ -477,8 +516,7 @@ def check_grad_high(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
                 "(verl clips at actor.grad_clip=1.0, so every update is being clipped)")
     if med is not None and med < th.grad_norm_band_low:
         below = f"median {fmt(med)} below the guide's {th.grad_norm_band_low:g}-{th.grad_norm_band_high:g}"
-        cause = _zero_advantage_cause(run, th, s)
-        if cause:
+        if cause := _zero_advantage_cause(run, th, s):
             return "info", None, med, f"{below}: {cause}"
         if ctx.lr is not None and ctx.lr < th.clipfrac_band_min_lr:
             return ("info", None, med, f"{below} with non-zero advantages: small updates, usual at actor lr "
@@ -506,9 +544,9 @@ def _zero_advantage_cause(run: Run, th: Thresholds, grad: Series) -> str:
     same = ""
     if smax is not None and smin is not None:
         pairs = [(smax.values[smax.steps == st], smin.values[smin.steps == st]) for st in steps]
-        vals = {float(a[0]) for a, b in pairs if a.size and b.size and a[0] == b[0]}
-        if len(vals) == 1 and all(a.size and b.size and a[0] == b[0] for a, b in pairs):
-            same = f" (every response of the step scored {fmt(vals.pop())})"
+        scores = [float(a[0]) if a.size and b.size and a[0] == b[0] else None for a, b in pairs]
+        if None not in scores and len(set(scores)) == 1:
+            same = f" (every response of the step scored {fmt(scores[0])})"
     gsteps = np.intersect1d(steps, grad.steps)
     exact = gsteps.size and np.all(np.abs(grad.values[np.isin(grad.steps, gsteps)]) <= th.zero_adv_eps)
     return (f"at {len(steps)} of {len(common)} steps every GRPO advantage was 0: all rewards in each prompt group "
@@ -516,29 +554,18 @@ def _zero_advantage_cause(run: Run, th: Thresholds, grad: Series) -> str:
             "signal, not a small learning rate")
 
 
-def _resp_jump(run: Run, th: Thresholds, rise: bool) -> CheckResult:
-    hit, s, med = _jump(run, TAG_RESP_LEN, th.resp_rise_factor if rise else th.resp_fall_factor, th.resp_window,
-                        th.resp_min_history, rise)
-    i = _first(hit)
-    if i is not None:
-        v = s.values
-        what = ("sudden rise: rambling or repetition - read some responses" if rise else
-                "sudden fall: lazy / truncated answers or a reward shortcut - read some responses")
-        return ("warn", int(s.steps[i]), float(v[i]), f"mean response length {fmt(v[i])} tokens = "
-                f"{v[i] / med[i]:.2f}x the trailing median {fmt(med[i])}: {what}")
-    if not np.isfinite(med).any():
-        return "ok", None, _last_finite(s), f"fewer than {th.resp_min_history + 1} steps: no jump check yet"
-    return "ok", None, _last_finite(s), "no sudden change"
+RESP_JUMP = "mean response length {v} tokens = {ratio:.2f}x the trailing median {med}: "
+jump_rule("response_length_rise", TAG_RESP_LEN, True, "resp_rise_factor resp_window resp_min_history",
+          RESP_JUMP + "sudden rise: rambling or repetition - read some responses",
+          lambda s, th: (_last_finite(s), "no sudden change"), f"{SRC_GUIDE}; {SRC_METRIC_UTILS}", early="jump")
+jump_rule("response_length_fall", TAG_RESP_LEN, False, "resp_fall_factor resp_window resp_min_history",
+          RESP_JUMP + "sudden fall: lazy / truncated answers or a reward shortcut - read some responses",
+          lambda s, th: (_last_finite(s), "no sudden change"), f"{SRC_GUIDE}; {SRC_METRIC_UTILS}", early="jump")
 
 
-def check_resp_rise(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
-    return _resp_jump(run, th, rise=True)
-
-
-def check_resp_fall(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
-    return _resp_jump(run, th, rise=False)
-
-
+@rule("response_truncation", TAG_RESP_CLIP, (TAG_RESP_CLIP,), lambda t:
+      f"warn > {t.resp_clip_ratio_warn:g} for {t.resp_clip_persist}+ steps in a row, or at every step of a "
+      "shorter run", f"{SRC_METRIC_UTILS}; {SRC_DAPO} (overlong responses); threshold heuristic")
 def check_resp_truncation(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
     s = run.get(TAG_RESP_CLIP)
     v, fin = s.values, s.finite
@@ -565,6 +592,10 @@ def _train_level(score: Series, step: int, th: Thresholds) -> Optional[float]:
     return float(np.mean(sel)) if sel.size else None
 
 
+@rule("val_train_gap", "<val reward tag>", (TAG_SCORE_MEAN,), lambda t:
+      f"warn if the larger of abs(val), abs(train) is > {t.val_train_ratio_max:g}x the smaller or the signs "
+      f"differ (both < {t.val_train_min_abs:g}: not judged); train = nearest step",
+      f"{SRC_GUIDE}; {SRC_TRAINER} (_validate tag names)", needs_val=True)
 def check_val_train_gap(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
     val, score = run.get(ctx.val_reward_tag), run.get(TAG_SCORE_MEAN)
     if not score.finite.any():
@@ -595,6 +626,10 @@ def _val_drops(run: Run, th: Thresholds, ctx: Context):
             yield int(steps[j]), float(vals[j]), int(steps[b]), float(vals[b]), drop, rise
 
 
+@rule("reward_up_val_down", "<val reward tag>", (TAG_SCORE_MEAN,), lambda t:
+      f"warn if val falls >= {t.val_drop:g} below its best while the mean train score ({t.train_window} steps) "
+      f"rose >= {t.train_rise:g}", "reward-hacking sign; thresholds heuristic (MATH test, 5000 problems: val "
+      "noise ~0.007)", needs_val=True)
 def check_reward_up_val_down(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
     for step, v, bstep, bv, drop, rise in _val_drops(run, th, ctx):
         if rise is not None and rise >= th.train_rise:
@@ -604,6 +639,8 @@ def check_reward_up_val_down(run: Run, th: Thresholds, ctx: Context) -> CheckRes
     return "ok", None, _last_finite(run.get(ctx.val_reward_tag)), "no validation drop while training reward rose"
 
 
+@rule("val_regression", "<val reward tag>", (), lambda t: f"warn if val falls >= {t.val_drop:g} below its best",
+      "thresholds heuristic", needs_val=True)
 def check_val_regression(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
     for step, v, bstep, bv, drop, _ in _val_drops(run, th, ctx):
         return ("warn", step, v, f"validation fell by {fmt(drop)} from its best {fmt(bv)} at step {bstep}",
@@ -612,44 +649,51 @@ def check_val_regression(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
             ctx.val_reward_tag)
 
 
+def _persistent_else_once(steps: np.ndarray, mask: np.ndarray, values: np.ndarray, th: Thresholds, alert: str,
+                          warn: str, ok: CheckResult) -> CheckResult:
+    """Alert where ``mask`` first holds no_signal_alert_steps steps in a row, else warn where it first holds."""
+    for level, i, message in (("alert", _first_persistent(mask, th.no_signal_alert_steps), alert),
+                              ("warn", _first(mask), warn)):
+        if i is not None:
+            return level, int(steps[i]), float(values[i]), message
+    return ok
+
+
+@rule("no_learning_signal", TAG_ADV_MAX, (TAG_ADV_MAX, TAG_ADV_MIN), lambda t:
+      f"advantages max = min = 0: warn at a step, alert for {t.no_signal_alert_steps}+ consecutive steps",
+      f"{SRC_GRPO} (group-normalised advantage); {SRC_METRIC_UTILS}")
 def check_no_signal(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
     common, zero = _zero_advantages(run, th)
     msg = "all GRPO advantages are 0: every prompt group's responses scored the same, so the policy gradient is zero"
-    i = _first_persistent(zero, th.no_signal_alert_steps)
-    if i is not None:
-        return "alert", int(common[i]), 0.0, f"{msg} for {th.no_signal_alert_steps}+ consecutive steps - no learning signal"
-    i = _first(zero)
-    if i is not None:
-        return "warn", int(common[i]), 0.0, f"{msg} at {int(zero.sum())} step(s)"
-    return "ok", None, None, "some groups have reward variance at every step"
+    return _persistent_else_once(common, zero, np.zeros(zero.shape), th,
+                                 f"{msg} for {th.no_signal_alert_steps}+ consecutive steps - no learning signal",
+                                 f"{msg} at {int(zero.sum())} step(s)",
+                                 ("ok", None, None, "some groups have reward variance at every step"))
 
 
+@rule("no_positive_reward", TAG_SCORE_MAX, (TAG_SCORE_MEAN, TAG_SCORE_MAX), lambda t:
+      f"score max <= 0 and mean <= 0: warn at a step, alert for {t.no_signal_alert_steps}+ consecutive steps",
+      f"{SRC_METRIC_UTILS}; {SRC_GRPO}")
 def check_no_reward(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
     mean, mx = run.get(TAG_SCORE_MEAN), run.get(TAG_SCORE_MAX)
     common, ime, imx = np.intersect1d(mean.steps, mx.steps, return_indices=True)
     none = (mx.values[imx] <= 0) & (mean.values[ime] <= 0)
-    i = _first_persistent(none, th.no_signal_alert_steps)
-    if i is not None:
-        return ("alert", int(common[i]), float(mean.values[ime][i]), f"no response earned a positive score for "
-                f"{th.no_signal_alert_steps}+ steps (critic/score/max <= 0): check the reward function and "
-                "the answer format")
-    i = _first(none)
-    if i is not None:
-        return ("warn", int(common[i]), float(mean.values[ime][i]), "no response earned a positive score at "
-                f"{int(none.sum())} step(s) (critic/score/max <= 0)")
-    return "ok", None, _last_finite(mean), "positive scores at every step"
+    return _persistent_else_once(common, none, mean.values[ime], th, "no response earned a positive score for "
+                                 f"{th.no_signal_alert_steps}+ steps (critic/score/max <= 0): check the reward "
+                                 "function and the answer format", "no response earned a positive score at "
+                                 f"{int(none.sum())} step(s) (critic/score/max <= 0)",
+                                 ("ok", None, _last_finite(mean), "positive scores at every step"))
 
 
+@rule("zero_variance_groups", "rollout dumps (--rollout-dir)", (), lambda t:
+      f"share of groups with zero score variance: warn >= {t.zero_var_group_frac_warn:g}, alert = 1",
+      f"{SRC_GRPO}; {SRC_DAPO} (dynamic sampling); {SRC_TRAINER} (_dump_generations)", needs_rollouts=True)
 def check_zero_var_groups(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
     groups = {step: g[:2] for step, g in (ctx.rollout_groups or {}).items() if g[0]}
-    worst = None
-    for step in sorted(groups):
-        n, z = groups[step]
-        level = "alert" if z == n else ("warn" if z / n >= th.zero_var_group_frac_warn else None)
-        if level and (worst is None or SEVERITY[level] > SEVERITY[worst[0]]):
-            worst = (level, step, z / n, n, z)
-    if worst:
-        level, step, frac, n, z = worst
+    fired = [("alert" if z == n else "warn", step, z / n, n, z) for step, (n, z) in sorted(groups.items())
+             if z == n or z / n >= th.zero_var_group_frac_warn]
+    if fired:  # the first step at the worst level
+        level, step, frac, n, z = max(fired, key=lambda f: SEVERITY[f[0]])
         return (level, step, frac, f"{z}/{n} prompt groups had zero reward variance (all responses scored "
                 "the same): they give no GRPO gradient - harder/easier data or more samples per prompt")
     if not groups:
@@ -658,17 +702,16 @@ def check_zero_var_groups(run: Run, th: Thresholds, ctx: Context) -> CheckResult
     return "ok", None, mean, f"mean share of zero-variance groups {fmt(mean)}"
 
 
-def check_throughput(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
-    hit, s, med = _jump(run, TAG_THROUGHPUT, th.perf_drop_factor, th.perf_window, th.perf_min_history, False)
-    i = _first(hit)
-    if i is not None:
-        v = s.values
-        return ("warn", int(s.steps[i]), float(v[i]), f"throughput fell to {fmt(v[i])} tokens/s/GPU, "
-                f"{v[i] / med[i]:.2f}x the trailing median {fmt(med[i])} (contention, swapping, longer responses?)")
-    m = _median(s)
-    return "ok", None, m, f"median {fmt(m)} tokens/s/GPU (higher is better)"
+jump_rule("throughput_drop", TAG_THROUGHPUT, False, "perf_drop_factor perf_window perf_min_history",
+          "throughput fell to {v} tokens/s/GPU, {ratio:.2f}x the trailing median {med} (contention, swapping, "
+          "longer responses?)",
+          lambda s, th: (_median(s), f"median {fmt(_median(s))} tokens/s/GPU (higher is better)"),
+          f"{SRC_GUIDE}; {SRC_METRIC_UTILS}", also="; else report the median (higher is better)")
 
 
+@rule("mfu", TAG_MFU, (TAG_MFU,), lambda t: "informational: median (higher is better); info when 0 (not "
+      f"measured) or when {TAG_MAX_MEM} is 0 at every step (a CPU run: not meaningful)",
+      f"{SRC_GUIDE}; {SRC_FSDP_WORKERS}")
 def check_mfu(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
     m = _median(run.get(TAG_MFU))
     if m == 0:
@@ -683,29 +726,35 @@ def check_mfu(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
 MISMATCH = "the rollout is not generating with the actor's weights"
 
 
+@rule("rollout_actor_mismatch", TAG_ROLLOUT_PEARSON, (), lambda t:
+      f"alert \"{MISMATCH}\" at the first step with {TAG_ROLLOUT_PEARSON} < {t.rollout_pearson_min:g}, or, in a "
+      f"run without the old-log-prob pass, {TAG_PPO_KL} > {t.rollout_ppo_kl_max:g}; {TAG_ROLLOUT_PROBS_DIFF} is "
+      "quoted (logged with rollout.calculate_log_probs=True)", "verl 0.6.0 / 0.9.1 verl/utils/debug/metrics.py; "
+      "the recorded CPU runs in tests/data/health_*", needs_any=(TAG_ROLLOUT_PEARSON, TAG_PPO_KL))
 def check_rollout_mismatch(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
-    """The first step where the rollout-vs-actor Pearson correlation is below its threshold or, without
-    the old-log-prob pass (no Pearson logged), where the update's actor/ppo_kl is above its threshold."""
     pearson = run.get(TAG_ROLLOUT_PEARSON)
-    tests = [(TAG_ROLLOUT_PEARSON, lambda v: v < th.rollout_pearson_min, f"< {th.rollout_pearson_min:g}")] \
-        if pearson is not None else [(TAG_PPO_KL, lambda v: v > th.rollout_ppo_kl_max, f"> {th.rollout_ppo_kl_max:g}")]
-    tag, bad, limit = tests[0]
+    tag, below, limit = (TAG_ROLLOUT_PEARSON, True, th.rollout_pearson_min) if pearson is not None else \
+        (TAG_PPO_KL, False, th.rollout_ppo_kl_max)
     s = run.get(tag)
     with np.errstate(invalid="ignore"):
-        i = None if s is None else _first(s.finite & bad(s.values))
+        i = None if s is None else _first(s.finite & (s.values < limit if below else s.values > limit))
     if i is not None:
         step, val = _at(s, i)
         others = "; ".join(f"{t} {fmt(float(x.values[x.steps == step][0]))}" for t in ROLLOUT_TAGS
                            if t != tag and (x := run.get(t)) is not None and np.any(x.steps == step))
-        return ("alert", step, val, f"{MISMATCH}: {tag} {fmt(val)} {limit} at step {step}"
+        return ("alert", step, val, f"{MISMATCH}: {tag} {fmt(val)} {'<' if below else '>'} {limit:g} at step {step}"
                 f"{' (' + others + ')' if others else ''} - the weight sync from the actor to the rollout "
-                "failed or skipped weights (e.g. a tied lm_head, vllm-ascend's NZ layout: VLLM_ASCEND_ENABLE_NZ=0)", tag)
+                "failed or skipped weights (e.g. a tied lm_head, vllm-ascend's NZ layout: VLLM_ASCEND_ENABLE_NZ=0)",
+                tag)
     ranges = [(t, x.values[x.finite]) for t in ROLLOUT_TAGS + ((TAG_PPO_KL,) if pearson is None else ())
               if (x := run.get(t)) is not None and x.finite.any()]
     return ("ok", None, _last_finite(pearson), "rollout and actor agree: " + "; ".join(
         f"{t} {fmt(float(v.min()))}..{fmt(float(v.max()))}" for t, v in ranges))
 
 
+@rule("val_drop_after_first_update", "<val tag>", (), lambda t:
+      f"warn if the first validation after step 0 is below {t.val_first_drop_frac:g}x the step-0 validation "
+      f"and at least {t.val_first_drop_abs:g} lower", "thresholds heuristic, see below", needs_val=True)
 def check_val_drop_first_update(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
     val = run.get(ctx.val_tag)
     steps, vals = val.steps[val.finite], val.values[val.finite]
@@ -725,10 +774,16 @@ def check_val_drop_first_update(run: Run, th: Thresholds, ctx: Context) -> Check
             ctx.val_tag)
 
 
+@rule("zero_reward_from_start", TAG_SCORE_MEAN, (TAG_SCORE_MEAN,), lambda t:
+      f"alert if exactly 0 at each of the first {t.zero_reward_steps} steps; names the reward file and function "
+      f"from the run's Hydra config ({HYDRA_CONFIG} beside the log folder, or --config)",
+      f"{SRC_METRIC_UTILS}; verl 0.6.0 / 0.9.1 reward loading (custom_reward_function, "
+      "reward.custom_reward_function)")
 def check_zero_reward_from_start(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
     s = run.get(TAG_SCORE_MEAN)
     n = max(1, th.zero_reward_steps)
-    reward = ctx.config.reward if ctx.config is not None else "the configured reward (no Hydra config found beside the log)"
+    reward = ctx.config.reward if ctx.config is not None else \
+        "the configured reward (no Hydra config found beside the log)"
     if len(s) < n:
         return "ok", None, _last_finite(s), f"fewer than {n} steps logged: not judged yet"
     if np.all(s.values[:n] == 0):
@@ -753,6 +808,13 @@ def theil_sen(x: np.ndarray, y: np.ndarray) -> Tuple[float, float]:
     return slope, float(np.median(y - slope * x))
 
 
+@rule("response_length_decline", TAG_RESP_LEN, (TAG_RESP_LEN,), lambda t:
+      f"warn when, over the last {t.resp_decline_window}, {2 * t.resp_decline_window}, "
+      f"{4 * t.resp_decline_window} ... logged steps (a window of k steps tried every k/{t.resp_decline_window} "
+      f"steps), Kendall's tau <= {t.resp_decline_tau:g}, the Theil-Sen line falls >= {t.resp_decline_frac:g} of "
+      f"its start and no single step's fall exceeds {t.resp_decline_step_share:g} of that",
+      "hkust-nlp/simpleRL-reason issues #65 (Qwen2.5-1.5B on MATH: response_length/mean fell) and #90 (it fell "
+      f"from over-long, cut-off step-0 responses); {SRC_METRIC_UTILS}")
 def check_resp_decline(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
     s = run.get(TAG_RESP_LEN)
     x, y = s.steps[s.finite].astype(np.float64), s.values[s.finite]
@@ -779,6 +841,12 @@ def check_resp_decline(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
     return "ok", None, _last_finite(s), f"no steady fall over {w}+ steps"
 
 
+@rule("memory_growth", TAG_MAX_MEM_RESERVED, (), lambda t:
+      f"warn when, after the first {t.mem_warmup_steps} logged steps, {t.mem_min_steps}+ steps of "
+      f"{', '.join(MEMORY_TAGS)} (verl 0.9.1: actor/perf/*) rise with Kendall's tau >= {t.mem_growth_tau:g} "
+      f"and their Theil-Sen line grows >= {t.mem_growth_gb:g} GB and >= {t.mem_growth_frac:g} of its start",
+      f"{SRC_FSDP_WORKERS}; verl 0.9.1 verl/workers/engine_workers.py; vllm-project/vllm-ascend#9563",
+      needs_any=MEMORY_TAGS)
 def check_memory_growth(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
     """The memory tag that grows most relative to its start among those rising steadily (Kendall's tau)
     by enough GB and enough of their start after the warm-up steps (Theil-Sen line)."""
@@ -804,9 +872,13 @@ def check_memory_growth(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
             f"({growth / (last - first):+.2f} GB per step), Kendall's tau {tau:.2f}. Likely memory not fully freed "
             "between steps, e.g. by the rollout's sleep/wake-up (vllm-ascend#9563 on NPU); it ends in out-of-memory "
             "hours in: save checkpoints often (trainer.save_freq) and relaunch, which resumes with fresh processes; "
-            "try a newer vllm-ascend / vLLM, or a lower rollout gpu_memory_utilization to last longer", run.logged(tag))
+            "try a newer vllm-ascend / vLLM, or a lower rollout gpu_memory_utilization to last longer",
+            run.logged(tag))
 
 
+@rule("empty_responses", TAG_RESP_MIN, (TAG_RESP_MIN,), lambda t: f"warn when {TAG_RESP_MIN} is 0 at any step; "
+      f"quotes {TAG_ABORTED} (verl 0.9.1) and the rollout dumps' empty outputs (--rollout-dir)",
+      f"{SRC_METRIC_UTILS}; verl-project/verl#6310")
 def check_empty_responses(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
     s = run.get(TAG_RESP_MIN)
     steps = s.steps[s.values == 0]
@@ -825,143 +897,24 @@ def check_empty_responses(run: Run, th: Thresholds, ctx: Context) -> CheckResult
             "generation")
 
 
-# --------------------------------------------------------------------------------------
-# The rules: metric, thresholds in words (from the thresholds given), sources, check
-# --------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Rule:
-    """A named rule: ``check`` runs when every tag in ``needs`` (and one of ``needs_any``) has data."""
-
-    id: str
-    tag: str
-    needs: Tuple[str, ...]
-    describe: Callable[[Thresholds], str]
-    source: str
-    check: Callable[[Run, Thresholds, Context], CheckResult]
-    needs_val: bool = False
-    needs_rollouts: bool = False
-    needs_any: Tuple[str, ...] = ()
-
-
-RULES: Tuple[Rule, ...] = (
-    Rule("entropy_collapse", TAG_ENTROPY, (TAG_ENTROPY,), lambda t:
-         f"alert < {t.entropy_collapse_abs:g} or (< {t.entropy_low:g} and < {t.entropy_collapse_frac:g}x initial); "
-         f"warn < {t.entropy_low:g} and < {t.entropy_drop_warn_frac:g}x initial; info < {t.entropy_low:g} "
-         f"(confident); initial = median of the first {t.baseline_steps} steps",
-         f"{SRC_GUIDE}; {SRC_TRAINER}", check_entropy_collapse),
-    Rule("entropy_high", TAG_ENTROPY, (TAG_ENTROPY,), lambda t:
-         f"info >= {t.entropy_high:g} (exploring); warn >= {t.entropy_high:g} and >= "
-         f"{t.entropy_rise_warn_factor:g}x initial", SRC_GUIDE, check_entropy_high),
-    Rule("kl_high", TAG_KL_LOSS, (TAG_KL_LOSS,), lambda t:
-         f"warn > {t.kl_loss_warn:g}, alert > {t.kl_loss_alert:g} nats/token (logged value x --loss-scale); "
-         "reported with kl_loss_coef", f"{SRC_GUIDE}; {SRC_DP_ACTOR}; {SRC_GRPO}; thresholds heuristic", check_kl_high),
-    Rule("kl_low", TAG_KL_LOSS, (TAG_KL_LOSS,), lambda t:
-         f"warn if still <= {t.kl_loss_low:g} at the latest step >= {t.kl_low_min_steps}",
-         f"{SRC_GUIDE}; thresholds heuristic", check_kl_low),
-    Rule("pg_loss_nan", TAG_PG_LOSS, (TAG_PG_LOSS,), lambda t: "alert at the first non-finite value",
-         f"{SRC_GUIDE}; {SRC_DP_ACTOR}", check_pg_loss_nan),
-    Rule("nonfinite_metrics", "actor/*, critic/score/mean, response_length/mean", (), lambda t:
-         "alert at the first non-finite entropy, kl_loss, grad_norm, pg_clipfrac, score or length",
-         f"{SRC_DP_ACTOR} (_optimizer_step skips non-finite grad norms)", check_nonfinite, needs_any=NONFINITE_TAGS),
-    Rule("clipfrac_high", TAG_CLIPFRAC, (TAG_CLIPFRAC,), lambda t:
-         f"warn > {t.clipfrac_healthy_high:g}, alert > {t.clipfrac_violent:g}", f"{SRC_GUIDE}; {SRC_DP_ACTOR}",
-         check_clipfrac_high),
-    Rule("clipfrac_low", TAG_CLIPFRAC, (TAG_CLIPFRAC,), lambda t:
-         f"< {t.clipfrac_too_low:g} for {t.clipfrac_low_persist}+ steps: warn, or info when on-policy "
-         f"(1 update/step) or actor lr < {t.clipfrac_band_min_lr:g}",
-         f"{SRC_GUIDE}; {SRC_DP_ACTOR} (on_policy); {SRC_REAL_CLIPFRAC}", check_clipfrac_low),
-    Rule("grad_norm_spike", TAG_GRAD_NORM, (TAG_GRAD_NORM,), lambda t:
-         f"warn > {t.grad_spike_factor:g}x trailing median ({t.grad_spike_window} steps, >= "
-         f"{t.grad_spike_min_history} history) and >= {t.grad_spike_min_value:g}", SRC_GUIDE, check_grad_spike),
-    Rule("grad_norm_band", TAG_GRAD_NORM, (TAG_GRAD_NORM,), lambda t:
-         f"warn > {t.grad_norm_band_high:g} for {t.grad_high_persist}+ steps; info if median < "
-         f"{t.grad_norm_band_low:g}", f"{SRC_GUIDE}; verl actor grad_clip 1.0 (dp_actor.yaml)", check_grad_high),
-    Rule("response_length_rise", TAG_RESP_LEN, (TAG_RESP_LEN,), lambda t:
-         f"warn > {t.resp_rise_factor:g}x trailing median ({t.resp_window} steps, >= {t.resp_min_history} history)",
-         f"{SRC_GUIDE}; {SRC_METRIC_UTILS}", check_resp_rise),
-    Rule("response_length_fall", TAG_RESP_LEN, (TAG_RESP_LEN,), lambda t:
-         f"warn < {t.resp_fall_factor:g}x trailing median ({t.resp_window} steps, >= {t.resp_min_history} history)",
-         f"{SRC_GUIDE}; {SRC_METRIC_UTILS}", check_resp_fall),
-    Rule("response_truncation", TAG_RESP_CLIP, (TAG_RESP_CLIP,), lambda t:
-         f"warn > {t.resp_clip_ratio_warn:g} for {t.resp_clip_persist}+ steps in a row, or at every step of a "
-         "shorter run", f"{SRC_METRIC_UTILS}; {SRC_DAPO} (overlong responses); threshold heuristic",
-         check_resp_truncation),
-    Rule("val_train_gap", "<val reward tag>", (TAG_SCORE_MEAN,), lambda t:
-         f"warn if the larger of abs(val), abs(train) is > {t.val_train_ratio_max:g}x the smaller or the signs "
-         f"differ (both < {t.val_train_min_abs:g}: not judged); train = nearest step",
-         f"{SRC_GUIDE}; {SRC_TRAINER} (_validate tag names)", check_val_train_gap, needs_val=True),
-    Rule("reward_up_val_down", "<val reward tag>", (TAG_SCORE_MEAN,), lambda t:
-         f"warn if val falls >= {t.val_drop:g} below its best while the mean train score ({t.train_window} steps) "
-         f"rose >= {t.train_rise:g}", "reward-hacking sign; thresholds heuristic (MATH test, 5000 problems: val "
-         "noise ~0.007)", check_reward_up_val_down, needs_val=True),
-    Rule("val_regression", "<val reward tag>", (), lambda t: f"warn if val falls >= {t.val_drop:g} below its best",
-         "thresholds heuristic", check_val_regression, needs_val=True),
-    Rule("no_learning_signal", TAG_ADV_MAX, (TAG_ADV_MAX, TAG_ADV_MIN), lambda t:
-         f"advantages max = min = 0: warn at a step, alert for {t.no_signal_alert_steps}+ consecutive steps",
-         f"{SRC_GRPO} (group-normalised advantage); {SRC_METRIC_UTILS}", check_no_signal),
-    Rule("no_positive_reward", TAG_SCORE_MAX, (TAG_SCORE_MEAN, TAG_SCORE_MAX), lambda t:
-         f"score max <= 0 and mean <= 0: warn at a step, alert for {t.no_signal_alert_steps}+ consecutive steps",
-         f"{SRC_METRIC_UTILS}; {SRC_GRPO}", check_no_reward),
-    Rule("zero_variance_groups", "rollout dumps (--rollout-dir)", (), lambda t:
-         f"share of groups with zero score variance: warn >= {t.zero_var_group_frac_warn:g}, alert = 1",
-         f"{SRC_GRPO}; {SRC_DAPO} (dynamic sampling); {SRC_TRAINER} (_dump_generations)", check_zero_var_groups,
-         needs_rollouts=True),
-    Rule("throughput_drop", TAG_THROUGHPUT, (TAG_THROUGHPUT,), lambda t:
-         f"warn < {t.perf_drop_factor:g}x trailing median ({t.perf_window} steps, >= {t.perf_min_history} "
-         "history); else report the median (higher is better)", f"{SRC_GUIDE}; {SRC_METRIC_UTILS}", check_throughput),
-    Rule("mfu", TAG_MFU, (TAG_MFU,), lambda t: "informational: median (higher is better); info when 0 (not "
-         f"measured) or when {TAG_MAX_MEM} is 0 at every step (a CPU run: not meaningful)",
-         f"{SRC_GUIDE}; {SRC_FSDP_WORKERS}", check_mfu),
-    Rule("rollout_actor_mismatch", TAG_ROLLOUT_PEARSON, (), lambda t:
-         f"alert \"{MISMATCH}\" at the first step with {TAG_ROLLOUT_PEARSON} < {t.rollout_pearson_min:g}, or, in a "
-         f"run without the old-log-prob pass, {TAG_PPO_KL} > {t.rollout_ppo_kl_max:g}; {TAG_ROLLOUT_PROBS_DIFF} is "
-         "quoted (logged with rollout.calculate_log_probs=True)", f"{SRC_DEBUG_METRICS}; {SRC_RECORDED}",
-         check_rollout_mismatch, needs_any=(TAG_ROLLOUT_PEARSON, TAG_PPO_KL)),
-    Rule("val_drop_after_first_update", "<val tag>", (), lambda t:
-         f"warn if the first validation after step 0 is below {t.val_first_drop_frac:g}x the step-0 validation "
-         f"and at least {t.val_first_drop_abs:g} lower", "thresholds heuristic, see below",
-         check_val_drop_first_update, needs_val=True),
-    Rule("zero_reward_from_start", TAG_SCORE_MEAN, (TAG_SCORE_MEAN,), lambda t:
-         f"alert if exactly 0 at each of the first {t.zero_reward_steps} steps; names the reward file and function "
-         f"from the run's Hydra config ({HYDRA_CONFIG} beside the log folder, or --config)",
-         f"{SRC_METRIC_UTILS}; verl 0.6.0 / 0.9.1 reward loading (custom_reward_function, "
-         "reward.custom_reward_function)", check_zero_reward_from_start),
-    Rule("response_length_decline", TAG_RESP_LEN, (TAG_RESP_LEN,), lambda t:
-         f"warn when, over the last {t.resp_decline_window}, {2 * t.resp_decline_window}, "
-         f"{4 * t.resp_decline_window} ... logged steps (a window of k steps tried every k/{t.resp_decline_window} "
-         f"steps), Kendall's tau <= {t.resp_decline_tau:g}, the Theil-Sen line falls >= {t.resp_decline_frac:g} of "
-         f"its start and no single step's fall exceeds {t.resp_decline_step_share:g} of that",
-         f"{SRC_SIMPLERL}; {SRC_METRIC_UTILS}", check_resp_decline),
-    Rule("memory_growth", TAG_MAX_MEM_RESERVED, (), lambda t:
-         f"warn when, after the first {t.mem_warmup_steps} logged steps, {t.mem_min_steps}+ steps of "
-         f"{', '.join(MEMORY_TAGS)} (verl 0.9.1: actor/perf/*) rise with Kendall's tau >= {t.mem_growth_tau:g} "
-         f"and their Theil-Sen line grows >= {t.mem_growth_gb:g} GB and >= {t.mem_growth_frac:g} of its start",
-         f"{SRC_FSDP_WORKERS}; verl 0.9.1 verl/workers/engine_workers.py; vllm-project/vllm-ascend#9563",
-         check_memory_growth, needs_any=MEMORY_TAGS),
-    Rule("empty_responses", TAG_RESP_MIN, (TAG_RESP_MIN,), lambda t: f"warn when {TAG_RESP_MIN} is 0 at any step; "
-         f"quotes {TAG_ABORTED} (verl 0.9.1) and the rollout dumps' empty outputs (--rollout-dir)",
-         f"{SRC_METRIC_UTILS}; verl-project/verl#6310", check_empty_responses),
-)
-
-
 def evaluate(run: Run, th: Thresholds, ctx: Context, rules: Sequence[Rule] = RULES) -> List[Finding]:
     """Every rule on ``run``; a rule whose metrics are absent is ``skipped``."""
     out = []
-    for rule in rules:
-        tag = (ctx.val_reward_tag or ctx.val_tag or "val-core/<data_source>/reward/mean@1") if rule.needs_val else rule.tag
-        missing = [t for t in rule.needs if run.get(t) is None]
-        if rule.needs_val and run.get(ctx.val_reward_tag) is None:
+    for r in rules:
+        tag = (ctx.val_reward_tag or ctx.val_tag or "val-core/<data_source>/reward/mean@1") if r.needs_val else r.tag
+        missing = [t for t in r.needs if run.get(t) is None]
+        if r.needs_val and run.get(ctx.val_reward_tag) is None:
             missing.append("val-core/*/mean@*")
-        if rule.needs_rollouts and not ctx.rollout_groups:
+        if r.needs_rollouts and not ctx.rollout_groups:
             missing.append("--rollout-dir dumps")
-        if rule.needs_any and not any(run.get(t) is not None for t in rule.needs_any):
-            missing.append("actor/* metrics" if rule.needs_any is NONFINITE_TAGS else " or ".join(rule.needs_any))
+        if r.needs_any and not any(run.get(t) is not None for t in r.needs_any):
+            missing.append("actor/* metrics" if r.needs_any is NONFINITE_TAGS else " or ".join(r.needs_any))
         if missing:
-            out.append(Finding(rule.id, tag, "skipped", None, None, f"skipped (no data: {', '.join(missing)})",
-                               rule.source))
+            out.append(Finding(r.id, tag, "skipped", None, None, f"skipped (no data: {', '.join(missing)})",
+                               r.source))
             continue
-        level, step, value, message, *more = rule.check(run, th, ctx)
-        out.append(Finding(rule.id, more[0] if more and more[0] else tag, level, step, value, message, rule.source))
+        level, step, value, message, *more = r.check(run, th, ctx)
+        out.append(Finding(r.id, more[0] if more and more[0] else tag, level, step, value, message, r.source))
     return out
 
 

@@ -258,21 +258,6 @@ def installed_versions(*packages: str) -> dict[str, Optional[str]]:
     return found
 
 
-def verl_vllm_spec() -> Optional[str]:
-    """The vllm range of the installed verl's ``vllm`` extra (verl 0.6.0: ``>=0.7.3,<=0.9.1``)."""
-    from importlib import metadata
-
-    try:
-        requires = metadata.requires("verl") or []
-    except metadata.PackageNotFoundError:
-        return None
-    for req in requires:
-        match = re.match(r"vllm\s*([<>=!~][^;]*);\s*extra\s*==\s*\"vllm\"", req)
-        if match:
-            return match.group(1).strip()
-    return None
-
-
 #: How each stack is installed, for the fix of a version finding.
 STACK_INSTALL = {
     "reference": "run 'bash setup.sh' (pip install -c constraints.txt -r requirements.txt)",

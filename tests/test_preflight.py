@@ -19,7 +19,8 @@ import pytest
 
 import preflight as pf
 import prepare_math
-from conftest import REPO, ComposedLaunches, json_from_stack, launcher_overrides, running_stack, stack_environment
+from conftest import (REPO, ComposedLaunches, json_from_stack, launcher_overrides, running_stack, stack_environment,
+                      vllm_extra)
 from grpo_math.stacks import STACK_MATRIX, stack_var, version_matches
 
 TOKENIZER = REPO.parent / "shared" / "data" / "qwen2_5_tokenizer"
@@ -532,6 +533,8 @@ REF_ROW = 'STACK=reference on npu (grpo_math.stacks.STACK_MATRIX, README "Versio
 def test_pins_are_read_from_requirements_and_verl_metadata():
     """requirements.txt holds the reference stack's pins; the installed verl is this environment's
     stack's, and its vllm extra admits the vLLM that stack pairs it with on CUDA."""
+    from importlib import metadata
+
     from packaging.specifiers import SpecifierSet
 
     pin = re.escape(STACK_MATRIX["reference"]["cpu"]["verl"].version)
@@ -539,7 +542,7 @@ def test_pins_are_read_from_requirements_and_verl_metadata():
     assert re.search(rf"^\s*verl\s*==\s*{pin}\s*$", requirements, re.MULTILINE | re.IGNORECASE)
     row = STACK_MATRIX[running_stack()]
     assert version_matches(pf.installed_versions("verl")["verl"], row["cpu"]["verl"].version)
-    assert SpecifierSet(pf.verl_vllm_spec()).contains(row["cuda"]["vllm"].version)
+    assert SpecifierSet(vllm_extra(metadata.requires("verl"))).contains(row["cuda"]["vllm"].version)
 
 
 @pytest.mark.parametrize("stack,device", [("reference", "npu"), ("reference", "cuda"), ("reference", "cpu"),

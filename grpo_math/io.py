@@ -1,15 +1,11 @@
 """What every script of the recipe needs: one-line errors, argument types, atomic output files.
 
-- **One line per error.** Bad input raises :class:`DataError`, whose message names the file, the
-  field and what was expected; scripts print it and exit 1. Bad arguments: :class:`ArgumentParser`
-  prints one line and exits 2.
-- **Nothing half-written.** Every output goes to a temporary file beside its target, is flushed to
-  disk (fsync), gets the mode a plain ``open`` would give (``0o666`` minus the umask), and only
-  then replaces the target (``os.replace``); on any error the temporary file is removed and the
-  target is untouched.
+- **One line per error.** Bad input raises :class:`DataError` naming the file, the field and what was
+  expected (exit 1); bad arguments, :class:`ArgumentParser`'s one line (exit 2).
+- **Nothing half-written.** Every output goes to a temporary file beside its target, is fsynced, gets the
+  mode a plain ``open`` would give, then replaces the target; on any error the target is untouched.
 
-Standard library only (pyarrow is imported by the one function that writes parquet): the
-launcher's guards import this module with the system's python3, before any environment exists.
+Standard library only: the launcher's guards import it with the system's python3, before any environment.
 """
 from __future__ import annotations
 
@@ -32,8 +28,8 @@ def one_line(text: object, limit: int = 120) -> str:
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse whose errors are one line (``PROG: error: MESSAGE``, exit status 2) and whose
-    description and epilog keep their line breaks."""
+    """argparse whose errors are one line (``PROG: error: MESSAGE``, exit 2); description and epilog keep their
+    line breaks."""
 
     def __init__(self, *args, **kwargs) -> None:
         kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
@@ -62,8 +58,7 @@ def file_mode() -> int:
 
 
 def ensure_output_dir(folder: Path, knob: str) -> None:
-    """Create ``folder`` (and parents) and check that it is writable; DataError naming ``knob``
-    (the option, e.g. ``--output-dir``) if not."""
+    """Create ``folder`` (and parents) and check that it is writable; else DataError naming ``knob`` (the option)."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -74,8 +69,8 @@ def ensure_output_dir(folder: Path, knob: str) -> None:
 
 
 def _write_all(writes: Mapping[Path, object]) -> None:
-    """Call each ``write(temporary name)`` of ``{target: write}``, then move every target into
-    place: all or nothing (module docstring)."""
+    """Call each ``write(temporary name)`` of ``{target: write}``, then move every target into place: all or
+    nothing."""
     pending: list[tuple[str, Path]] = []
     try:
         for path, write in writes.items():
@@ -113,7 +108,7 @@ def write_json_atomic(path: Path, obj: object, indent: Optional[int] = 2) -> Non
 
 
 def write_parquet_atomic(tables: Mapping[Path, object]) -> None:
-    """Write every ``{path: pyarrow.Table}``, all or none (module docstring)."""
+    """Write every ``{path: pyarrow.Table}``, all or none."""
     import pyarrow.parquet as pq
 
     _write_all({path: (lambda tmp, table=table: pq.write_table(table, tmp)) for path, table in tables.items()})

@@ -1,9 +1,6 @@
-"""The recipe's knobs: the ``NAME=${NAME:-DEFAULT}  # MEANING`` lines of its shell scripts.
-
-The one parser of those lines: the launcher's guard (tools/launch_guard.py typos) reads knob
-names with it, and docs/knobs.md's table is :func:`knobs_markdown` (tools/sync_readme.py copies
-it). Standard library only: the guard runs under the system's python3.
-"""
+"""The one parser of the recipe's knobs, the ``NAME=${NAME:-DEFAULT}  # MEANING`` lines of its shell scripts:
+tools/launch_guard.py typos reads knob names with it, docs/knobs.md is :func:`knobs_markdown`. Standard
+library only: the guard runs under the system's python3."""
 from __future__ import annotations
 
 import re
@@ -11,9 +8,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 
-#: ``NAME=${NAME:-DEFAULT}  # MEANING`` (optionally exported); MEANING may instead be the comment
-#: lines right above the assignment.
-KNOB_RE = re.compile(r"^(?:export )?(?P<name>[A-Z_][A-Z0-9_]*)=\$\{(?P=name):-(?P<default>.*?)\}\s*(?:#\s*(?P<meaning>.*))?$")
+#: ``NAME=${NAME:-DEFAULT}  # MEANING`` (optionally exported); MEANING may instead be the comment lines above.
+KNOB_RE = re.compile(r"^(?:export )?(?P<name>[A-Z_][A-Z0-9_]*)=\$\{(?P=name):-(?P<default>.*?)\}\s*"
+                     r"(?:#\s*(?P<meaning>.*))?$")
 
 
 def read_knobs(path: Path) -> list[tuple[str, str, str]]:
@@ -36,5 +33,6 @@ def knobs_markdown() -> str:
     def cell(text: str) -> str:
         return text.replace("$REPO_DIR/", "").replace("|", "\\|")
 
-    rows = [f"| `{n}` | {'computed' if d.startswith('$(') else f'`{cell(d)}`'} | {cell(m)} |" for n, d, m in launcher + cpu]
+    rows = [f"| `{n}` | {'computed' if d.startswith('$(') else f'`{cell(d)}`'} | {cell(m)} |"
+            for n, d, m in launcher + cpu]
     return "\n".join(["| knob | default | meaning |", "|---|---|---|", *rows])

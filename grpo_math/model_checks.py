@@ -1,6 +1,5 @@
-"""The model folder checks that preflight.py runs before training and evaluate.py before
-generating: config.json and weights, the tokenizer, and the chat template's default system prompt
-(the recipe's answer contract). Each check returns a list of :class:`Problem`."""
+"""The model folder checks preflight.py runs before training and evaluate.py before generating: config.json and
+weights, the tokenizer, the chat template's default system prompt. Each returns a list of :class:`Problem`."""
 
 from __future__ import annotations
 
@@ -15,10 +14,11 @@ from grpo_math.io import one_line
 
 REPO = Path(__file__).resolve().parent.parent
 
+
 @dataclass(frozen=True)
 class Problem:
-    """One finding: ``level`` is "FAIL" (the run cannot work), "WARN" (it can, but check) or "INFO"
-    (what a check measured or found in force)."""
+    """One finding: ``level`` is "FAIL" (the run cannot work), "WARN" (it can, but check) or "INFO" (what a check
+    measured or found in force, shown so that the log says it)."""
 
     level: str
     message: str
@@ -36,7 +36,6 @@ def warn(message: str) -> Problem:
 
 
 def info(message: str) -> Problem:
-    """Not a problem: what a check found, shown so that the log says it (timings, settings)."""
     return Problem("INFO", message)
 
 
@@ -45,13 +44,10 @@ def why(err: BaseException) -> str:
     return one_line(f"{type(err).__name__}: {err}", 200)
 
 
-# --------------------------------------------------------------------------------------
-# model folder
-# --------------------------------------------------------------------------------------
+# ---- model folder
 def safetensors_header(file: Path) -> dict:
-    """``{name: (shape, dtype)}`` from a safetensors file's header alone (format: 8-byte little-endian
-    header length, then a JSON map of tensor name -> {dtype, shape, data_offsets}); the weights are
-    not read. Raises struct.error / ValueError / KeyError / TypeError for a file that is not one."""
+    """``{name: (shape, dtype)}`` from a safetensors file's header alone (8-byte little-endian length, then a JSON
+    map of tensor name -> {dtype, shape, data_offsets}). Raises struct.error / ValueError / KeyError / TypeError."""
     with open(file, "rb") as fh:
         (size,) = struct.unpack("<Q", fh.read(8))
         if size > 100_000_000:
@@ -70,11 +66,13 @@ def check_model_dir(model_path: Path) -> list[Problem]:
     Hugging Face loader reads."""
     where = f"MODEL_PATH={model_path}"
     if not model_path.is_dir():
-        return [fail(f"{where}: no such directory: run 'bash setup.sh' or set MODEL_PATH to a Hugging Face model folder")]
+        return [fail(f"{where}: no such directory: run 'bash setup.sh' or set MODEL_PATH to a Hugging Face model "
+                     "folder")]
     problems = []
     config = model_path / "config.json"
     if not config.is_file():
-        problems.append(fail(f"{where}: no config.json: expected a Hugging Face model folder (config.json, weights, tokenizer)"))
+        problems.append(fail(f"{where}: no config.json: expected a Hugging Face model folder (config.json, weights, "
+                             "tokenizer)"))
     else:
         try:
             json.loads(config.read_text())
@@ -82,7 +80,8 @@ def check_model_dir(model_path: Path) -> list[Problem]:
             problems.append(fail(f"{where}: config.json is not valid JSON ({why(err)}): download the model again"))
     weights = sorted(model_path.glob("*.safetensors"))
     if not (weights or list(model_path.glob("pytorch_model*.bin"))):
-        problems.append(fail(f"{where}: no weights (*.safetensors or pytorch_model*.bin): copy the model's weight files there"))
+        problems.append(fail(f"{where}: no weights (*.safetensors or pytorch_model*.bin): copy the model's weight "
+                             "files there"))
     for file in weights:
         try:
             safetensors_parameters(file)
@@ -90,22 +89,17 @@ def check_model_dir(model_path: Path) -> list[Problem]:
             problems.append(fail(f"{where}: {file.name} is not a valid safetensors file ({why(err)}): "
                                  "download it again"))
             break
-    has_tokenizer = (model_path / "tokenizer.json").is_file() or (model_path / "tokenizer.model").is_file() or (
-        (model_path / "vocab.json").is_file() and (model_path / "merges.txt").is_file()
-    )
-    if not has_tokenizer:
-        problems.append(fail(
-            f"{where}: no tokenizer (tokenizer.json, or vocab.json + merges.txt, or tokenizer.model): "
-            "copy the model's tokenizer files there"
-        ))
+    has = [(model_path / name).is_file() for name in ("tokenizer.json", "tokenizer.model", "vocab.json", "merges.txt")]
+    if not (has[0] or has[1] or (has[2] and has[3])):
+        problems.append(fail(f"{where}: no tokenizer (tokenizer.json, or vocab.json + merges.txt, or tokenizer.model): "
+                             "copy the model's tokenizer files there"))
     if not (model_path / "tokenizer_config.json").is_file():
-        problems.append(fail(f"{where}: no tokenizer_config.json: copy the recipe's tokenizer_config.json there (setup.sh does)"))
+        problems.append(fail(f"{where}: no tokenizer_config.json: copy the recipe's tokenizer_config.json there "
+                             "(setup.sh does)"))
     return problems
 
 
-# --------------------------------------------------------------------------------------
-# chat template: rendered and tokenized by transformers, as verl does
-# --------------------------------------------------------------------------------------
+# ---- chat template: rendered and tokenized by transformers, as verl does
 #: Model types whose tokenizers transformers 5 checks for Mistral's faulty pre-tokenizer regex
 #: (transformers/tokenization_utils_tokenizers.py, the fix_mistral_regex warning).
 MISTRAL_MODEL_TYPES = ("mistral", "mistral3", "voxtral", "ministral", "pixtral")
@@ -118,23 +112,17 @@ def _not_the_mistral_regex_warning(record) -> bool:
 def load_tokenizer(model_path: Path):
     """The model's Hugging Face tokenizer (:func:`prompt_length` counts with it as verl does).
 
-    transformers 5 (the current stack) warns, when a local model folder's config.json names no
-    ``transformers_version`` (a hand-made folder), that the tokenizer may carry Mistral's faulty
-    regex and asks for ``fix_mistral_regex=True``; it says so of any model type, in lines amid
-    preflight's one-line findings. The warning is dropped (a filter on that transformers logger,
-    for this call) unless config.json names a Mistral model type.
+    transformers 5 warns, for a model folder whose config.json names no ``transformers_version``, that
+    the tokenizer may carry Mistral's faulty regex, whatever the model type, amid preflight's one-line
+    findings: that warning is dropped for this call unless config.json names a Mistral model type.
     """
     import logging
 
     from transformers import AutoTokenizer
 
-    try:
-        model_type = json.loads((Path(model_path) / "config.json").read_text(encoding="utf-8")).get("model_type")
-    except (OSError, ValueError, AttributeError):
-        model_type = None
-    quiet = model_type is not None and model_type not in MISTRAL_MODEL_TYPES
+    kind = model_type(Path(model_path))
     logger = logging.getLogger("transformers.tokenization_utils_tokenizers")
-    if quiet:
+    if kind is not None and kind not in MISTRAL_MODEL_TYPES:
         logger.addFilter(_not_the_mistral_regex_warning)
     try:
         return AutoTokenizer.from_pretrained(str(model_path))
@@ -143,10 +131,9 @@ def load_tokenizer(model_path: Path):
 
 
 def prompt_length(tok, messages: list[dict]) -> int:
-    """Tokens of ``messages`` once templated with the generation prompt, as verl counts a prompt
-    for data.filter_overlong_prompts (verl/utils/dataset/rl_dataset.py, ``maybe_filter_out_long_prompts``:
-    ``apply_chat_template(..., add_generation_prompt=True)``, tokenized). ``return_dict=False``:
-    transformers 5 otherwise returns a BatchEncoding, whose len() is its 2 keys."""
+    """Tokens of ``messages`` templated with the generation prompt, as verl counts a prompt for
+    data.filter_overlong_prompts (verl/utils/dataset/rl_dataset.py, maybe_filter_out_long_prompts).
+    ``return_dict=False``: transformers 5 otherwise returns a BatchEncoding, whose len() is its 2 keys."""
     return len(tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False))
 
 
@@ -157,8 +144,7 @@ def recipe_prompts() -> tuple[str, str]:
     return SYSTEM_PROMPT, QWEN_STOCK_SYSTEM_PROMPT
 
 
-#: Start of the WARN message for a chat template carrying Qwen's stock system prompt (evaluate.py
-#: looks for it).
+#: The WARN message for a chat template carrying Qwen's stock system prompt (evaluate.py looks for it).
 STOCK_PROMPT_NOTE = "the chat template's default system prompt is Qwen's stock one"
 
 
@@ -171,22 +157,21 @@ def model_type(model_path: Path) -> Optional[str]:
     return value if isinstance(value, str) else None
 
 
-def check_chat_template(model_path: Path, device: str, system_prompt: str, stock_prompt: str) -> list[Problem]:
-    """Rendered by transformers' apply_chat_template(add_generation_prompt=True), as verl's RLHFDataset does, its
-    default system prompt is the recipe's (new_math_reward.SYSTEM_PROMPT).
+def check_chat_template(model_path: Path, device: str, system_prompt: str, stock_prompt: str,
+                        tok=None) -> list[Problem]:
+    """Rendered by transformers' apply_chat_template(add_generation_prompt=True), as verl's RLHFDataset does, the
+    default system prompt is the recipe's (new_math_reward.SYSTEM_PROMPT, in its tokenizer_config.json).
 
-    The recipe's prompt lives in its tokenizer_config.json (setup.sh copies it into the
-    model folder). Accepted: the whole prompt, or its answer contract (the text after Qwen's
-    identity sentence) behind another identity, as the CPU stand-in model carries it
-    (cpu_support/prepare_smollm2.py). Qwen's stock prompt means the copy was forgotten (WARN:
-    training works, without the answer format); the advice to copy the recipe's
-    tokenizer_config.json is given for Qwen2 models (config.json model_type qwen2) only. Any other prompt is a FAIL on npu/cuda and a
-    WARN on cpu.
+    Accepted: the whole prompt, or its answer contract (the text after Qwen's identity sentence) behind another
+    identity, as the CPU stand-in model carries it (cpu_support/prepare_smollm2.py). Qwen's stock prompt means the
+    copy was forgotten (WARN: training works, without the answer format; the recipe's tokenizer_config.json is
+    advised for model_type qwen2 only). Any other prompt: FAIL on npu/cuda, WARN on cpu. ``tok``: the model's
+    tokenizer if already loaded.
     """
     where = f"MODEL_PATH={model_path}"
     fix = f"copy {REPO / 'tokenizer_config.json'} over {model_path / 'tokenizer_config.json'}"
     try:
-        tok = load_tokenizer(model_path)
+        tok = load_tokenizer(model_path) if tok is None else tok
     except Exception as err:  # noqa: BLE001 - unreadable json, missing files: one line either way
         return [fail(f"{where}: cannot load the tokenizer ({why(err)}): {fix}")]
     if not tok.chat_template:
@@ -207,9 +192,7 @@ def check_chat_template(model_path: Path, device: str, system_prompt: str, stock
                    "new_math_reward.SYSTEM_PROMPT without Qwen's identity sentence, as cpu_support/prepare_smollm2.py "
                    "does; the recipe's tokenizer_config.json is for Qwen2 models only")
         return [warn(f"{where}: {STOCK_PROMPT_NOTE}, not the recipe's (new_math_reward.SYSTEM_PROMPT): {fix}")]
-    message = f"{where}: the chat template's default system prompt is not the recipe's (new_math_reward.SYSTEM_PROMPT): {fix}"
+    not_ours = f"{where}: the chat template's default system prompt is not the recipe's (new_math_reward.SYSTEM_PROMPT)"
     if device == "cpu":
-        return [warn(f"{where}: the chat template's default system prompt is not the recipe's "
-                     "(new_math_reward.SYSTEM_PROMPT): expected for the cpu profile's stand-in model, "
-                     "wrong for the recipe's Qwen model")]
-    return [fail(message)]
+        return [warn(f"{not_ours}: expected for the cpu profile's stand-in model, wrong for the recipe's Qwen model")]
+    return [fail(f"{not_ours}: {fix}")]

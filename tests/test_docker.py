@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, json_from_stack
+from conftest import REPO, json_from_stack, vllm_extra
 from grpo_math.stacks import DOCKERFILE_STACKS, STACK_MATRIX
 
 DOCKER = REPO / "docker"
@@ -105,7 +105,8 @@ def test_reference_vllm_is_the_one_verl_supports():
     assert match, image
     ascend_vllm = match.group(1)
     assert args_of(DOCKERFILES["cuda"])["VLLM_VERSION"] == ascend_vllm
-    spec = json_from_stack("reference", "import json, preflight; print(json.dumps(preflight.verl_vllm_spec()))")
+    spec = vllm_extra(json_from_stack("reference", "import json; from importlib import metadata; "
+                                                   "print(json.dumps(metadata.requires('verl')))"))
     assert spec and SpecifierSet(spec).contains(Version(ascend_vllm)), (spec, ascend_vllm)
 
 

@@ -3,14 +3,15 @@
 - typos: an environment variable that is not a knob but is close to one stops the launcher and
   setup.sh with one line; ordinary environment variables (this machine's, a CI runner's, the
   names the installed stack reads) never do.
-- relaunch: a launch into an OUTPUT_DIR whose checkpoints were trained with other settings is
-  refused naming the knobs; a finished run is reported complete and not trained; an earlier
-  train.log is kept; RESUME_MODE=disable moves the earlier run aside.
+- relaunch (preflight.py --launch, in the launcher's PYTHON): a launch into an OUTPUT_DIR whose checkpoints
+  were trained with other settings is refused naming the knobs; a finished run is reported complete and not
+  trained; an earlier train.log is kept; RESUME_MODE=disable moves the earlier run aside.
 - checkpoints: a tracked checkpoint that verl would load although it is partial (or would skip,
   training from scratch) is refused, naming the last complete one.
 
-The launcher runs here for real up to main_ppo, whose interpreter (PYTHON) is a script that
-records its arguments: no Ray, no training. The kill during a real save is tests/test_resume.py's.
+The launcher runs here for real up to main_ppo: its PYTHON is a script that runs preflight.py with this
+interpreter and records main_ppo's arguments instead of running it: no Ray, no training. The kill during a
+real save is tests/test_resume.py's.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, running_stack
 from tools import launch_guard
 from tools.launch_guard import (Checkpoints, Refused, checkpoint_problem, differences, edit_distance, knob_files,
                                 knob_names, next_log_name, planned_steps, repo_knobs, resume_step, start, typos)
@@ -416,8 +417,8 @@ def test_kept_prompts_is_verls_filtered_dataset_length(tmp_path):
     import preflight
 
     max_len = 160  # below the cpu profile's 320, so that some prompts are dropped
-    kept = launch_guard.kept_prompts(model, train, max_len)
     tok = preflight.load_tokenizer(model)
+    kept = preflight.kept_prompts(tok, train, max_len)
     cfg = OmegaConf.create({"max_prompt_length": max_len, "filter_overlong_prompts": True, "prompt_key": "prompt",
                             "cache_dir": str(tmp_path), "filter_overlong_prompts_workers": 1})
     dataset = RLHFDataset(data_files=str(train), tokenizer=tok, config=cfg)
@@ -451,15 +452,16 @@ def test_start_with_null_total_steps_counts_prompts(tmp_path):
 # the launcher, up to main_ppo (a recording PYTHON)
 # ------------------------------------------------------------------------------------------
 class Launcher:
-    """run_qwen2_5_1_5b.sh on the cpu profile in ``tmp_path/out``; main_ppo is a script that
-    records its arguments, so each launch runs every guard for real and trains nothing."""
+    """run_qwen2_5_1_5b.sh on the cpu profile in ``tmp_path/out``; its PYTHON runs preflight.py (the relaunch
+    guard) for real and records main_ppo's arguments, so each launch runs every guard and trains nothing."""
 
     def __init__(self, tmp_path: Path):
         self.out = tmp_path / "out"
         self.ckpt = self.out / "checkpoints"
         self.calls = tmp_path / "calls.txt"
         self.python = tmp_path / "python"
-        self.python.write_text(f"#!/usr/bin/env bash\nprintf '%s\\n' \"$*\" >> {self.calls}\necho 'main_ppo ran'\n")
+        self.python.write_text(f"#!/usr/bin/env bash\nif [[ $1 != -m ]]; then exec {sys.executable} \"$@\"; fi\n"
+                               f"printf '%s\\n' \"$*\" >> {self.calls}\necho 'main_ppo ran'\n")
         self.python.chmod(0o755)
 
     def __call__(self, *args: str, **env: str) -> subprocess.CompletedProcess:
@@ -565,7 +567,8 @@ def test_dry_run_and_preflight_only_leave_the_folder_alone(tmp_path):
 def test_unwritable_checkpoint_folder_is_one_line(tmp_path, capsys):
     (tmp_path / "file").write_text("")
     ckpt = tmp_path / "file" / "checkpoints"
-    code = launch_guard.main(["start", f"CKPT_DIR={ckpt}", "RESUME_MODE=disable", f"LOG_FILE={tmp_path / 'train.log'}"])
+    knobs = {"CKPT_DIR": str(ckpt), "RESUME_MODE": "disable", "LOG_FILE": str(tmp_path / "train.log")}
+    code = launch_guard.run_start(knobs, [], count_kept=lambda s: pytest.fail("counted prompts"))
     err = capsys.readouterr().err
     assert code == 2 and len(err.splitlines()) == 1
     assert err.startswith(f"run_qwen2_5_1_5b.sh: {ckpt}: Not a directory; expected a writable CKPT_DIR")
@@ -576,13 +579,46 @@ def test_typos_of_an_unknown_script_is_a_usage_error(capsys):
     assert "no_such.sh: no such script" in capsys.readouterr().err
 
 
-def test_count_kept_with_the_launchers_python(tmp_path):
-    """TOTAL_STEPS=null: the count runs under the launcher's PYTHON; a PYTHON that cannot is one line."""
-    python = tmp_path / "python"
-    python.write_text("#!/usr/bin/env bash\necho 'a library banner'\necho 37\n")
-    python.chmod(0o755)
-    knobs = {"PYTHON": str(python), "MODEL_PATH": "/m", "TRAIN_FILE": "/t", "MAX_PROMPT_LENGTH": "512"}
-    assert launch_guard.count_kept_with_python(knobs) == 37
-    python.write_text("#!/usr/bin/env bash\necho 'ModuleNotFoundError: transformers' >&2\nexit 1\n")
-    with pytest.raises(Refused, match=r"TOTAL_STEPS=null: cannot count .*\(ModuleNotFoundError: transformers\); set TOTAL_STEPS"):
-        launch_guard.count_kept_with_python(knobs)
+def test_the_guard_counts_with_the_tokenizer_the_checks_loaded(tmp_path, monkeypatch, capsys):
+    """preflight.py --launch runs the relaunch guard in preflight's interpreter: TOTAL_STEPS=null's prompts are
+    counted with the tokenizer the checks loaded (one load in all); with --skip-checks (PREFLIGHT=0) the guard
+    loads it itself; a count it cannot make is one line naming TOTAL_STEPS."""
+    model = REPO / "models" / "SmolLM2-135M-Instruct"
+    train = REPO / "data" / "verl" / "math_level1" / "train.parquet"
+    if not (model / "config.json").is_file() or not train.is_file():
+        pytest.skip("needs bash setup.sh --device cpu (model and Level-1 data)")
+    import grpo_math.model_checks
+    import preflight
+
+    loads = []
+    real = grpo_math.model_checks.load_tokenizer
+    for module in (preflight, grpo_math.model_checks):
+        monkeypatch.setattr(module, "load_tokenizer", lambda path: loads.append(Path(path)) or real(path))
+    ckpt = tmp_path / "checkpoints"
+    fake_checkpoint(ckpt, 2)
+    knobs = [f"CKPT_DIR={ckpt}", "RESUME_MODE=auto", "TOTAL_STEPS=null", "TOTAL_EPOCHS=1", "TRAIN_BATCH_SIZE=4",
+             f"OUTPUT_DIR={tmp_path}"]
+
+    def argv(train_file: Path = train) -> list[str]:
+        return ["--device", "cpu", "--stack", running_stack(), "--profile", "cpu", "--model-path", str(model),
+                "--train-file", str(train_file), "--val-file", str(train), "--max-prompt-length", "320",
+                "--train-batch-size", "4", "--ppo-mini-batch-size", "4", "--micro-batch", "4", "--n-samples", "4",
+                "--n-devices", "1", "--ckpt-dir", str(ckpt), "--no-reward-check"]
+
+    planned = preflight.kept_prompts(real(model), train, 320) // 4
+    assert planned > 2
+    assert preflight.main([*argv(), "--launch", *knobs]) == 0, capsys.readouterr().err
+    assert loads == [model] and capsys.readouterr().err.splitlines()[-1] == (
+        f"run_qwen2_5_1_5b.sh: {ckpt} has no launch_settings.json: this launch's settings cannot be compared with "
+        "the earlier run's")
+    loads.clear()
+    fake_checkpoint(ckpt, planned)
+    assert preflight.main([*argv(), "--skip-checks", "--launch", *knobs]) == launch_guard.EXIT_COMPLETE
+    assert loads == [model] and capsys.readouterr().err.splitlines() == [
+        f"run_qwen2_5_1_5b.sh: {tmp_path} is complete at global step {planned} (planned: {planned}); raise "
+        "TOTAL_EPOCHS to continue"]
+    assert preflight.main([*argv(tmp_path / "none.parquet"), "--skip-checks", "--launch", *knobs]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        "run_qwen2_5_1_5b.sh: TOTAL_STEPS=null: cannot count the training prompts to tell whether the run is "
+        "complete (FileNotFoundError: ") and err[0].endswith("); set TOTAL_STEPS"), err

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -18,7 +19,8 @@ import pytest
 
 import preflight as pf
 import prepare_math
-from conftest import REPO, ComposedLaunches, json_from_stack, launcher_overrides, running_stack, stack_environment
+from conftest import (REPO, ComposedLaunches, json_from_stack, launcher_overrides, running_stack, stack_environment,
+                      vllm_extra)
 from grpo_math.stacks import STACK_MATRIX, stack_var, version_matches
 
 TOKENIZER = REPO.parent / "shared" / "data" / "qwen2_5_tokenizer"
@@ -531,12 +533,16 @@ REF_ROW = 'STACK=reference on npu (grpo_math.stacks.STACK_MATRIX, README "Versio
 def test_pins_are_read_from_requirements_and_verl_metadata():
     """requirements.txt holds the reference stack's pins; the installed verl is this environment's
     stack's, and its vllm extra admits the vLLM that stack pairs it with on CUDA."""
+    from importlib import metadata
+
     from packaging.specifiers import SpecifierSet
 
-    assert pf.pinned_version("verl") == STACK_MATRIX["reference"]["cpu"]["verl"].version
+    pin = re.escape(STACK_MATRIX["reference"]["cpu"]["verl"].version)
+    requirements = (REPO / "requirements.txt").read_text()
+    assert re.search(rf"^\s*verl\s*==\s*{pin}\s*$", requirements, re.MULTILINE | re.IGNORECASE)
     row = STACK_MATRIX[running_stack()]
     assert version_matches(pf.installed_versions("verl")["verl"], row["cpu"]["verl"].version)
-    assert SpecifierSet(pf.verl_vllm_spec()).contains(row["cuda"]["vllm"].version)
+    assert SpecifierSet(vllm_extra(metadata.requires("verl"))).contains(row["cuda"]["vllm"].version)
 
 
 @pytest.mark.parametrize("stack,device", [("reference", "npu"), ("reference", "cuda"), ("reference", "cpu"),
@@ -770,15 +776,19 @@ def test_launcher_runs_preflight_with_its_knobs_before_main_ppo(tmp_path):
     assert first.startswith(f"{REPO / 'preflight.py'} --device cpu --stack current --profile cpu --model-path /m ")
     assert "--train-batch-size 16 " in first and f"--rollout-name vllm --ckpt-dir {tmp_path / 'c'}" in first
     assert f"--reward-file {REPO / 'new_math_reward.py'} --reward-name compute_score " in first
-    # the Hydra overrides main_ppo gets from the profile and the command line come last
-    assert " --overrides " in first and first.endswith(" trainer.total_epochs=1")
+    # then the relaunch guard's knobs, the profile's Hydra overrides, and those of the command line last
+    assert f" --launch DEVICE=cpu STACK=current PROFILE=cpu PYTHON={python} " in first
+    assert " --profile-overrides " in first and " --overrides trainer.total_epochs=1" in first
+    assert first.endswith(" --overrides trainer.total_epochs=1")
     assert second.startswith("-m verl.trainer.main_ppo ") and second.endswith(" trainer.total_epochs=1")
 
 
 def test_launcher_preflight_off_and_dry_run(tmp_path):
     python, calls = fake_python(tmp_path)
     assert launch(tmp_path, PYTHON=str(python), PREFLIGHT="0").returncode == 0
-    assert calls.read_text().startswith("-m verl.trainer.main_ppo ")
+    first, second = calls.read_text().splitlines()  # PREFLIGHT=0: preflight.py runs the relaunch guard only
+    assert first.startswith(f"{REPO / 'preflight.py'} ") and " --skip-checks --launch " in first
+    assert second.startswith("-m verl.trainer.main_ppo ")
     calls.unlink()
     proc = launch(tmp_path, PYTHON=str(python), DRY_RUN="1", MODEL_PATH=str(tmp_path / "missing"))
     assert proc.returncode == 0 and not calls.exists()  # DRY_RUN never runs preflight

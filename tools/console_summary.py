@@ -1,14 +1,9 @@
-"""The launcher's terminal view of main_ppo: one line per global step.
+"""The launcher's terminal view of main_ppo (CONSOLE=summary): one line per global step.
 
-The launcher writes main_ppo's whole console to LOG_FILE and, with ``CONSOLE=summary``, pipes it
-through this filter, which prints only: a start line, the validation score before training, and
-for each global step the wall seconds, the phases that take them, the reward, the response
-length and the rollout/actor agreement (the weight-sync check). It reads verl's console logger,
-which prints each global step's metrics as one line ``step:N - name:value - name:value ...``
-(``verl/utils/tracking.py``), and the total from the ``Training Progress`` bar. Stdlib only: it
-runs in whatever interpreter the launcher has.
-
-Usage: main_ppo ... | python tools/console_summary.py LOG_FILE
+It prints a start line, the validation score before training, and for each global step the wall seconds,
+their phases, the reward, the response length and the rollout/actor agreement (the weight-sync check), read
+from verl's console logger (``step:N - name:value ...``, verl/utils/tracking.py) and the total from the
+``Training Progress`` bar. Standard library only: it runs in whatever interpreter the launcher has.
 """
 
 from __future__ import annotations
@@ -50,7 +45,7 @@ def step_line(step: int, total: int | None, m: dict[str, float]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+    parser = argparse.ArgumentParser(description=__doc__, usage="main_ppo ... | %(prog)s LOG_FILE",
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("log_file", help="where the launcher writes main_ppo's whole console (named in the first line)")
     log = parser.parse_args(argv[1:]).log_file

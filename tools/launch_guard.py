@@ -1,22 +1,21 @@
 #!/usr/bin/env python3
-"""The launcher's guards against a user's mistakes, before anything starts: ``typos`` (setup.sh and
-run_qwen2_5_1_5b.sh call it first), ``start`` (what a launch of run_qwen2_5_1_5b.sh does with the
-output folder it finds) and ``kept-prompts`` (what ``start`` counts under the launcher's PYTHON).
-``python tools/launch_guard.py COMMAND --help`` gives each one's rules and their sources.
+"""The launcher's guards against a user's mistakes, before anything starts.
 
-Only the standard library is imported, so the system's python3 runs ``typos`` and ``start``
-before any virtual environment exists; ``kept-prompts`` (transformers, pyarrow) runs under the
-launcher's PYTHON.
+- ``typos`` (this script's command; setup.sh and run_qwen2_5_1_5b.sh run it first, with the system's
+  python3): an environment variable that is not a knob but close to one is refused.
+- :func:`run_start` (preflight.py runs it in the launcher's PYTHON, after its checks): what a launch
+  does with the earlier run in CKPT_DIR.
+
+Standard library only: the system's python3 runs ``typos`` before any virtual environment exists.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
-import subprocess
 import sys
-import textwrap
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +26,7 @@ if sys.path[0] != str(REPO):  # run as a file (tools/launch_guard.py) from any w
     sys.path.insert(0, str(REPO))
 
 from grpo_math import knobs  # noqa: E402
-from grpo_math.io import ArgumentParser, positive_int, write_json_atomic  # noqa: E402
+from grpo_math.io import ArgumentParser, write_json_atomic  # noqa: E402
 
 LAUNCHER = "run_qwen2_5_1_5b.sh"
 SETTINGS_FILE = "launch_settings.json"
@@ -35,9 +34,7 @@ TRACKER_FILE = "latest_checkpointed_iteration.txt"  # verl/utils/checkpoint/chec
 EXIT_REFUSED = 2
 EXIT_COMPLETE = 3  # the launcher exits 0 without training
 
-# ------------------------------------------------------------------------------------------
-# typos: environment variables close to a knob's name
-# ------------------------------------------------------------------------------------------
+# ---- typos: environment variables close to a knob's name
 #: Variables of other programs that are close to a knob's name; never reported.
 NOT_TYPOS = {
     "NNODES": "node count of torchrun-style launch scripts (verl's examples), one edit from N_NODES",
@@ -68,10 +65,6 @@ def edit_distance(a: str, b: str, limit: int) -> int:
     return min(prev[-1], limit + 1)
 
 
-def allowed_edits(knob: str) -> int:
-    return 2 if len(knob) >= LONG_NAME else 1
-
-
 def knob_files(script: str) -> list[Path]:
     """The files whose knobs ``script`` reads: the launcher sources a stack and a profile."""
     files = [REPO / script]
@@ -82,30 +75,25 @@ def knob_files(script: str) -> list[Path]:
 
 def knob_names(files: Iterable[Path]) -> list[str]:
     """Knob names of ``files`` in order of first appearance (grpo_math.knobs, docs/knobs.md's parser)."""
-    names: dict[str, None] = {}
-    for path in files:
-        for name, _, _ in knobs.read_knobs(path):
-            names.setdefault(name, None)
-    return list(names)
+    return list(dict.fromkeys(name for path in files for name, _, _ in knobs.read_knobs(path)))
 
 
 def repo_knobs() -> set[str]:
     """Every knob of every shell script of the recipe: a variable meant for another of its
     scripts (VENV_DIR of setup.sh, STEP of merge_checkpoint.sh) is no typo."""
-    files = [*REPO.glob("*.sh"), *(REPO / "profiles").glob("*.sh"), *(REPO / "stacks").glob("*.sh"),
-             *(REPO / "tools").glob("*.sh")]
-    return set(knob_names(files))
+    return set(knob_names([*REPO.glob("*.sh"), *(REPO / "profiles").glob("*.sh"), *(REPO / "stacks").glob("*.sh"),
+                           *(REPO / "tools").glob("*.sh")]))
 
 
 def typos(env: Iterable[str], script_knobs: Sequence[str], known: set[str]) -> list[tuple[str, str]]:
     """(variable, knob) for each variable of ``env`` that is not a knob but close to one of
     ``script_knobs`` (compared in upper case, so ``device`` is close to DEVICE)."""
+    limits = {knob: 2 if len(knob) >= LONG_NAME else 1 for knob in script_knobs}
     found = []
     for name in sorted(env):
         if name in known or name in NOT_TYPOS or not NAME_SHAPE.fullmatch(name):
             continue
-        upper = name.upper()
-        close = [(d, knob) for knob in script_knobs if (d := edit_distance(upper, knob, allowed_edits(knob))) <= allowed_edits(knob)]
+        close = [(d, k) for k, limit in limits.items() if (d := edit_distance(name.upper(), k, limit)) <= limit]
         if close:
             found.append((name, min(close)[1]))
     return found
@@ -128,9 +116,7 @@ def cmd_typos(script: str, print_knobs: bool, env: Mapping[str, str] = os.enviro
     return 0
 
 
-# ------------------------------------------------------------------------------------------
-# checkpoints as verl 0.6.0 writes them
-# ------------------------------------------------------------------------------------------
+# ---- checkpoints as verl 0.6.0 writes them
 STEP_DIR = re.compile(r"global_step_(\d+)")
 
 
@@ -189,11 +175,7 @@ class Checkpoints:
         return found
 
     def last_complete(self) -> Optional[int]:
-        complete = [step for step, problem in self.steps.items() if problem is None]
-        return max(complete) if complete else None
-
-    def dir(self, step: int) -> Path:
-        return self.root / f"global_step_{step}"
+        return max((step for step, problem in self.steps.items() if problem is None), default=None)
 
 
 class Refused(Exception):
@@ -205,7 +187,7 @@ def way_back(ckpts: Checkpoints) -> str:
     if last is None:
         return "there is no complete checkpoint: start over with RESUME_MODE=disable (the folder is moved aside)"
     return (f"resume from the last complete one with RESUME_MODE=resume_path "
-            f"trainer.resume_from_path={ckpts.dir(last)}, or start over with RESUME_MODE=disable")
+            f"trainer.resume_from_path={ckpts.root / f'global_step_{last}'}, or start over with RESUME_MODE=disable")
 
 
 def resume_step(ckpts: Checkpoints) -> Optional[int]:
@@ -231,25 +213,19 @@ def resume_step(ckpts: Checkpoints) -> Optional[int]:
     return step
 
 
-# ------------------------------------------------------------------------------------------
-# settings that change training
-# ------------------------------------------------------------------------------------------
+# ---- settings that change training
 #: Knobs that do not change what is trained, so a relaunch may change them. Every other knob,
 #: including one added later, is compared.
 NOT_COMPARED = {
-    # how long: raised on purpose to extend a run
-    "TOTAL_STEPS": "length", "TOTAL_EPOCHS": "length",
-    # where and how the run logs and saves
-    "PROJECT_NAME": "logging", "EXPERIMENT_NAME": "logging", "OUTPUT_DIR": "paths", "CKPT_DIR": "paths",
-    "LOG_FILE": "logging", "TENSORBOARD_DIR": "logging", "SWANLAB_LOG_DIR": "logging", "SWANLAB_MODE": "logging",
-    "LOGGER": "logging", "CONSOLE": "logging", "SAVE_FREQ": "saving", "TEST_FREQ": "validation", "VAL_BEFORE_TRAIN": "validation",
-    "VAL_FILE": "validation",
-    # how this launch runs: the same computation at another speed or memory use
-    "PROFILE": "its values are compared", "PYTHON": "interpreter path (STACK is compared)", "DRY_RUN": "launch",
-    "PREFLIGHT": "launch", "RESUME_MODE": "launch", "ROLLOUT_TP": "rollout sharding",
-    "GPU_MEMORY_UTILIZATION": "memory", "ENFORCE_EAGER": "speed", "GRADIENT_CHECKPOINTING": "memory",
-    "CPU_THREADS": "speed", "OMP_WAIT_POLICY": "speed", "ASCEND_RT_VISIBLE_DEVICES": "which devices (N_DEVICES is compared)",
-    "CANN_HOME": "paths", "HCCL_CONNECT_TIMEOUT": "time-out", "HCCL_EXEC_TIMEOUT": "time-out",
+    "TOTAL_STEPS", "TOTAL_EPOCHS",  # how long: raised on purpose to extend a run
+    # where and how the run logs, saves and validates
+    "PROJECT_NAME", "EXPERIMENT_NAME", "OUTPUT_DIR", "CKPT_DIR", "LOG_FILE", "TENSORBOARD_DIR", "SWANLAB_LOG_DIR",
+    "SWANLAB_MODE", "LOGGER", "CONSOLE", "SAVE_FREQ", "TEST_FREQ", "VAL_BEFORE_TRAIN", "VAL_FILE", "CANN_HOME",
+    # how this launch runs: the same computation at another speed or memory use, on the same devices (PROFILE:
+    # its values are compared; PYTHON: STACK is; ASCEND_RT_VISIBLE_DEVICES: N_DEVICES is)
+    "PROFILE", "PYTHON", "DRY_RUN", "PREFLIGHT", "RESUME_MODE", "ROLLOUT_TP", "GPU_MEMORY_UTILIZATION",
+    "ENFORCE_EAGER", "GRADIENT_CHECKPOINTING", "CPU_THREADS", "OMP_WAIT_POLICY", "ASCEND_RT_VISIBLE_DEVICES",
+    "HCCL_CONNECT_TIMEOUT", "HCCL_EXEC_TIMEOUT",
 }
 #: Hydra keys (passed after the launcher's arguments) that, like NOT_COMPARED, do not change training.
 NOT_COMPARED_KEYS = {
@@ -261,13 +237,14 @@ NOT_COMPARED_KEYS = {
 }
 
 
+def override_key(override: str) -> str:
+    """The config key of a Hydra override (``+key=v``, ``++key=v``, ``~key``, ``key=v``)."""
+    return override.split("=", 1)[0].lstrip("+~")
+
+
 def override_map(overrides: Sequence[str]) -> dict[str, str]:
-    """{key: value} of Hydra overrides (``+``/``++``/``~`` prefixes dropped; the last one wins)."""
-    found = {}
-    for item in overrides:
-        key, _, value = item.partition("=")
-        found[key.lstrip("+~")] = value
-    return found
+    """{key: value} of Hydra overrides (the last one wins)."""
+    return {override_key(item): item.partition("=")[2] for item in overrides}
 
 
 def differences(old: Mapping, new: Mapping) -> list[str]:
@@ -284,22 +261,6 @@ def differences(old: Mapping, new: Mapping) -> list[str]:
     return out
 
 
-# ------------------------------------------------------------------------------------------
-# the run's length
-# ------------------------------------------------------------------------------------------
-def kept_prompts(model_path: Path, train_file: Path, max_prompt_length: int) -> int:
-    """Rows of ``train_file`` that verl keeps with data.filter_overlong_prompts=True: templated
-    prompt of at most ``max_prompt_length`` tokens (verl/utils/dataset/rl_dataset.py,
-    maybe_filter_out_long_prompts), counted with the tokenizer preflight.py loads."""
-    import pyarrow.parquet as pq
-
-    import preflight
-
-    tok = preflight.load_tokenizer(model_path)
-    prompts = pq.read_table(train_file, columns=["prompt"]).column("prompt").to_pylist()
-    return sum(preflight.prompt_length(tok, p) <= max_prompt_length for p in prompts)
-
-
 def planned_steps(settings: Mapping[str, str], overrides: Mapping[str, str],
                   count_kept: Callable[[Mapping[str, str]], int]) -> int:
     """verl's total_training_steps: trainer.total_training_steps if set, else the training data
@@ -312,27 +273,7 @@ def planned_steps(settings: Mapping[str, str], overrides: Mapping[str, str],
     return count_kept(settings) // batch * epochs
 
 
-def count_kept_with_python(settings: Mapping[str, str]) -> int:
-    """kept_prompts() run by the launcher's PYTHON (this module's python3 may lack transformers)."""
-    proc = subprocess.run([settings["PYTHON"], str(Path(__file__).resolve()), "kept-prompts",
-                           "--model-path", settings["MODEL_PATH"], "--train-file", settings["TRAIN_FILE"],
-                           "--max-prompt-length", settings["MAX_PROMPT_LENGTH"]],
-                          capture_output=True, text=True)
-    last = (proc.stdout.strip().splitlines() or [""])[-1]  # the count; a library may print before it
-    if proc.returncode != 0 or not last.isdigit():
-        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise Refused(f"TOTAL_STEPS=null: cannot count the training prompts to tell whether the run is complete "
-                      f"({tail}); set TOTAL_STEPS")
-    return int(last)
-
-
-# ------------------------------------------------------------------------------------------
-# keeping earlier files
-# ------------------------------------------------------------------------------------------
-def utc_stamp() -> str:
-    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-
-
+# ---- keeping earlier files
 def has_files(folder: Path, ignore: Iterable[str] = ()) -> bool:
     return folder.is_dir() and any(child.name not in set(ignore) for child in folder.iterdir())
 
@@ -344,18 +285,27 @@ def next_log_name(log_file: Path) -> Path:
     return log_file.with_name(f"{log_file.stem}.{max(kept, default=0) + 1}{log_file.suffix}")
 
 
-# ------------------------------------------------------------------------------------------
-# start
-# ------------------------------------------------------------------------------------------
+# ---- start
 def start(settings: Mapping[str, str], overrides: Sequence[str], say: Callable[[str], None],
-          count_kept: Callable[[Mapping[str, str]], int] = count_kept_with_python) -> int:
-    """Decide what this launch does with CKPT_DIR: 0 go on (after moving an earlier run aside and
-    keeping the earlier log as needed), EXIT_COMPLETE nothing to train; raises Refused."""
+          count_kept: Callable[[Mapping[str, str]], int]) -> int:
+    """Decide what this launch does with CKPT_DIR: 0 go on, EXIT_COMPLETE nothing to train; raises Refused.
+
+    - RESUME_MODE=auto: the checkpoint verl will load (the folder TRACKER_FILE names, written after a
+      complete save) must be complete, else refused naming the last complete one (verl would train from
+      scratch, crash, or load a partial one).
+    - RESUME_MODE=auto: CKPT_DIR/SETTINGS_FILE (written at every start) is compared with this launch; a knob
+      or Hydra override that changes training (all but NOT_COMPARED, NOT_COMPARED_KEYS) is refused, naming
+      each and the two ways out.
+    - RESUME_MODE=auto: a run at or past its planned global steps (planned_steps) is complete: verl would
+      train one more step.
+    - Starting over (RESUME_MODE=disable, or nothing complete to resume): a CKPT_DIR or TENSORBOARD_DIR
+      with files is moved aside to NAME.<UTC time>.
+    - An existing LOG_FILE is kept as train.N.log; then SETTINGS_FILE is written.
+    """
     ckpt_dir = Path(settings["CKPT_DIR"])
     tensorboard = Path(settings["TENSORBOARD_DIR"]) if settings.get("TENSORBOARD_DIR") else None
-    mode = settings.get("RESUME_MODE", "auto")
     given = override_map(overrides)
-    mode = given.get("trainer.resume_mode", mode)
+    mode = given.get("trainer.resume_mode", settings.get("RESUME_MODE", "auto"))
     new = {"knobs": dict(settings), "hydra_overrides": list(overrides)}
     ckpts = Checkpoints.read(ckpt_dir)
 
@@ -367,19 +317,17 @@ def start(settings: Mapping[str, str], overrides: Sequence[str], say: Callable[[
         else:
             settings_file = ckpt_dir / SETTINGS_FILE
             try:
-                old = json.loads(settings_file.read_text())
+                changed = differences(json.loads(settings_file.read_text()), new)
             except FileNotFoundError:
-                old = None
+                changed = []
                 say(f"{LAUNCHER}: {ckpt_dir} has no {SETTINGS_FILE}: this launch's settings cannot be compared "
                     "with the earlier run's")
             except ValueError:
                 raise Refused(f"{settings_file}: not valid JSON; expected the settings the launcher saved") from None
-            if old is not None:
-                changed = differences(old, new)
-                if changed:
-                    raise Refused(f"{settings_file}: this launch changes what the run in {ckpt_dir} trained "
-                                  f"({'; '.join(changed)}): use a new OUTPUT_DIR, or RESUME_MODE=disable to start over "
-                                  "(the earlier run is moved aside)")
+            if changed:
+                raise Refused(f"{settings_file}: this launch changes what the run in {ckpt_dir} trained "
+                              f"({'; '.join(changed)}): use a new OUTPUT_DIR, or RESUME_MODE=disable to start over "
+                              "(the earlier run is moved aside)")
             total = planned_steps(settings, given, count_kept)
             if step >= total:
                 more = "raise TOTAL_STEPS" if settings.get("TOTAL_STEPS", "null") != "null" else "raise TOTAL_EPOCHS"
@@ -397,13 +345,9 @@ def start(settings: Mapping[str, str], overrides: Sequence[str], say: Callable[[
             raise Refused(f"trainer.resume_from_path={path}: a partial checkpoint ({checkpoint_problem(Path(path))}); "
                           "expected a complete global_step_N folder")
 
-    stamp = utc_stamp()
-    moves = []
-    if start_over:
-        if has_files(ckpt_dir, ignore={SETTINGS_FILE}):
-            moves.append((ckpt_dir, ckpt_dir.with_name(f"{ckpt_dir.name}.{stamp}")))
-        if tensorboard is not None and has_files(tensorboard):
-            moves.append((tensorboard, tensorboard.with_name(f"{tensorboard.name}.{stamp}")))
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    moves = [(d, d.with_name(f"{d.name}.{stamp}")) for d, keep in ((ckpt_dir, {SETTINGS_FILE}), (tensorboard, set()))
+             if start_over and d is not None and has_files(d, ignore=keep)]
     if moves:
         why = "RESUME_MODE=disable" if mode == "disable" else "nothing to resume from (training from scratch)"
         say(f"{LAUNCHER}: {why}: the earlier run's files moved aside: "
@@ -420,21 +364,11 @@ def start(settings: Mapping[str, str], overrides: Sequence[str], say: Callable[[
     return 0
 
 
-def cmd_start(items: Sequence[str], overrides: Sequence[str]) -> int:
-    settings = {}
-    for item in items:
-        name, eq, value = item.partition("=")
-        if not eq or not NAME_SHAPE.fullmatch(name):
-            print(f"launch_guard.py start: {item!r}: expected NAME=VALUE", file=sys.stderr)
-            return EXIT_REFUSED
-        settings[name] = value
-    missing = [k for k in ("CKPT_DIR", "RESUME_MODE") if k not in settings]
-    if missing:
-        print(f"launch_guard.py start: {', '.join(missing)} not given; expected every knob as NAME=VALUE",
-              file=sys.stderr)
-        return EXIT_REFUSED
+def run_start(settings: Mapping[str, str], overrides: Sequence[str],
+              count_kept: Callable[[Mapping[str, str]], int]) -> int:
+    """:func:`start` with its exit status; a refusal is one line on stderr."""
     try:
-        return start(settings, overrides, lambda line: print(line, file=sys.stderr))
+        return start(settings, overrides, lambda line: print(line, file=sys.stderr), count_kept)
     except Refused as err:
         print(f"{LAUNCHER}: {err}", file=sys.stderr)
     except OSError as err:  # moving aside, the log, the settings file
@@ -443,68 +377,20 @@ def cmd_start(items: Sequence[str], overrides: Sequence[str]) -> int:
     return EXIT_REFUSED
 
 
-def build_parser() -> ArgumentParser:
-    parser = ArgumentParser(prog="python tools/launch_guard.py", description=__doc__.split("\n\n")[0],
-                            epilog="Exit status: 0 go on; 2 refused or bad arguments (one line on stderr); "
-                                   f"{EXIT_COMPLETE} (start) the run is complete.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    def command(name: str, summary: str, *rules: str) -> ArgumentParser:
-        text = "\n".join(textwrap.fill(rule, 100, initial_indent="- ", subsequent_indent="  ") for rule in rules)
-        return sub.add_parser(name, help=summary, description=f"{summary[0].upper()}{summary[1:]}:\n{text}",
-                              prog=f"{parser.prog} {name}")
-
-    p = command(
-        "typos", "refuse every environment variable that is not a knob but is close to a knob of SCRIPT",
-        f"one line each, exit {EXIT_REFUSED}: 'TRAIN_BATH_SIZE is not a knob; did you mean TRAIN_BATCH_SIZE?'",
-        f"knobs: the NAME=${{NAME:-default}} lines of SCRIPT (for {LAUNCHER} also of stacks/*.sh and profiles/*.sh), "
-        "read by grpo_math.knobs, the parser that writes docs/knobs.md",
-        "close: Damerau-Levenshtein distance (insert, delete, substitute, swap two neighbours) 1, or 2 for a knob of "
-        f"{LONG_NAME} characters or more, compared in upper case",
-        f"never reported: a knob of any script of the recipe, and {', '.join(sorted(NOT_TYPOS))} (other programs' "
-        "names); Hydra overrides are not checked here (verl's Hydra configuration rejects an unknown key at start-up)")
-    p.add_argument("script", help=f"a shell script of the recipe, e.g. {LAUNCHER} or setup.sh")
-    p.add_argument("--print-knobs", action="store_true", help="on success, print SCRIPT's knob names")
-    p = command(
-        "start", "decide what this launch does with the earlier run in CKPT_DIR (run only when about to train)",
-        f"RESUME_MODE=auto: the checkpoint verl will load (the folder {TRACKER_FILE} names, written after a "
-        "complete save) must be complete, else the launch is refused naming the last complete one (verl would "
-        "train from scratch, crash, or load a partial one)",
-        f"RESUME_MODE=auto: CKPT_DIR/{SETTINGS_FILE} (written at every start) is compared with this launch; a knob or "
-        "Hydra override that changes training is refused, naming each and the two ways out (a new OUTPUT_DIR, or "
-        f"RESUME_MODE=disable). Not compared: {', '.join(sorted(NOT_COMPARED))}; the Hydra keys "
-        f"{', '.join(sorted(NOT_COMPARED_KEYS))}",
-        "RESUME_MODE=auto: a run at or past its planned global steps (TOTAL_STEPS; null: the kept training prompts "
-        f"// TRAIN_BATCH_SIZE x TOTAL_EPOCHS) is reported complete: exit {EXIT_COMPLETE}, and the launcher exits 0 "
-        "without training (verl would train one more step)",
-        "starting over (RESUME_MODE=disable, or nothing complete to resume): a CKPT_DIR or TENSORBOARD_DIR with "
-        "files is moved aside to NAME.<UTC time>",
-        f"an existing LOG_FILE is kept as train.N.log (N one above the highest kept); then {SETTINGS_FILE} is written")
-    p.add_argument("settings", nargs="*", metavar="NAME=VALUE",
-                   help="every knob of the launch, resolved; after '--', the Hydra overrides it passes on")
-    p = command(
-        "kept-prompts", "print how many training rows verl keeps",
-        "the rows whose templated prompt is at most --max-prompt-length tokens (verl's data.filter_overlong_prompts)",
-        "start runs it with the launcher's PYTHON when TOTAL_STEPS=null")
-    p.add_argument("--model-path", required=True, type=Path, help="the model whose tokenizer counts")
-    p.add_argument("--train-file", required=True, type=Path, help="the verl parquet of the training split")
-    p.add_argument("--max-prompt-length", required=True, type=positive_int, help="tokens")
-    return parser
-
-
 def main(argv: Optional[list[str]] = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    overrides: list[str] = []
-    if "--" in argv:
-        at = argv.index("--")
-        argv, overrides = argv[:at], argv[at + 1:]
-    args = build_parser().parse_args(argv)
-    if args.command == "typos":
-        return cmd_typos(args.script, args.print_knobs)
-    if args.command == "start":
-        return cmd_start(args.settings, overrides)
-    print(kept_prompts(args.model_path, args.train_file, args.max_prompt_length))
-    return 0
+    parser = ArgumentParser(
+        prog="python tools/launch_guard.py", formatter_class=argparse.HelpFormatter,
+        description="typos: refuse, one line each (exit 2), every environment variable that is not a knob but is "
+                    f"close to a knob of SCRIPT (for {LAUNCHER} also of stacks/*.sh and profiles/*.sh; grpo_math.knobs "
+                    f"reads them): Damerau-Levenshtein distance 1, or 2 for a knob of {LONG_NAME}+ characters, in "
+                    "upper case. Never reported: a knob of any script of the recipe, and "
+                    f"{', '.join(sorted(NOT_TYPOS))}. Hydra overrides are verl's to check (its Hydra configuration "
+                    "rejects an unknown key at start-up).")
+    parser.add_argument("command", choices=["typos"], help="the one command (the relaunch guard runs in preflight.py)")
+    parser.add_argument("script", help=f"a shell script of the recipe, e.g. {LAUNCHER} or setup.sh")
+    parser.add_argument("--print-knobs", action="store_true", help="on success, print SCRIPT's knob names")
+    args = parser.parse_args(argv)
+    return cmd_typos(args.script, args.print_knobs)
 
 
 if __name__ == "__main__":

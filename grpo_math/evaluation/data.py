@@ -43,18 +43,26 @@ def level_name(value: object) -> str:
     return f"Level {s}" if s.isdigit() else s
 
 
+def read_parquet(path: Path, expected: str):
+    """The pyarrow table of a parquet file; DataError naming ``expected`` when it is missing, one line
+    when it is unreadable."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if not path.is_file():
+        raise DataError(f"{path}: file not found (expected {expected})")
+    try:
+        return pq.read_table(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise DataError(f"{path}: not a readable parquet file ({one_line(exc)})") from None
+
+
 def read_rows(path: Path) -> list[dict]:
     """Rows of a parquet, JSON-lines or math.json file as dicts. Raises DataError."""
     if not path.is_file():
         raise DataError(f"{path}: file not found (expected a MATH parquet or JSON-lines file)")
     if path.suffix == ".parquet":
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        try:
-            return pq.read_table(path).to_pylist()
-        except (OSError, pa.ArrowException) as exc:
-            raise DataError(f"{path}: not a readable parquet file ({one_line(exc)})") from None
+        return read_parquet(path, "a MATH parquet file").to_pylist()
     if path.suffix not in (".jsonl", ".json"):
         raise DataError(f"{path}: unsupported file type '{path.suffix}'; expected .parquet or .jsonl")
     text = path.read_text(encoding="utf-8")

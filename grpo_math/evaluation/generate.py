@@ -1,16 +1,15 @@
 """Generation with vLLM (CUDA, or Ascend NPU through vllm-ascend) or transformers, batched.
 
-Recipe protocol: sampling parameters passed explicitly with repetition_penalty 1.0 and no top-k,
-as verl's vLLM rollout does (the sampling defaults of the model's generation_config.json, e.g.
-Qwen2.5's top_k 20 and repetition penalty 1.05, are not applied); responses decoded with
-``skip_special_tokens=True``, as verl's reward manager decodes them. Opencompass protocol: greedy
-with the model's generation_config.json otherwise in force (OpenCompass's
-HuggingFacewithChatTemplate; its VLLMwithChatTemplate: temperature 0, vLLM's other defaults),
-special tokens kept and the text cut at the stop words.
+Recipe protocol: as verl's vLLM rollout, sampling parameters passed explicitly, repetition_penalty
+1.0 and no top-k (generation_config.json's sampling defaults, e.g. Qwen2.5's top_k 20 and repetition
+penalty 1.05, are not applied), responses decoded with ``skip_special_tokens=True`` as verl's reward
+manager decodes them. Opencompass protocol: greedy with generation_config.json otherwise in force
+(OpenCompass's HuggingFacewithChatTemplate; its VLLMwithChatTemplate: temperature 0, vLLM's other
+defaults), special tokens kept and the text cut at the stop words.
 
-Each generator's ``generate(prompts, n, temperature, top_p, max_new_tokens, protocol)`` returns,
-for each prompt (token ids), ``n`` results ``(text, response tokens, truncated)``; response
-tokens count the EOS token, as verl's response mask does; truncated = no EOS within the budget.
+``generate(prompts, n, temperature, top_p, max_new_tokens, protocol)`` returns, for each prompt
+(token ids), ``n`` results ``(text, response tokens, truncated)``: the tokens count the EOS token,
+as verl's response mask does; truncated = no EOS within the budget.
 """
 from __future__ import annotations
 

@@ -4,14 +4,10 @@ given; every response judged by the training reward and by a strict math-verify 
 last box; reported: both accuracies by level and type, format compliance, pass@k and the hacking
 gap between the two judges.
 
-Judges:
-- the training reward, ``new_math_reward.compute_score(data_source, response, ground_truth,
-  extra_info)``;
-- the strict check, independent of it: math-verify alone, ``verify(parse("\\boxed{gt}"),
-  parse("\\boxed{last box of the response}"))``; no box is wrong.
-
-Neither judge is ground truth (math-verify misses some equivalent forms the reward accepts), so
-read the hacking gap's examples before calling it hacking.
+The strict check is independent of the reward: math-verify alone, ``verify(parse("\\boxed{gt}"),
+parse("\\boxed{last box of the response}"))``, no box is wrong. Neither judge is ground truth
+(math-verify misses some equivalent forms the reward accepts): read the hacking gap's examples
+before calling it hacking.
 """
 from __future__ import annotations
 
@@ -156,7 +152,8 @@ def format_table(summary: dict) -> str:
     head = (f"model {run.get('model')}  data {run.get('data')} ({run.get('format')})  backend {run.get('backend')}"
             if run else "protocol recipe")
     lines = render(head, rows, s, {"acc": "accuracy", "strict": "strict_accuracy"})
-    for name, label in (("reward_only", "rewarded but strictly wrong"), ("strict_only", "strictly right but not rewarded")):
+    for name, label in (("reward_only", "rewarded but strictly wrong"),
+                        ("strict_only", "strictly right but not rewarded")):
         lines += [f"[{label}] {ex['id']}#{ex['sample_index']}: gt={one_line(ex['ground_truth'], 40)} "
                   f"pred={one_line(ex['extracted_answer'], 40)} box={one_line(ex['boxed_answer'], 40)}"
                   for ex in gap[name]["examples"]]

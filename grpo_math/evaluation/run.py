@@ -40,7 +40,8 @@ def check_model(model_dir: Path) -> None:
 
     failures = [p.message for p in pf.check_model_dir(model_dir) if p.level == "FAIL"]
     if failures:
-        raise DataError(ours(failures[0]) + (f" (+{len(failures) - 1} more problem(s))" if len(failures) > 1 else ""))
+        more = f" (+{len(failures) - 1} more problem(s))" if len(failures) > 1 else ""
+        raise DataError(ours(failures[0]) + more)
     from transformers import AutoConfig
 
     try:
@@ -48,11 +49,7 @@ def check_model(model_dir: Path) -> None:
     except Exception as exc:  # noqa: BLE001 - one line for any config failure
         raise DataError(f"--model {model_dir}: config.json does not load as a transformers model config "
                         f"({one_line(exc)}); expected the config.json of a Hugging Face causal LM") from None
-    try:
-        system_prompt, stock_prompt = pf.recipe_prompts()
-    except Exception:  # noqa: BLE001 - the reward import fails later with its own error
-        return
-    for p in pf.check_chat_template(model_dir, "cpu", system_prompt, stock_prompt):
+    for p in pf.check_chat_template(model_dir, "cpu", *pf.recipe_prompts()):  # new_math_reward: imported by data
         if pf.STOCK_PROMPT_NOTE in p.message:
             print(f"evaluate.py: WARN {ours(p.message)}", file=sys.stderr)
 

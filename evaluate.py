@@ -18,30 +18,25 @@ HERE = Path(__file__).resolve().parent
 DEFAULT_MAX_NEW_TOKENS = 1024
 
 
-def checked(kind: type, expected: str, bad):
-    """argparse type: ``kind(text)`` unless ``bad(value)``; else the error 'expected EXPECTED'."""
+def checked(convert, expected: str, bad=lambda value: False):
+    """argparse type: ``convert(text)`` unless it raises ValueError or ``bad(value)``; then the error
+    'expected EXPECTED'."""
     def parse(text: str):
         try:
-            value = kind(text)
+            value = convert(text)
+            if not bad(value):
+                return value
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
-        if bad(value):
-            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
-        return value
+            pass
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
     return parse
 
 
 fraction = checked(float, "0 < p <= 1", lambda p: not 0 < p <= 1)
 non_negative_float = checked(float, "a number >= 0", lambda x: x < 0)
 non_negative_int = checked(int, "an integer >= 0", lambda x: x < 0)
-
-
-def int_list(text: str) -> list[int]:
-    """argparse type: comma-separated integers, sorted, each once."""
-    try:
-        return sorted({int(x) for x in text.split(",") if x.strip()})
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+#: comma-separated integers, sorted, each once
+int_list = checked(lambda text: sorted({int(x) for x in text.split(",") if x.strip()}), "comma-separated integers")
 
 
 def default_output_name(model: Path, data: Path) -> str:
@@ -66,9 +61,8 @@ def build_parser() -> ArgumentParser:
     what = p.add_argument_group("what to evaluate")
     what.add_argument("--model", type=Path, metavar="DIR", help=(
         "Hugging Face model folder (config.json, weights, tokenizer files with a chat template), e.g. a merged "
-        "checkpoint; checked before anything is written (preflight.check_model_dir, then transformers' "
-        "AutoConfig); a chat template with Qwen's stock system prompt instead of the recipe's gives one WARN "
-        "line. Required unless --rescore-opencompass."))
+        "checkpoint, checked before anything is written (grpo_math.model_checks, transformers' AutoConfig; Qwen's "
+        "stock system prompt instead of the recipe's: one WARN line). Required unless --rescore-opencompass."))
     what.add_argument("--data", type=Path, metavar="FILE", help="MATH problems, one of: " + "; ".join(
         f"{name} ({', '.join(fields)}): {text}" for name, (fields, text) in LAYOUTS.items())
         + ". Required unless --rescore-opencompass.")

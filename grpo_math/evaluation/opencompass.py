@@ -6,17 +6,13 @@ EOS strings; the reference is the solution's last \boxed{} as OpenCompass's MATH
 (MATH-500: its answer field); judged as MATHVerifyEvaluator judges (math-verify on the raw response,
 first LaTeX match, boxed first); reported: accuracy % = correct / problems, by level and type.
 
-The example turns keep the config's DOUBLED braces: OpenCompass replaces the text ``{problem}``
-(then ``{solution}``, the answer column, by nothing) and leaves every other brace alone. Every user
-turn gains one trailing newline: the default chat meta-template has an empty SYSTEM slot in each
-round, mapped to the human role, and merging it into the user turn adds "\n" (seen in
-``origin_prompt``). A reference that parses to nothing is skipped: a problem, never correct, no detail.
-
-Sources (the installed opencompass 0.5.4 package): ``configs/datasets/math/math_gen_a58d9d.py``
-(the turns, ``MATHDataset``, ``MATHVerifyEvaluator``, no post-processor), ``datasets/math.py``
-(``MATHDataset.load``, ``extract_boxed_answer``), ``models/huggingface_above_v4_33.py`` (role
-mapping HUMAN -> user, BOT -> assistant, stop words, greedy decoding), ``evaluator/math_evaluator.py``
-(the math-verify settings, the 10 s per-problem limit, accuracy = 100 * correct / problems).
+The doubled braces are the config's: OpenCompass replaces the text ``{problem}`` (then
+``{solution}`` by nothing) and leaves every other brace alone. Every user turn gains a newline: the
+default meta-template's empty SYSTEM slot, mapped to the human role, is merged into it (seen in
+``origin_prompt``). Sources, in the opencompass 0.5.4 package: ``configs/datasets/math/math_gen_a58d9d.py``
+(turns, dataset, evaluator, no post-processor), ``datasets/math.py`` (``MATHDataset.load``),
+``models/huggingface_above_v4_33.py`` (roles HUMAN -> user, BOT -> assistant, stop words, greedy
+decoding), ``evaluator/math_evaluator.py`` (math-verify settings, 10 s limit, accuracy).
 """
 from __future__ import annotations
 
@@ -65,9 +61,8 @@ FEW_SHOT_TURNS: tuple[tuple[str, str], ...] = (
 USER_TURN_END = "\n"
 #: OpenCompass's role names for chat roles (origin_prompt uses them).
 OC_ROLES = {"user": "HUMAN", "assistant": "BOT", "system": "SYSTEM"}
-#: math-verify's parse / verify time limits in the main thread (seconds; none off it, where its
-#: SIGALRM timer cannot run). OpenCompass instead runs each judgement in a child process killed
-#: after 10 s.
+#: math-verify's parse / verify time limits in the main thread, seconds (none off it, where its SIGALRM
+#: timer cannot run); OpenCompass instead kills each judgement's child process after 10 s.
 TIMEOUT_S = 5
 
 
@@ -112,8 +107,7 @@ def messages_from_origin_prompt(origin_prompt: object) -> list[dict]:
 def problem_from_messages(messages: list[dict]) -> Optional[str]:
     """The problem inside the last user turn of messages built as ``build_messages`` builds them
     (e.g. OpenCompass's ``origin_prompt``), or None when that turn does not have the shape."""
-    head, tail = PROBLEM_TEMPLATE.split("{problem}")
-    tail += USER_TURN_END
+    head, tail = (PROBLEM_TEMPLATE + USER_TURN_END).split("{problem}")
     last = messages[-1]["content"] if messages and messages[-1].get("role") == "user" else ""
     if not (last.startswith(head) and last.endswith(tail) and len(last) >= len(head) + len(tail)):
         return None
@@ -140,12 +134,10 @@ def score(prediction: str, reference: Optional[str]) -> dict:
     """Judge one prediction as MATHVerifyEvaluator does: math-verify parses the reference as
     ``$reference$`` (first match, LaTeX then plain expressions) and the raw prediction (first match,
     LaTeX only, boxed answers first, no anchor-free extraction), then ``verify(prediction, reference)``.
-
-    Returns ``{"status", "correct", "pred", "answer"}``: status ``ok`` (``pred`` / ``answer`` are
-    the parsed prediction / reference as strings, as in OpenCompass's results file), ``skipped``
-    (the reference parses to nothing: counted as a problem, never correct, no detail in
-    OpenCompass), or ``error`` (math-verify raised or timed out: wrong). Never raises.
-    """
+    Returns ``{"status", "correct", "pred", "answer"}``: status ``ok`` (``pred`` / ``answer``: the parses
+    as strings, as in OpenCompass's results file), ``skipped`` (the reference parses to nothing: a
+    problem, never correct, no detail in OpenCompass) or ``error`` (math-verify raised or timed out:
+    wrong). Never raises."""
     from math_verify import verify
 
     timeout = TIMEOUT_S if threading.current_thread() is threading.main_thread() else None
@@ -184,9 +176,9 @@ JUDGES = {"accuracy": lambda r: r["correct"]}
 
 
 def summarize(records: Sequence[dict], ks: Sequence[int] = (1,), n: int = 1) -> dict:
-    """summary.json: problems, correct, skipped (reference unparsable, counted as problems, as in
-    OpenCompass), errors, accuracy (a fraction) and accuracy_percent (OpenCompass's figure), by
-    level and type; mean_response_tokens; truncated_rate. ``ks`` and ``n`` are 1 (greedy)."""
+    """summary.json: problems, correct, skipped (counted as problems, as OpenCompass does), errors,
+    accuracy (a fraction), accuracy_percent (OpenCompass's figure), by level and type, mean_response_tokens,
+    truncated_rate. ``ks`` and ``n`` are 1 (greedy)."""
     return {
         "protocol": "opencompass", "problems": len(records), "correct": sum(1 for r in records if r["correct"]),
         "skipped": sum(1 for r in records if r.get("status") == "skipped"),

@@ -18,36 +18,25 @@ HERE = Path(__file__).resolve().parent
 DEFAULT_MAX_NEW_TOKENS = 1024
 
 
-def non_negative(kind: type, what: str):
-    """argparse type: ``kind`` (int, float) >= 0, named ``what`` in the error."""
+def checked(convert, expected: str, bad=lambda value: False):
+    """argparse type: ``convert(text)`` unless it raises ValueError or ``bad(value)``; then the error
+    'expected EXPECTED'."""
     def parse(text: str):
         try:
-            value = kind(text)
+            value = convert(text)
+            if not bad(value):
+                return value
         except ValueError:
-            value = -1
-        if value < 0:
-            raise argparse.ArgumentTypeError(f"expected {what} >= 0, got {text!r}")
-        return value
+            pass
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
     return parse
 
 
-def fraction(text: str) -> float:
-    """argparse type: a float in (0, 1]."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"expected 0 < p <= 1, got {text!r}")
-    return value
-
-
-def int_list(text: str) -> list[int]:
-    """argparse type: comma-separated integers, sorted, each once."""
-    try:
-        return sorted({int(x) for x in text.split(",") if x.strip()})
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+fraction = checked(float, "0 < p <= 1", lambda p: not 0 < p <= 1)
+non_negative_float = checked(float, "a number >= 0", lambda x: x < 0)
+non_negative_int = checked(int, "an integer >= 0", lambda x: x < 0)
+#: comma-separated integers, sorted, each once
+int_list = checked(lambda text: sorted({int(x) for x in text.split(",") if x.strip()}), "comma-separated integers")
 
 
 def default_output_name(model: Path, data: Path) -> str:
@@ -72,9 +61,8 @@ def build_parser() -> ArgumentParser:
     what = p.add_argument_group("what to evaluate")
     what.add_argument("--model", type=Path, metavar="DIR", help=(
         "Hugging Face model folder (config.json, weights, tokenizer files with a chat template), e.g. a merged "
-        "checkpoint; checked before anything is written (preflight.check_model_dir, then transformers' "
-        "AutoConfig); a chat template with Qwen's stock system prompt instead of the recipe's gives one WARN "
-        "line. Required unless --rescore-opencompass."))
+        "checkpoint, checked before anything is written (grpo_math.model_checks, transformers' AutoConfig; Qwen's "
+        "stock system prompt instead of the recipe's: one WARN line). Required unless --rescore-opencompass."))
     what.add_argument("--data", type=Path, metavar="FILE", help="MATH problems, one of: " + "; ".join(
         f"{name} ({', '.join(fields)}): {text}" for name, (fields, text) in LAYOUTS.items())
         + ". Required unless --rescore-opencompass.")
@@ -90,7 +78,7 @@ def build_parser() -> ArgumentParser:
     dec = p.add_argument_group("decoding (recipe protocol; opencompass decodes greedily)")
     dec.add_argument("--max-new-tokens", type=positive_int, default=DEFAULT_MAX_NEW_TOKENS, metavar="T",
                      help="response budget, tokens (default %(default)s: the recipe's data.max_response_length)")
-    dec.add_argument("--temperature", type=non_negative(float, "a number"), default=0.0, metavar="X", help=(
+    dec.add_argument("--temperature", type=non_negative_float, default=0.0, metavar="X", help=(
         "0 = greedy (default: verl's validation setting rollout.val_kwargs: temperature 0, top_p 1, top_k -1)"))
     dec.add_argument("--top-p", type=fraction, default=1.0, metavar="P",
                      help="nucleus sampling in (0, 1], used when X > 0 (default %(default)s)")
@@ -111,7 +99,7 @@ def build_parser() -> ArgumentParser:
                      help="vLLM's tensor parallel size (default %(default)s)")
     eng.add_argument("--gpu-memory-utilization", type=fraction, default=0.8, metavar="F",
                      help="vLLM's share of device memory (default %(default)s)")
-    eng.add_argument("--cpu-threads", type=non_negative(int, "an integer"), default=0, metavar="T", help=(
+    eng.add_argument("--cpu-threads", type=non_negative_int, default=0, metavar="T", help=(
         "torch CPU threads of the transformers backend; 0 (default) keeps torch's; on a shared CPU 1 avoids "
         "oversubscribing its cores"))
     out = p.add_argument_group("output")
@@ -152,7 +140,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         if args.rescore_opencompass is not None:
             pred_file = rescore.find_predictions(args.rescore_opencompass)
-            rescore.rescore(pred_file, args.output_dir or HERE / "outputs" / "eval" / f"rescore-{pred_file.parent.name}")
+            out = args.output_dir or HERE / "outputs" / "eval" / f"rescore-{pred_file.parent.name}"
+            rescore.rescore(pred_file, out)
         else:
             run.run(args)
     except DataError as exc:

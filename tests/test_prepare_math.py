@@ -357,7 +357,7 @@ def test_failed_write_leaves_targets_and_no_temp_files(tmp_path, monkeypatch):
             raise OSError("disk full")
         return real_write(table, where, *args, **kwargs)
 
-    monkeypatch.setattr(prepare_math.pq, "write_table", flaky_write)
+    monkeypatch.setattr(pq, "write_table", flaky_write)  # the pyarrow function write_parquet_atomic calls
     with pytest.raises(OSError, match="disk full"):
         prepare_math.main(["--input-dir", str(src), "--output-dir", str(out)])
     assert (out / "train.parquet").read_bytes() == b"old train"

@@ -11,8 +11,8 @@ from grpo_math.evaluation import opencompass as oc
 from grpo_math.evaluation import recipe
 from grpo_math.io import DataError, one_line
 
-#: The layouts, detected by their fields (never by file name) in this order: name -> (required
-#: fields, what a row gives). Anything else is refused naming the file and the fields found.
+#: The layouts, detected by their fields (never by file name) in this order: name -> (required fields,
+#: what a row gives).
 LAYOUTS = {
     "verl": (("data_source", "prompt", "reward_model", "extra_info"),
              "prepare_math.py's verl parquet: the row's own prompt, reference reward_model.ground_truth, "
@@ -43,18 +43,26 @@ def level_name(value: object) -> str:
     return f"Level {s}" if s.isdigit() else s
 
 
+def read_parquet(path: Path, expected: str):
+    """The pyarrow table of a parquet file; DataError naming ``expected`` when it is missing, one line
+    when it is unreadable."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if not path.is_file():
+        raise DataError(f"{path}: file not found (expected {expected})")
+    try:
+        return pq.read_table(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise DataError(f"{path}: not a readable parquet file ({one_line(exc)})") from None
+
+
 def read_rows(path: Path) -> list[dict]:
     """Rows of a parquet, JSON-lines or math.json file as dicts. Raises DataError."""
     if not path.is_file():
         raise DataError(f"{path}: file not found (expected a MATH parquet or JSON-lines file)")
     if path.suffix == ".parquet":
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        try:
-            return pq.read_table(path).to_pylist()
-        except (OSError, pa.ArrowException) as exc:
-            raise DataError(f"{path}: not a readable parquet file ({one_line(exc)})") from None
+        return read_parquet(path, "a MATH parquet file").to_pylist()
     if path.suffix not in (".jsonl", ".json"):
         raise DataError(f"{path}: unsupported file type '{path.suffix}'; expected .parquet or .jsonl")
     text = path.read_text(encoding="utf-8")
@@ -119,22 +127,19 @@ def _problem(path: Path, i: int, row: dict, fmt: str, split: str, protocol: str)
         pid, level, subject = f"{split}-{i}", row["level"], row["type"]
     else:
         gt = _text(path, where, "answer", row["answer"])
-        pid, level, subject = str(row.get("unique_id") or f"{split}-{i}"), row.get("level"), row.get("subject") or row.get("type")
+        pid, level, subject = str(row.get("unique_id") or f"{split}-{i}"), row.get("level"), row.get("subject")
+        subject = subject or row.get("type")
     return {"id": pid, "problem": problem, "level": level_name(level), "type": str(subject or ""), "ground_truth": gt,
             "data_source": recipe.DEFAULT_DATA_SOURCE, "extra_info": None,
             "messages": oc.build_messages(problem) if protocol == "opencompass" else recipe.messages(problem)}
 
 
 def load_problems(path: Path, protocol: str = "recipe") -> tuple[str, list[dict], list[str]]:
-    """Read MATH problems from ``path`` (LAYOUTS).
-
-    Returns ``(layout, problems, dropped)``: ``problems`` in file order, each a dict with ``id,
-    problem, level, type, ground_truth, data_source, messages`` (the protocol's chat turns) and
-    ``extra_info``; ``dropped``: ids of rows without a reference (an empty box, recipe protocol).
-    Under the opencompass protocol ``ground_truth`` is OpenCompass's reference (None where its
-    loader reads none). Raises DataError for an unknown layout, a missing field, an empty problem
-    or answer, a solution without a complete box, an unsupported data_source or duplicate ids.
-    """
+    """``(layout, problems, dropped)`` of the MATH file ``path`` (LAYOUTS): the problems in file order,
+    each ``{id, problem, level, type, ground_truth, data_source, messages (the protocol's chat turns),
+    extra_info}``, ``ground_truth`` being OpenCompass's reference (maybe None) under its protocol; the
+    ids of rows dropped for an empty box (recipe). DataError for an unknown layout, a missing field, an
+    empty problem or answer, a solution without a complete box, an unsupported data_source, duplicate ids."""
     rows = read_rows(path)
     if not rows:
         raise DataError(f"{path}: no rows; expected at least one MATH problem")

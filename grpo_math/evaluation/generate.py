@@ -1,16 +1,13 @@
 """Generation with vLLM (CUDA, or Ascend NPU through vllm-ascend) or transformers, batched.
 
-Recipe protocol: sampling parameters passed explicitly with repetition_penalty 1.0 and no top-k,
-as verl's vLLM rollout does (the sampling defaults of the model's generation_config.json, e.g.
-Qwen2.5's top_k 20 and repetition penalty 1.05, are not applied); responses decoded with
-``skip_special_tokens=True``, as verl's reward manager decodes them. Opencompass protocol: greedy
-with the model's generation_config.json otherwise in force (OpenCompass's
-HuggingFacewithChatTemplate; its VLLMwithChatTemplate: temperature 0, vLLM's other defaults),
-special tokens kept and the text cut at the stop words.
-
-Each generator's ``generate(prompts, n, temperature, top_p, max_new_tokens, protocol)`` returns,
-for each prompt (token ids), ``n`` results ``(text, response tokens, truncated)``; response
-tokens count the EOS token, as verl's response mask does; truncated = no EOS within the budget.
+Recipe protocol, as verl's vLLM rollout: the sampling parameters given, repetition_penalty 1.0, no
+top-k (not generation_config.json's defaults, e.g. Qwen2.5's top_k 20, repetition penalty 1.05),
+responses decoded with ``skip_special_tokens=True`` as verl's reward manager does. Opencompass: greedy,
+generation_config.json otherwise in force (HuggingFacewithChatTemplate; VLLMwithChatTemplate:
+temperature 0, vLLM's other defaults), special tokens kept, the text cut at the stop words.
+``generate(prompts, n, temperature, top_p, max_new_tokens, protocol)`` gives, per prompt (token ids),
+``n`` results ``(text, response tokens counting the EOS as verl's response mask does, truncated = no
+EOS within the budget)``.
 """
 from __future__ import annotations
 

@@ -6,28 +6,13 @@ EOS strings; the reference is the solution's last \boxed{} as OpenCompass's MATH
 (MATH-500: its answer field); judged as MATHVerifyEvaluator judges (math-verify on the raw response,
 first LaTeX match, boxed first); reported: accuracy % = correct / problems, by level and type.
 
-The steps, in the order a problem goes through them:
-
-1. :func:`reference_answer`: the content of the solution's last ``\boxed{...}`` (``\fbox``
-   only when there is no ``\boxed``; anything but a braced ``\boxed{...}`` gives None).
-2. :func:`build_messages`: eight worked-example turns (user / assistant), then the problem turn.
-   The example turns are sent as the config spells them, with DOUBLED braces: OpenCompass
-   replaces the text ``{problem}`` (then ``{solution}``, the answer column, by nothing) and leaves
-   every other brace alone. Every user turn gains one trailing newline: OpenCompass's default
-   chat meta-template has an empty SYSTEM slot in each round, mapped to the human role, and
-   merging it into the user turn adds ``"\n"`` (seen in ``origin_prompt``).
-3. Generation (grpo_math.evaluation.generate): greedy, cut at the stop words.
-4. :func:`score`: math-verify parses the reference wrapped in ``$...$`` (first match, LaTeX then
-   plain expressions) and the raw prediction (first match, LaTeX only, boxed answers first, no
-   anchor-free extraction), then ``verify(prediction_parsed, reference_parsed)``. A reference
-   that parses to nothing is skipped: counted as a problem, never correct, no detail.
-
-Sources (the installed opencompass 0.5.4 package): ``configs/datasets/math/math_gen_a58d9d.py``
-(the turns, ``MATHDataset``, ``MATHVerifyEvaluator``, no post-processor), ``datasets/math.py``
-(``MATHDataset.load``, ``extract_boxed_answer``), ``models/huggingface_above_v4_33.py`` (role
-mapping HUMAN -> user, BOT -> assistant, merge of consecutive same-role turns with a newline, stop
-words, greedy decoding), ``evaluator/math_evaluator.py`` (the math-verify settings, the 10 s
-per-problem limit, accuracy = 100 * correct / problems).
+The doubled braces are the config's: OpenCompass replaces the text ``{problem}`` (then
+``{solution}`` by nothing) and leaves every other brace alone. Every user turn gains a newline: the
+default meta-template's empty SYSTEM slot, mapped to the human role, is merged into it (seen in
+``origin_prompt``). Sources, in the opencompass 0.5.4 package: ``configs/datasets/math/math_gen_a58d9d.py``
+(turns, dataset, evaluator, no post-processor), ``datasets/math.py`` (``MATHDataset.load``),
+``models/huggingface_above_v4_33.py`` (roles HUMAN -> user, BOT -> assistant, stop words, greedy
+decoding), ``evaluator/math_evaluator.py`` (math-verify settings, 10 s limit, accuracy).
 """
 from __future__ import annotations
 
@@ -76,64 +61,33 @@ FEW_SHOT_TURNS: tuple[tuple[str, str], ...] = (
 USER_TURN_END = "\n"
 #: OpenCompass's role names for chat roles (origin_prompt uses them).
 OC_ROLES = {"user": "HUMAN", "assistant": "BOT", "system": "SYSTEM"}
-#: math-verify's parse / verify time limits in the main thread (seconds; none off it, where its
-#: SIGALRM timer cannot run). OpenCompass instead runs each judgement in a child process killed
-#: after 10 s.
+#: math-verify's parse / verify time limits in the main thread, seconds (none off it, where its SIGALRM
+#: timer cannot run); OpenCompass instead kills each judgement's child process after 10 s.
 TIMEOUT_S = 5
 
 
-# ------------------------------------------------------------------------------------------
-# 1. reference
-# ------------------------------------------------------------------------------------------
 def reference_answer(solution: str) -> Optional[str]:
-    """The answer OpenCompass's MATHDataset keeps from ``solution``.
-
-    Take the last ``\\boxed`` (the last ``\\fbox`` only when there is no ``\\boxed``), scan from it
-    to the brace that closes the first one opened, and return what lies inside ``\\boxed{...}``.
-    None when there is no box, the braces never close, or the box is not ``\\boxed{`` (e.g.
-    ``\\fbox{4}`` or ``\\boxed 5``).
-    """
+    """The answer OpenCompass's MATHDataset keeps from ``solution``: what lies inside the last
+    ``\\boxed{...}``, braces balanced. None when there is no ``\\boxed``, the last is not followed by
+    a brace (``\\boxed 5``) or never closes. (OpenCompass falls back to the last ``\\fbox`` when there
+    is no ``\\boxed``, but then refuses it for not starting with ``\\boxed{``.)"""
     start = solution.rfind("\\boxed")
-    if start < 0:
-        start = solution.rfind("\\fbox")
-        if start < 0:
-            return None
+    if start < 0 or not solution.startswith("\\boxed{", start):
+        return None
     depth = 0
-    for i in range(start, len(solution)):
-        ch = solution[i]
-        if ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-            if depth == 0:
-                box = solution[start:i + 1]
-                return box[len("\\boxed{"):-1] if box.startswith("\\boxed{") else None
+    for i in range(start + len("\\boxed"), len(solution)):
+        depth += {"{": 1, "}": -1}.get(solution[i], 0)
+        if depth == 0:
+            return solution[start + len("\\boxed{"):i]
     return None
 
 
-# ------------------------------------------------------------------------------------------
-# 2. prompt
-# ------------------------------------------------------------------------------------------
 def build_messages(problem: str) -> list[dict]:
     """The chat messages OpenCompass sends for ``problem``: the eight few-shot turns, then the
-    problem turn, each user turn ending in one extra newline (module docstring, step 2).
-    Consecutive turns of one role are joined with a newline and empty turns are dropped, as
-    OpenCompass does (no such turns occur with a non-empty problem)."""
-    turns = [{"role": r, "content": t} for r, t in FEW_SHOT_TURNS]
-    turns.append({"role": "user", "content": PROBLEM_TEMPLATE.replace("{problem}", problem)})
-    for turn in turns:
-        turn["content"] = turn["content"].replace("{solution}", "")
-        if turn["role"] == "user":
-            turn["content"] += USER_TURN_END
-    merged: list[dict] = []
-    for turn in turns:
-        if not turn["content"]:
-            continue
-        if merged and merged[-1]["role"] == turn["role"]:
-            merged[-1]["content"] += "\n" + turn["content"]
-        else:
-            merged.append(dict(turn))
-    return merged
+    problem turn, each user turn ending in one extra newline (module docstring)."""
+    turns = [*FEW_SHOT_TURNS, ("user", PROBLEM_TEMPLATE.replace("{problem}", problem))]
+    return [{"role": role, "content": text.replace("{solution}", "") + (USER_TURN_END if role == "user" else "")}
+            for role, text in turns]
 
 
 def messages_from_origin_prompt(origin_prompt: object) -> list[dict]:
@@ -153,8 +107,7 @@ def messages_from_origin_prompt(origin_prompt: object) -> list[dict]:
 def problem_from_messages(messages: list[dict]) -> Optional[str]:
     """The problem inside the last user turn of messages built as ``build_messages`` builds them
     (e.g. OpenCompass's ``origin_prompt``), or None when that turn does not have the shape."""
-    head, tail = PROBLEM_TEMPLATE.split("{problem}")
-    tail += USER_TURN_END
+    head, tail = (PROBLEM_TEMPLATE + USER_TURN_END).split("{problem}")
     last = messages[-1]["content"] if messages and messages[-1].get("role") == "user" else ""
     if not (last.startswith(head) and last.endswith(tail) and len(last) >= len(head) + len(tail)):
         return None
@@ -168,18 +121,6 @@ def cut_at_stop_words(text: str, stop_words: list[str]) -> str:
     return text
 
 
-# ------------------------------------------------------------------------------------------
-# 4. judge and summary
-# ------------------------------------------------------------------------------------------
-def parse_reference(reference: Optional[str], timeout: Optional[int]):
-    """math-verify's parse of the reference as MATHVerifyEvaluator does it (``$ref$``)."""
-    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse
-
-    return parse(f"${reference}$", extraction_mode="first_match",
-                 extraction_config=[LatexExtractionConfig(), ExprExtractionConfig()],
-                 parsing_timeout=timeout)
-
-
 def _once(record, _seen=set()) -> bool:  # noqa: B006 - the set is the memory of this filter
     """A logging filter that lets each distinct message through once."""
     key = record.getMessage()
@@ -189,37 +130,32 @@ def _once(record, _seen=set()) -> bool:  # noqa: B006 - the set is the memory of
     return True
 
 
-def parse_prediction(prediction: str, timeout: Optional[int]):
-    """math-verify's parse of the raw prediction as MATHVerifyEvaluator does it."""
-    from latex2sympy2_extended import NormalizationConfig
-    from math_verify import LatexExtractionConfig, parse
-
-    # equations=True (OpenCompass's setting) logs a deprecation line on every parse; keep it once
-    logging.getLogger("latex2sympy2_extended.math_normalization").addFilter(_once)
-    config = LatexExtractionConfig(
-        normalization_config=NormalizationConfig(nits=False, malformed_operators=False, basic_latex=True,
-                                                 equations=True, boxed="all", units=True),
-        boxed_match_priority=0, try_extract_without_anchor=False)
-    return parse(prediction, extraction_config=[config], extraction_mode="first_match",
-                 parsing_timeout=timeout)
-
-
 def score(prediction: str, reference: Optional[str]) -> dict:
-    """Judge one prediction as MATHVerifyEvaluator does.
-
-    Returns ``{"status", "correct", "pred", "answer"}``: status ``ok`` (``pred`` / ``answer`` are
-    the parsed prediction / reference as strings, as in OpenCompass's results file), ``skipped``
-    (the reference parses to nothing: counted as a problem, never correct, no detail in
-    OpenCompass), or ``error`` (math-verify raised or timed out: wrong). Never raises.
-    """
+    """Judge one prediction as MATHVerifyEvaluator does: math-verify parses the reference as
+    ``$reference$`` (first match, LaTeX then plain expressions) and the raw prediction (first match,
+    LaTeX only, boxed answers first, no anchor-free extraction), then ``verify(prediction, reference)``.
+    Returns ``{"status", "correct", "pred", "answer"}``: status ``ok`` (``pred`` / ``answer``: the parses
+    as strings, as in OpenCompass's results file), ``skipped`` (the reference parses to nothing: a
+    problem, never correct, no detail in OpenCompass) or ``error`` (math-verify raised or timed out:
+    wrong). Never raises."""
     from math_verify import verify
 
     timeout = TIMEOUT_S if threading.current_thread() is threading.main_thread() else None
     try:
-        gold = parse_reference(reference, timeout)
+        from latex2sympy2_extended import NormalizationConfig
+        from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse
+
+        gold = parse(f"${reference}$", extraction_mode="first_match",
+                     extraction_config=[LatexExtractionConfig(), ExprExtractionConfig()], parsing_timeout=timeout)
         if len(gold) == 0:
             return {"status": "skipped", "correct": False, "pred": None, "answer": None}
-        pred = parse_prediction(prediction, timeout)
+        # equations=True (OpenCompass's setting) logs a deprecation line on every parse; keep it once
+        logging.getLogger("latex2sympy2_extended.math_normalization").addFilter(_once)
+        config = LatexExtractionConfig(
+            normalization_config=NormalizationConfig(nits=False, malformed_operators=False, basic_latex=True,
+                                                     equations=True, boxed="all", units=True),
+            boxed_match_priority=0, try_extract_without_anchor=False)
+        pred = parse(prediction, extraction_config=[config], extraction_mode="first_match", parsing_timeout=timeout)
         ok = bool(float(verify(pred, gold, timeout_seconds=timeout)))
         return {"status": "ok", "correct": ok, "pred": str(pred), "answer": str(gold)}
     except Exception as exc:  # noqa: BLE001 - a judge failure is a wrong answer, as in OpenCompass
@@ -240,9 +176,9 @@ JUDGES = {"accuracy": lambda r: r["correct"]}
 
 
 def summarize(records: Sequence[dict], ks: Sequence[int] = (1,), n: int = 1) -> dict:
-    """summary.json: problems, correct, skipped (reference unparsable, counted as problems, as in
-    OpenCompass), errors, accuracy (a fraction) and accuracy_percent (OpenCompass's figure), by
-    level and type; mean_response_tokens; truncated_rate. ``ks`` and ``n`` are 1 (greedy)."""
+    """summary.json: problems, correct, skipped (counted as problems, as OpenCompass does), errors,
+    accuracy (a fraction), accuracy_percent (OpenCompass's figure), by level and type, mean_response_tokens,
+    truncated_rate. ``ks`` and ``n`` are 1 (greedy)."""
     return {
         "protocol": "opencompass", "problems": len(records), "correct": sum(1 for r in records if r["correct"]),
         "skipped": sum(1 for r in records if r.get("status") == "skipped"),
@@ -259,7 +195,8 @@ def format_table(summary: dict) -> str:
     s, run = summary, summary.get("run", {})
     head = f"protocol opencompass ({CONFIG_NAME})" + (
         f"  model {run.get('model')}  data {run.get('data')}  backend {run.get('backend')}" if run else "")
-    rows = [("problems / correct / skipped / errors", f"{s['problems']} / {s['correct']} / {s['skipped']} / {s['errors']}"),
+    counts = f"{s['problems']} / {s['correct']} / {s['skipped']} / {s['errors']}"
+    rows = [("problems / correct / skipped / errors", counts),
             ("accuracy (OpenCompass %)", f"{s['accuracy_percent']:.2f}"),
             ("mean response length (tokens)", f"{s['mean_response_tokens']:.1f}"),
             ("truncated (no EOS)", f"{s['truncated_rate']:.4f}")]

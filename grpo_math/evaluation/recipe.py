@@ -4,14 +4,10 @@ given; every response judged by the training reward and by a strict math-verify 
 last box; reported: both accuracies by level and type, format compliance, pass@k and the hacking
 gap between the two judges.
 
-Judges:
-- the training reward, ``new_math_reward.compute_score(data_source, response, ground_truth,
-  extra_info)``;
-- the strict check, independent of it: math-verify alone, ``verify(parse("\\boxed{gt}"),
-  parse("\\boxed{last box of the response}"))``; no box is wrong.
-
-Neither judge is ground truth (math-verify misses some equivalent forms the reward accepts), so
-read the hacking gap's examples before calling it hacking.
+The strict check is independent of the reward: math-verify alone, ``verify(parse("\\boxed{gt}"),
+parse("\\boxed{last box of the response}"))``, no box is wrong. Neither judge is ground truth
+(math-verify misses some equivalent forms the reward accepts): read the hacking gap's examples
+before calling it hacking.
 """
 from __future__ import annotations
 
@@ -43,11 +39,8 @@ def messages(problem: str) -> list[dict]:
 
 
 def strict_verdict(response: str, ground_truth: str) -> tuple[bool, Optional[str]]:
-    """math-verify alone: is the response's last boxed answer equal to ``ground_truth``?
-
-    Returns ``(correct, boxed_answer)``; no box (or an empty one) -> ``(False, None or "")``.
-    Never raises; a math-verify failure counts as wrong.
-    """
+    """``(correct, boxed_answer)``: math-verify alone on the response's last box against ``ground_truth``;
+    no box (or an empty one) is ``(False, None or "")``, a math-verify failure wrong. Never raises."""
     from math_verify import parse, verify
 
     box = nmr.extract_last_boxed(response or "")
@@ -63,10 +56,9 @@ def strict_verdict(response: str, ground_truth: str) -> tuple[bool, Optional[str
 
 
 def judge(problem: dict, response: str) -> dict:
-    """A sample's verdicts: ``data_source``, ``extracted_answer`` (the reward's ``pred``),
-    ``boxed_answer`` (the last box or None), ``reward`` (``score``), ``reward_acc``,
-    ``reward_format``, ``reward_cot``, ``format_credit`` (the reward's format rule applied to any
-    response, right or wrong), ``strict_correct``."""
+    """A sample's verdicts: ``data_source``, ``extracted_answer`` (the reward's ``pred``), ``boxed_answer``
+    (the last box or None), ``reward`` (``score``), ``reward_acc``, ``reward_format``, ``reward_cot``,
+    ``format_credit`` (the reward's format rule on any response, right or wrong), ``strict_correct``."""
     res = nmr.compute_score(problem["data_source"], response, problem["ground_truth"], problem.get("extra_info"))
     strict, box = strict_verdict(response, problem["ground_truth"])
     return {"data_source": problem["data_source"], "extracted_answer": res.get("pred", ""), "boxed_answer": box,
@@ -76,12 +68,9 @@ def judge(problem: dict, response: str) -> dict:
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k for one problem with ``n`` samples of which ``c`` are correct.
-
-    ``1 - C(n-c, k) / C(n, k)`` (Chen et al. 2021, "Evaluating Large Language Models Trained on
-    Code", arXiv:2107.03374, section 2.1), computed as the numerically stable product
-    ``1 - prod_{i=n-c+1..n} (1 - k/i)``. ValueError unless 0 <= c <= n and 1 <= k <= n.
-    """
+    """Unbiased pass@k of a problem with ``n`` samples, ``c`` correct: ``1 - C(n-c, k) / C(n, k)`` (Chen et
+    al. 2021, arXiv:2107.03374, section 2.1) as the numerically stable ``1 - prod_{i=n-c+1..n} (1 - k/i)``.
+    ValueError unless 0 <= c <= n and 1 <= k <= n."""
     if not (0 <= c <= n) or not (1 <= k <= n):
         raise ValueError(f"pass_at_k: need 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
     prod = 1.0
@@ -91,10 +80,9 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 
 def hacking_gap(records: Sequence[dict], max_examples: int = GAP_EXAMPLES) -> dict:
-    """Where the two judges disagree. ``reward_only``: rewarded as correct (reward_acc 1) but
-    strictly wrong (hacking or a reward false positive); ``strict_only``: strictly right but not
-    rewarded (a reward false negative). Each: ``count``, ``rate`` (over all samples) and up to
-    ``max_examples`` examples in record order."""
+    """Where the two judges disagree: ``reward_only``, rewarded as correct (reward_acc 1) but strictly wrong
+    (hacking or a reward false positive); ``strict_only``, strictly right but not rewarded (a reward false
+    negative). Each: ``count``, ``rate`` (over all samples), up to ``max_examples`` examples in order."""
     def example(r: dict) -> dict:
         tail = r.get("response", "")
         return {**{k: r.get(k) for k in ("id", "sample_index", "ground_truth", "extracted_answer", "boxed_answer",
@@ -114,11 +102,10 @@ JUDGES = {"accuracy": lambda r: r["reward_acc"] >= 1.0, "strict_accuracy": lambd
 
 
 def summarize(records: Sequence[dict], ks: Sequence[int], n: int) -> dict:
-    """summary.json: problems, samples, accuracy (by the reward's acc) and strict_accuracy, overall
-    and by level and type; mean_reward; format_compliance (share of responses with the full
-    format credit, FULL_FORMAT_CREDIT); mean_response_tokens; truncated_rate; pass_at_k of both
-    judges for each k in ``ks`` over the problems with exactly ``n`` samples; hacking_gap.
-    Accuracies and rates are fractions of samples; lengths are tokens."""
+    """summary.json: problems, samples, accuracy (the reward's acc) and strict_accuracy, overall and by
+    level and type, mean_reward, format_compliance (share with FULL_FORMAT_CREDIT), mean_response_tokens,
+    truncated_rate, both judges' pass_at_k for each k in ``ks`` over the problems with ``n`` samples,
+    hacking_gap. Accuracies and rates are fractions of samples; lengths are tokens."""
     by_problem: dict[str, list[dict]] = defaultdict(list)
     for r in records:
         by_problem[r["id"]].append(r)
@@ -156,7 +143,8 @@ def format_table(summary: dict) -> str:
     head = (f"model {run.get('model')}  data {run.get('data')} ({run.get('format')})  backend {run.get('backend')}"
             if run else "protocol recipe")
     lines = render(head, rows, s, {"acc": "accuracy", "strict": "strict_accuracy"})
-    for name, label in (("reward_only", "rewarded but strictly wrong"), ("strict_only", "strictly right but not rewarded")):
+    for name, label in (("reward_only", "rewarded but strictly wrong"),
+                        ("strict_only", "strictly right but not rewarded")):
         lines += [f"[{label}] {ex['id']}#{ex['sample_index']}: gt={one_line(ex['ground_truth'], 40)} "
                   f"pred={one_line(ex['extracted_answer'], 40)} box={one_line(ex['boxed_answer'], 40)}"
                   for ex in gap[name]["examples"]]

@@ -1,10 +1,9 @@
 """Re-judge a real OpenCompass run's predictions with the opencompass protocol's judge, so that
 both judges see identical generations, and compare the verdicts and the sent turns.
 
-OpenCompass 0.5.4's output folder ``<timestamp>/`` holds ``predictions/<abbr>/math.json``
-(``{index: {origin_prompt, prediction, gold}}``) and, with details dumped,
-``results/<abbr>/math.json`` (``details``: one entry per judged problem, each field a one-element
-list).
+OpenCompass 0.5.4's output folder ``<timestamp>/`` holds ``predictions/<abbr>/math.json`` ({index:
+{origin_prompt, prediction, gold}}) and, with details dumped, ``results/<abbr>/math.json`` (``details``:
+one entry per judged problem, each field a one-element list).
 """
 from __future__ import annotations
 
@@ -70,10 +69,9 @@ def opencompass_verdicts(pred_file: Path) -> Optional[list[dict]]:
 
 
 def rescore(path: Path, out: Path) -> dict:
-    """Judge every prediction at ``path`` (:func:`find_predictions`) with :func:`oc.score`, compare
-    each verdict with OpenCompass's and each sent prompt (``origin_prompt``) with
-    :func:`oc.build_messages` of its problem; write rescore.jsonl and summary.json to ``out``,
-    print the agreement and every disagreement; return the summary."""
+    """Judge every prediction at ``path`` (find_predictions) with oc.score, compare each verdict with
+    OpenCompass's and each sent prompt (origin_prompt) with oc.build_messages of its problem; write
+    rescore.jsonl and summary.json to ``out``, print the agreement and each disagreement; return the summary."""
     pred_file = find_predictions(path)
     rows = load_predictions(pred_file)
     theirs = opencompass_verdicts(pred_file)

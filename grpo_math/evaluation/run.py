@@ -1,10 +1,8 @@
-"""evaluate.py's run: check the model, read the problems, generate what samples.jsonl lacks,
-judge and append each sample as it comes, then summarize.
-
-Output folder: ``run_config.json`` (the settings; a relaunch with other settings that change the
-samples is refused), ``samples.jsonl`` (one record per sample, appended as it goes: a relaunch
-skips the samples already there, and a partially written last line is dropped), ``summary.json``
-(written last, atomically).
+"""evaluate.py's run: check the model, read the problems, generate what samples.jsonl lacks, judge
+and append each sample as it comes, then summarize. Output folder: ``run_config.json`` (the settings;
+a relaunch with others that change the samples is refused), ``samples.jsonl`` (a record per sample,
+appended: a relaunch skips the samples there, and drops a partially written last line),
+``summary.json`` (written last, atomically).
 """
 from __future__ import annotations
 
@@ -29,10 +27,9 @@ RESUME_KEYS = ("model", "data", "protocol", "n", "temperature", "top_p", "max_ne
 
 
 def check_model(model_dir: Path) -> None:
-    """The model directory, before anything is written: model_checks.check_model_dir (config.json
-    parses, weights, tokenizer files), then transformers.AutoConfig loads it. Raises DataError
-    (one line, the first failure); one WARN line on stderr when the chat template's default system
-    prompt is Qwen's stock one, not the recipe's (model_checks.check_chat_template)."""
+    """The model directory, before anything is written: model_checks.check_model_dir, then
+    transformers.AutoConfig. DataError (one line, the first failure); one WARN line on stderr when the
+    chat template's default system prompt is Qwen's stock one (model_checks.check_chat_template)."""
     from grpo_math import model_checks as pf
 
     def ours(message: str) -> str:
@@ -40,7 +37,8 @@ def check_model(model_dir: Path) -> None:
 
     failures = [p.message for p in pf.check_model_dir(model_dir) if p.level == "FAIL"]
     if failures:
-        raise DataError(ours(failures[0]) + (f" (+{len(failures) - 1} more problem(s))" if len(failures) > 1 else ""))
+        more = f" (+{len(failures) - 1} more problem(s))" if len(failures) > 1 else ""
+        raise DataError(ours(failures[0]) + more)
     from transformers import AutoConfig
 
     try:
@@ -48,11 +46,7 @@ def check_model(model_dir: Path) -> None:
     except Exception as exc:  # noqa: BLE001 - one line for any config failure
         raise DataError(f"--model {model_dir}: config.json does not load as a transformers model config "
                         f"({one_line(exc)}); expected the config.json of a Hugging Face causal LM") from None
-    try:
-        system_prompt, stock_prompt = pf.recipe_prompts()
-    except Exception:  # noqa: BLE001 - the reward import fails later with its own error
-        return
-    for p in pf.check_chat_template(model_dir, "cpu", system_prompt, stock_prompt):
+    for p in pf.check_chat_template(model_dir, "cpu", *pf.recipe_prompts()):  # new_math_reward: imported by data
         if pf.STOCK_PROMPT_NOTE in p.message:
             print(f"evaluate.py: WARN {ours(p.message)}", file=sys.stderr)
 
@@ -78,7 +72,7 @@ def read_samples(path: Path) -> list[dict]:
     if not path.exists():
         return []
     data = path.read_bytes()
-    records, offset = [], 0
+    records: list[dict] = []
     lines = data.split(b"\n")
     for lineno, raw in enumerate(lines, 1):
         if raw.strip():
@@ -89,12 +83,11 @@ def read_samples(path: Path) -> list[dict]:
             except ValueError as exc:
                 if lineno == len(lines):  # partially written tail: drop it
                     with open(path, "r+b") as fh:
-                        fh.truncate(offset)
+                        fh.truncate(len(data) - len(raw))
                     return records
                 raise DataError(f"{path}: line {lineno}: not a sample record ({one_line(exc, 60)}); "
                                 "expected one JSON object per line with id and sample_index") from None
             records.append(rec)
-        offset += len(raw) + 1
     if data and not data.endswith(b"\n"):  # complete last record without its newline
         with open(path, "ab") as fh:
             fh.write(b"\n")
@@ -178,12 +171,11 @@ def run(args: argparse.Namespace) -> dict:
                     fh.flush()
                     bar.update(len(samples))
     timing["s_per_sample"] = timing["generate_s"] / timing["samples_generated"] if timing["samples_generated"] else None
-    wanted, seen, records = {p["id"] for p in problems}, set(), []
-    for r in old:  # the first record of each (id, sample) counts
-        key = (r["id"], int(r["sample_index"]))
-        if r["id"] in wanted and key[1] < args.n and key not in seen:
-            seen.add(key)
-            records.append(r)
+    first: dict[tuple[str, int], dict] = {}  # the first record of each (id, sample) counts
+    for r in old:
+        first.setdefault((r["id"], int(r["sample_index"])), r)
+    wanted = {p["id"] for p in problems}
+    records = [r for (pid, j), r in first.items() if pid in wanted and j < args.n]
     summary = protocol.summarize(records, args.ks, args.n)
     summary["run"] = {"model": str(args.model), "data": str(args.data), "format": fmt, "backend": backend,
                       "protocol": args.protocol, "limit": args.limit, "dropped_rows": dropped,

@@ -108,10 +108,11 @@ def launcher_overrides(stack: str, device: str, *extra: str, **env: str) -> list
 
 def verl_reads(stack: str, launches: dict[str, list[str]]) -> dict[str, dict]:
     """What ``stack``'s own verl reads from each launch (name -> Hydra overrides), composed with
-    its Hydra config in its environment by tests/verl_compose.py, all in one interpreter (importing
+    its Hydra config in its environment by tests/helpers/verl_compose.py, all in one interpreter (importing
     verl takes seconds): name -> verl_compose's answer (the composed ``config``, ``invalid``: what
     verl's validation raised, or None; or ``error`` where composition failed)."""
-    proc = run_in_stack(stack, [str(REPO / "tests" / "verl_compose.py")], input=json.dumps(list(launches.values())))
+    proc = run_in_stack(stack, [str(REPO / "tests" / "helpers" / "verl_compose.py")],
+                        input=json.dumps(list(launches.values())))
     assert proc.returncode == 0, proc.stderr[-3000:]
     return dict(zip(launches, json.loads(proc.stdout.strip().splitlines()[-1])))
 

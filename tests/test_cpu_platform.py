@@ -91,7 +91,7 @@ def test_the_weight_sync_reloads_vllm_and_the_check_catches_a_stale_head():
     if not MODEL.is_dir():
         pytest.skip(f"{MODEL} missing: bash setup.sh --device cpu --stack current")
     proc = run_current(f"import runpy, sys; sys.argv = ['probe', '{MODEL}']; "
-                       f"runpy.run_path('{REPO / 'tests' / 'vllm_sync_probe.py'}', run_name='__main__')")
+                       f"runpy.run_path('{REPO / 'tests' / 'helpers' / 'vllm_sync_probe.py'}', run_name='__main__')")
     assert proc.returncode == 0, proc.stderr[-3000:]
     syncs = {r["sync"]: r for r in map(json.loads, (line for line in proc.stdout.splitlines()
                                                      if line.startswith('{"sync"')))}

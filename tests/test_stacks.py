@@ -1,4 +1,4 @@
-"""Both stacks' launches, composed with each stack's own verl (tests/verl_compose.py).
+"""Both stacks' launches, composed with each stack's own verl (tests/helpers/verl_compose.py).
 
 The launcher's ``DRY_RUN=1`` command is composed with the Hydra config of the verl that stack
 installs (reference: .venv-reference, verl 0.6.0, its NPU and GPU launches; current:

@@ -10,7 +10,7 @@ The second sync sets CPU_SYNC_FAULT=skip_lm_head_retie, the broken sync the chec
 The Pearson coefficient is verl's own (verl/utils/debug/metrics.py), on token probabilities,
 as verl logs training/rollout_actor_probs_pearson_corr.
 
-Usage: python tests/vllm_sync_probe.py MODEL_DIR
+Usage: python tests/helpers/vllm_sync_probe.py MODEL_DIR
 """
 
 from __future__ import annotations

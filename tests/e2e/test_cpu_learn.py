@@ -66,7 +66,7 @@ SETTINGS = {
 RISE_P_MAX = 0.01
 OVERRIDES = ("actor_rollout_ref.actor.checkpoint.save_contents=[model]",)
 #: rollout/actor agreement the current stack must keep at every step: healthy vLLM-on-CPU runs
-#: are far above it, a sync that left the tied LM head stale fell far below it (tests/test_cpu_platform.py)
+#: are far above it, a sync that left the tied LM head stale fell far below it (tests/e2e/test_vllm_weight_sync.py)
 ROLLOUT_PEARSON_MIN = 0.99
 #: the same without the old-log-prob pass: |actor/ppo_kl| of healthy bf16 runs <= 0.004, of the
 #: stale-head sync 2.3

@@ -2,7 +2,7 @@
 default stack, current) runs real verl GRPO steps through verl's vLLM rollout (slow; CI runs it).
 
 What must hold: exit 0; >= 2 GRPO steps; the last step's checkpoint exists and is tracked
-(tests/test_merge_checkpoint.py merges it, loads it and generates); TensorBoard events hold the
+(tests/e2e/test_merge_real_checkpoint.py merges it, loads it and generates); TensorBoard events hold the
 key metrics for every step; the recipe's reward function (new_math_reward.compute_score) is
 the one verl called.
 """
@@ -63,7 +63,7 @@ def test_recipe_reward_was_called(cpu_run):
 
 def test_last_step_checkpoint_is_tracked(cpu_run):
     """verl saved the last global step's actor and named it in its tracker; merging it, loading
-    the result and generating is tests/test_merge_checkpoint.py's real-checkpoint test."""
+    the result and generating is tests/e2e/test_merge_real_checkpoint.py."""
     ckpt = cpu_run.ckpt_dir
     assert (ckpt / "latest_checkpointed_iteration.txt").read_text().strip() == str(STEPS)
     assert (ckpt / f"global_step_{STEPS}" / "actor" / "model_world_size_1_rank_0.pt").is_file()

@@ -1,30 +1,18 @@
 """OpenCompass's MATH protocol: the reproduction (grpo_math/evaluation/opencompass.py, evaluate.py
---protocol opencompass, --rescore-opencompass) on tiny literal inputs, and, marked slow, against a
-real OpenCompass run (evaluate_opencompass.sh, SmolLM2-135M on CPU).
-
-The slow test needs .venv-opencompass (bash setup.sh --with-opencompass): it skips without it,
-except under CI (CI=true), where a missing environment is a failure.
+--protocol opencompass, --rescore-opencompass) on tiny literal inputs. Against a real OpenCompass
+run: tests/e2e/test_opencompass_run.py (slow).
 """
 
 from __future__ import annotations
 
-import csv
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import evaluate as ev
-from conftest import REPO
 from grpo_math.evaluation import data, rescore
 from grpo_math.evaluation import opencompass as ocm
-
-OC_VENV = REPO / ".venv-opencompass"
-SMOLLM2 = REPO / "models" / "SmolLM2-135M-Instruct"
-MATH_JSON = REPO / "data" / "opencompass" / "math.json"
 
 
 # ------------------------------------------------------------------------------------------
@@ -182,68 +170,3 @@ def test_rescore_bad_path_is_one_line_exit_1(tmp_path, capsys):
     assert ev.main(["--rescore-opencompass", str(tmp_path / "missing")]) == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and str(tmp_path / "missing") in err
-
-
-# ------------------------------------------------------------------------------------------
-# the real OpenCompass (slow)
-# ------------------------------------------------------------------------------------------
-def _need_opencompass():
-    if not (OC_VENV / "bin" / "opencompass").exists():
-        message = f"{OC_VENV} absent: run 'bash setup.sh --device cpu --with-opencompass'"
-        if os.environ.get("CI"):
-            pytest.fail(message + " (CI installs it)")
-        pytest.skip(message)
-    if not (SMOLLM2 / "config.json").exists():
-        pytest.fail(f"{SMOLLM2} missing: run 'bash setup.sh --device cpu' first")
-
-
-N_PROBLEMS = 4
-MAX_OUT_LEN = 48
-
-
-@pytest.mark.slow
-def test_real_opencompass_run_agrees_with_the_reproduction(tmp_path):
-    _need_opencompass()
-    env = {**os.environ, "LIMIT": str(N_PROBLEMS), "MAX_OUT_LEN": str(MAX_OUT_LEN), "CPU_THREADS": "1",
-           "DEVICE": "cpu", "WORK_DIR": str(tmp_path / "oc")}
-    proc = subprocess.run(["bash", str(REPO / "evaluate_opencompass.sh"), str(SMOLLM2)], env=env, cwd=tmp_path,
-                          capture_output=True, text=True, timeout=1800)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    closing = proc.stdout.strip().splitlines()[-1]
-    assert closing.startswith("evaluate_opencompass.sh: MATH accuracy ") and "math_gen_a58d9d" in closing
-    out_dir = Path(closing.rsplit(" -> ", 1)[1])
-    assert "| math | a58d9d | accuracy | gen |" in proc.stdout  # OpenCompass's own table, printed
-
-    # the summary exists and parses
-    (summary_csv,) = sorted((out_dir / "summary").glob("summary_*.csv"))
-    rows = list(csv.DictReader(summary_csv.open()))
-    math_row = next(r for r in rows if r["dataset"] == "math")
-    accuracy = float(math_row["SmolLM2-135M-Instruct"])
-    assert 0.0 <= accuracy <= 100.0 and math_row["version"] == "a58d9d"
-
-    # the prompts OpenCompass sent are the ones evaluate.py builds, and the references agree
-    pred_file = out_dir / "predictions" / "SmolLM2-135M-Instruct" / "math.json"
-    preds = json.loads(pred_file.read_text())
-    assert len(preds) == N_PROBLEMS
-    source = list(json.loads(MATH_JSON.read_text(encoding="utf-8")).values())[:N_PROBLEMS]
-    for i, row in enumerate(source):
-        sent = ocm.messages_from_origin_prompt(preds[str(i)]["origin_prompt"])
-        assert sent == ocm.build_messages(row["problem"]), f"problem {i}: prompt differs"
-        assert preds[str(i)]["gold"] == ocm.reference_answer(row["solution"])
-    _, problems, _ = data.load_problems(MATH_JSON, "opencompass")
-    assert [p["messages"] for p in problems[:N_PROBLEMS]] == [ocm.build_messages(r["problem"]) for r in source]
-
-    # evaluate.py's judge on OpenCompass's own generations agrees with OpenCompass per problem
-    rejudged = subprocess.run([sys.executable, str(REPO / "evaluate.py"), "--rescore-opencompass", str(out_dir),
-                               "--output-dir", str(tmp_path / "rescore")], capture_output=True, text=True,
-                              timeout=600)
-    assert rejudged.returncode == 0, rejudged.stderr[-2000:]
-    summary = json.loads((tmp_path / "rescore" / "summary.json").read_text())
-    assert summary["problems"] == N_PROBLEMS and summary["protocol"] == "opencompass"
-    assert summary["agreement"] == 1.0, summary["disagreements"]
-    assert summary["prompt_mismatches"] == []
-    assert summary["accuracy_percent"] == pytest.approx(accuracy, abs=0.01)
-    results = rescore.opencompass_verdicts(pred_file)
-    ours = [json.loads(line) for line in (tmp_path / "rescore" / "rescore.jsonl").read_text().splitlines()]
-    assert [r["correct"] for r in ours] == [bool(d["correct"]) for d in results]
-    assert [r["pred"] for r in ours] == [d["pred"] for d in results if "pred" in d]

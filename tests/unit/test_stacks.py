@@ -1,4 +1,4 @@
-"""Both stacks' launches, composed with each stack's own verl (tests/verl_compose.py).
+"""Both stacks' launches, composed with each stack's own verl (tests/helpers/verl_compose.py).
 
 The launcher's ``DRY_RUN=1`` command is composed with the Hydra config of the verl that stack
 installs (reference: .venv-reference, verl 0.6.0, its NPU and GPU launches; current:
@@ -90,7 +90,7 @@ def test_current_profiles_compose_and_validate(composed, profile):
     assert got["rollout"] == "vllm"
     if profile == "npu_2x8" or profile == "cuda_2x8":
         assert (got["nnodes"], got["n_gpus_per_node"]) == (2, 8)
-    # the worker-level batch rules validate_config leaves to start-up (tests/test_profiles.py checks
+    # the worker-level batch rules validate_config leaves to start-up (tests/unit/test_profiles.py checks
     # them on verl 0.6.0 for the reference stack's launches)
     world = got["n_gpus_per_node"] * got["nnodes"]
     assert world % got["tp"] == 0

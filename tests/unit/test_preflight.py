@@ -708,7 +708,7 @@ def test_cli_failures_exit_one_with_one_line_each(tmp_path, data_file):
 
 
 def test_cli_rejects_a_bad_number_in_one_line(tmp_path, data_file):
-    """The launcher names the knob (tests/test_launcher_config.py); called directly, argparse names the option."""
+    """The launcher names the knob (tests/unit/test_launcher_config.py); called directly, argparse names the option."""
     proc = run_preflight(args_for(tmp_path, data_file, data_file, tmp_path, micro_batch="1.5"))
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [

@@ -11,7 +11,7 @@
 
 The launcher runs here for real up to main_ppo: its PYTHON is a script that runs preflight.py with this
 interpreter and records main_ppo's arguments instead of running it: no Ray, no training. The kill during a
-real save is tests/test_resume.py's.
+real save is tests/e2e/test_resume.py's.
 """
 
 from __future__ import annotations

@@ -186,7 +186,7 @@ def test_matrix_tables_number_each_source_once_and_cite_them_all():
 
 def test_a_changed_pin_makes_the_readmes_stale(monkeypatch):
     """README.md and docker/README.md hold the generated tables; a matrix change without
-    'python -m tools.sync_readme' fails tests/test_readme.py's sync check."""
+    'python -m tools.sync_readme' fails tests/unit/test_readme.py's sync check."""
     import dataclasses
 
     from conftest import REPO

@@ -9,7 +9,7 @@ quick start the prompts are two thirds of the tokens.
 ``SharedPromptEngine`` computes each distinct prompt of a micro-batch once, keeping its key/value
 cache, then that prompt's responses as one batch attending to the cache, with logits at the
 response positions only. Gradients flow through the cache into the prompt, so the log-probs, the
-loss and the update are verl's up to float rounding (``tests/test_shared_prompt_engine.py``
+loss and the update are verl's up to float rounding (``tests/unit/test_shared_prompt_engine.py``
 compares them with the plain forward). The log-probs come back in verl's layout: one value per
 token of each sequence, the response's at prompt_len - 1 ... prompt_len + response_len - 2, zeros
 at the prompt positions. The platform module registers it for the device ``cpu``; micro-batches it

@@ -142,9 +142,8 @@ def _scan_boxes(text: str) -> Tuple[List[Tuple[int, int, int, int]], int]:
             if m.group(1):
                 depth += 1
                 open_boxes.append((depth, m.end(), m.start()))
-            else:
-                if arg := _BARE_BOX_ARG_RE.match(text, m.end()):
-                    boxes.append((m.start(), arg.end(), -1, arg.start()))
+            elif arg := _BARE_BOX_ARG_RE.match(text, m.end()):
+                boxes.append((m.start(), arg.end(), -1, arg.start()))
         elif tok == "{":
             depth += 1
         elif tok == "}":
@@ -250,13 +249,9 @@ def extract_final_answer(text: str) -> Tuple[Optional[List[str]], bool]:
     region = tail if ANSWER_OPEN in tail or "\\boxed" in tail or "\\fbox" in tail else text
     if ANSWER_OPEN not in region:
         return _final_statement(region, cut_continuation=True)
-    finals: List[List[str]] = []
-    hedged = False
-    for block in region.split(ANSWER_OPEN)[1:]:
-        ans, h = _final_statement(block.split(ANSWER_CLOSE, 1)[0], cut_continuation=False)
-        if ans is not None:
-            finals.append(ans)
-            hedged = hedged or h
+    blocks = [b.split(ANSWER_CLOSE, 1)[0] for b in region.split(ANSWER_OPEN)[1:]]
+    stated = [_final_statement(b, cut_continuation=False) for b in blocks]
+    finals, hedged = [ans for ans, _ in stated if ans is not None], any(h for _, h in stated)
     if not finals:
         return None, False
     if len({tuple(_norm_key(a) for a in f) for f in finals}) > 1:
@@ -276,15 +271,14 @@ def extract_final_answer(text: str) -> Tuple[Optional[List[str]], bool]:
 class _Norm(namedtuple("_Norm", "s pct unit text base choice mod", defaults=(False, None, False, None, None, None))):
     """An answer's canonical string ``s`` with its percent sign, unit, \\text{} phrase, base, choice letter, modulus."""
 
+    def compatible(self, g: "_Norm") -> bool:
+        """A unit, base or modulus is optional (MATH pays "5" for "5 cm"), but two different ones differ."""
+        if self.unit and g.unit and self.unit != g.unit and not ({self.unit, g.unit} & _GENERIC_UNITS):
+            return False
+        return not any(a and b and a != b for a, b in ((self.base, g.base), (self.mod, g.mod)))
+
     def same(self, other: "_Norm") -> bool:
-        return self.s == other.s and self.pct == other.pct and _decorations_compatible(self, other)
-
-
-def _decorations_compatible(p: _Norm, g: _Norm) -> bool:
-    """A unit, base or modulus is optional (MATH pays "5" for "5 cm"), but two different ones differ."""
-    if p.unit and g.unit and p.unit != g.unit and not ({p.unit, g.unit} & _GENERIC_UNITS):
-        return False
-    return not (p.base and g.base and p.base != g.base) and not (p.mod and g.mod and p.mod != g.mod)
+        return self.s == other.s and self.pct == other.pct and self.compatible(other)
 
 # (a) Unicode maths as models write it -> LaTeX (latex2sympy2_extended's normaliser knows none of it).
 _UNICODE = {"π": "\\pi ", "∞": "\\infty ", "−": "-", "–": "-", "×": "\\times ", "·": "\\cdot ", "⋅": "\\cdot ",
@@ -330,10 +324,10 @@ _TRAIL_TEXT_UNIT_RE = re.compile(
     r"(?:\^\s*\{?\s*(?P<p>[23])\s*\}?)?\s*\.?$")
 _TRAIL_WORD_UNIT_RE = re.compile(r"^(?P<l>(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?\w+\}?)?\s*=\s*)?(?P<v>[-+]?[\d.,]*\d)\s+"
                                  r"(?P<u>[A-Za-z]{2,}(?: [A-Za-z]+)*)(?:\^\{?(?P<p>[23])\}?)?\.?$")
-_SMALL_NUMBERS = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
-                  "sixteen seventeen eighteen nineteen").split()
-_NUMBER_WORDS = {w: i for i, w in enumerate(_SMALL_NUMBERS)}
-_NUMBER_WORDS.update({w: 10 * (i + 2) for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split())})
+_NUMBER_WORDS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve "
+                                            "thirteen fourteen fifteen sixteen seventeen eighteen nineteen".split())}
+_NUMBER_WORDS.update({w: 10 * i for i, w in
+                      enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split(), 2)})
 _NUMBER_SCALES = {"hundred": 100, "thousand": 1000, "million": 10 ** 6, "billion": 10 ** 9}
 _NUMBER_WORD_RE = re.compile(r"^(?:(?:" + "|".join(list(_NUMBER_WORDS) + list(_NUMBER_SCALES)) +
                              r"|and|a)(?:[\s-]+|$))+", re.I)
@@ -382,12 +376,12 @@ _BASE_SUB_RE = re.compile(r"^\(?([0-9A-Za-z]+(?:\.[0-9A-Za-z]+)?)\)?_\{?\(?(\d{1
 #: A base in words after the numeral: "141 in base 13", "1112112 (base 3)", "7602 base-8".
 _BASE_WORDS_RE = re.compile(r"^(?P<v>[0-9A-Za-z]+(?:\.[0-9A-Za-z]+)?)\s*(?P<o>\()?\s*(?:in\s+)?base[\s-]*"
                             r"(?P<b>\d{1,2}|[a-z]{3,9})\s*(?(o)\))$", re.I)
-_BASE_WORDS = {"two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "seven": "7", "eight": "8",
-               "nine": "9", "ten": "10", "eleven": "11", "twelve": "12", "sixteen": "16"}
+_BASE_WORDS = {w: str(i) for w, i in _NUMBER_WORDS.items() if 2 <= i <= 12 or i == 16}  # "two" .. "twelve", "sixteen"
 _THOUSANDS_RE = re.compile(r"^[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
 _NAME_EQ_RE = re.compile(r"^[A-Za-z]\s*=\s*")  # "N = 14,916": the number after a name
 _GROUP_THOUSANDS_RE = re.compile(r"\{(\d{1,3}(?:,\d{3})+(?:\.\d+)?)\}")
 _SPACE_DROP_RE = re.compile(r"(?<![A-Za-z]) | (?![A-Za-z])")
+_BRACE_OR_ESCAPE_RE = re.compile(r"\\.|[{}]", re.S)
 _BRACE_STEP = bytes.maketrans(b"{}", b"\x01\xff")  # +1 / -1 as signed bytes
 _WS_CHARS = " \t\n\r\f\v"
 _UNIT_ALIASES = {
@@ -423,20 +417,12 @@ def _unicode_to_latex(s: str) -> str:
 
 
 def _match_brace(s: str, i: int) -> int:
-    """Index of the brace closing the group opened at s[i] == '{', or -1."""
-    depth, j, n = 0, i, len(s)
-    while j < n:
-        c = s[j]
-        if c == "\\":
-            j += 2
-            continue
-        if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return j
-        j += 1
+    """Index of the brace closing the group opened at s[i] == '{', or -1 (escaped characters skipped)."""
+    depth = 0
+    for m in _BRACE_OR_ESCAPE_RE.finditer(s, i):
+        depth += {"{": 1, "}": -1}.get(m.group(), 0)
+        if depth == 0 and m.group() == "}":
+            return m.start()
     return -1
 
 
@@ -513,8 +499,7 @@ def _normalise(raw: str) -> _Norm:
     s = _BRACELESS_FRAC2_RE.sub(r"\\frac{\1}{\2}", _BRACELESS_FRAC_RE.sub(r"\\frac{\1}{\2}", _STYLE_RE.sub("", s)))
     s = _ONE_TOKEN_EXP_RE.sub(r"^\1", _BRACELESS_SQRT_RE.sub(r"\\sqrt{\1}", _BRACELESS_FRAC3_RE.sub(r"\\frac{\1}{", s)))
     s = re.sub(r"\\(le|ge)(?![A-Za-z])", lambda m: "\\" + m.group(1) + "q", _SPACE_CMD_RE.sub(" ", s)).strip()
-    m = _BRACKETED_MATRIX_RE.match(s)
-    s = m.group(1) if m else s
+    s = m.group(1) if (m := _BRACKETED_MATRIX_RE.match(s)) else s
     s2 = s.replace("\\%", "").replace("%", "")
     pct, s = s2 != s, s2.replace("\\$", "").replace("$", "").strip()
     if _ZERO_VECTOR_RE.match(s):  # before the font wrappers go: bold 0 is a vector, not the number
@@ -532,10 +517,9 @@ def _normalise(raw: str) -> _Norm:
     if (label := _LABEL_RE.match(s) if s[:1] == "\\" or ":" in s else None):
         s = label.group("rest")
     s, is_text = _unwrap(s)
-    if s.endswith(")") and " (" in s:
-        m = _REMARK_RE.match(s)
-        if m and not _HEDGE_REMARK_RE.search(m.group("r")):
-            s = m.group("v")
+    m = _REMARK_RE.match(s) if s.endswith(")") and " (" in s else None
+    if m and not _HEDGE_REMARK_RE.search(m.group("r")):
+        s = m.group("v")
     s = " ".join(_ORDINAL_RE.sub(r"\1", s).split())  # "June 20th", "20^{\\text{th}}" -> "June 20"
     if s[:1].isalpha():
         s = _OPTION_WORD_RE.sub("", s)
@@ -553,23 +537,19 @@ def _normalise(raw: str) -> _Norm:
         m = _TRAIL_WORD_UNIT_RE.match(s)
         if m and not _NOT_A_UNIT_RE.search(m.group("u")):
             s, unit = (m.group("l") or "") + m.group("v"), _unit_key(m.group("u"), m.group("p"))
-        elif ":" in s:
-            if m := _TIME_RE.match(s):
-                s, unit = m.group(1), (m.group(2).lower() + "m" if m.group(2) else None)
+        elif ":" in s and (m := _TIME_RE.match(s)):
+            s, unit = m.group(1), (m.group(2).lower() + "m" if m.group(2) else None)
     s2 = _DEG_RE.sub("", s)
     thousands = "," in s2 and _THOUSANDS_RE.match(_NAME_EQ_RE.sub("", s2)) and all(  # "60^\circ,120^\circ" is a list
         d.start() > s.rfind(",") for d in _DEG_RE.finditer(s))
-    if s2 != s and unit is None:
-        unit = "degree"
-    s = s2
+    s, unit = s2, ("degree" if s2 != s and unit is None else unit)
     if _REALS_RE.match(s):
         s = "(-\\infty,\\infty)"
     elif s.replace(" ", "") == "\\{\\}":
         s = "\\emptyset"
     s = _IN_PREFIX_RE.sub("", s)
-    if "base" in s:
-        m = _BASE_WORDS_RE.match(s)
-        s = "%s_{%s}" % (m.group("v"), m.group("b").lower()) if m else s
+    if "base" in s and (m := _BASE_WORDS_RE.match(s)):
+        s = "%s_{%s}" % (m.group("v"), m.group("b").lower())
     mod, m = None, _MOD_RE.search(s)
     if m:
         s, mod = s[:m.start()], next(g for g in m.groups() if g)
@@ -648,6 +628,7 @@ _OPEN, _CLOSE = "([{", ")]}"
 _WORD_SEP_RE = re.compile(r"(?<![A-Za-z\\])(?:and|or)(?![A-Za-z])")
 _MATRIX_RE = re.compile(r"^\\begin\{([pbBvV]?matrix|array)\}(?:\{[lcr|]*\})?(.*)\\end\{\1\}$", re.S)
 _INEQ_RE = re.compile(r"(\\leq|\\geq|<|>)")
+_FLIP = {"<": ">", ">": "<", "\\leq": "\\geq", "\\geq": "\\leq"}  # an inequality read from the other side
 _ASSIGN_LHS_RE = re.compile(r"^(?:" + _NAME + r"|[A-Za-z]{1,3})$")
 _VAR_RE = re.compile(r"^" + _NAME + r"$")
 _SCALED_MATRIX_RE = re.compile(
@@ -691,29 +672,21 @@ def _split_top(s: str, seps: str = ",;", words: bool = True) -> List[str]:
     return [p for p in (q.strip() for q in parts) if p]
 
 
+def _encloses(steps) -> bool:
+    """Bracket steps (+1 open, -1 close) between an opener and a closer: the opener closes at the end, not before."""
+    depth = list(accumulate(steps, initial=0))
+    return min(depth) >= 0 and depth[-1] == 0
+
+
 def _bracket_pair_ok(s: str) -> bool:
-    """s = (...) / [...] / (...] / [...) whose first bracket closes at the end."""
-    depth = 0
-    for i, c in enumerate(s):
-        if c in _OPEN:
-            depth += 1
-        elif c in _CLOSE:
-            depth -= 1
-            if depth == 0 and i != len(s) - 1:
-                return False
-    return depth == 0
+    """s = (...) / [...] / (...] / [...) (its first and last character checked by the caller) closed only at the end."""
+    return _encloses((c in _OPEN) - (c in _CLOSE) for c in s[1:-1])
 
 
 def _is_set_literal(s: str) -> bool:
     """s is ``\\{...\\}`` with the opening ``\\{`` closed by the final ``\\}``."""
-    if not (s.startswith("\\{") and s.endswith("\\}")):
-        return False
-    depth = 0
-    for m in re.finditer(r"\\[{}]", s[2:-2]):
-        depth += 1 if m.group(0) == "\\{" else -1
-        if depth < 0:
-            return False
-    return depth == 0
+    return (s.startswith("\\{") and s.endswith("\\}")
+            and _encloses(1 if t == "\\{" else -1 for t in re.findall(r"\\[{}]", s[2:-2])))
 
 
 def _top_level_eq(s: str) -> List[str]:
@@ -734,8 +707,7 @@ def _inequality_interval(s: str) -> Optional[_Struct]:
     if len(parts) == 3:
         a, op, b = terms[0], ops[0], terms[1]
         if _VAR_RE.match(b):  # "1 < x"  ->  "x > 1"
-            a, b = b, a
-            op = {"<": ">", ">": "<", "\\leq": "\\geq", "\\geq": "\\leq"}[op]
+            a, b, op = b, a, _FLIP[op]
         if op in (">", "\\geq"):
             return _Struct("tuple", items=[b, "\\infty"], brackets=("[" if op == "\\geq" else "(") + ")")
         return _Struct("tuple", items=["-\\infty", b], brackets="(" + ("]" if op == "\\leq" else ")"))
@@ -743,8 +715,7 @@ def _inequality_interval(s: str) -> Optional[_Struct]:
     if not _VAR_RE.match(var) or not ({o1, o2} <= {"<", "\\leq"} or {o1, o2} <= {">", "\\geq"}):
         return None
     if o1 in (">", "\\geq"):  # "7 >= x >= -2"  ->  "-2 <= x <= 7"
-        flip = {">": "<", "\\geq": "\\leq"}
-        lo, hi, o1, o2 = hi, lo, flip[o2], flip[o1]
+        lo, hi, o1, o2 = hi, lo, _FLIP[o2], _FLIP[o1]
     return _Struct("tuple", items=[lo, hi], brackets=("[" if o1 == "\\leq" else "(") + ("]" if o2 == "\\leq" else ")"))
 
 
@@ -769,34 +740,26 @@ def _scaled_matrix(s: str) -> Optional[_Struct]:
     if not c or c == "+" or _NOT_SCALAR_RE.search(c):
         return None
     cv = Fraction(-1) if c == "-" else _exact_number(c)
-    if not isinstance(cv, Fraction):
-        cv = None
-        if not isinstance(_parse(c), _sympy.Expr):
-            return None  # not a scalar (e.g. \\det): no elementwise reading
+    if not isinstance(cv, Fraction) and not isinstance(_parse(c), _sympy.Expr):
+        return None  # not a scalar (e.g. \\det): no elementwise reading
     if not (inner := _MATRIX_RE.match(m.group("m"))):
         return None
-    rows = []
-    for row in _matrix_rows(inner.group(2)):
-        out = []
-        for e in row:
-            ev = _exact_number(_normalise(e).s) if cv is not None else None
-            out.append(str(cv * ev) if isinstance(ev, Fraction) else "(%s)\\cdot(%s)" % (c, e))
-        rows.append(out)
-    return _Struct("matrix", items=rows)
+
+    def product(e: str) -> str:
+        ev = _exact_number(_normalise(e).s) if isinstance(cv, Fraction) else None
+        return str(cv * ev) if isinstance(ev, Fraction) else "(%s)\\cdot(%s)" % (c, e)
+    return _Struct("matrix", items=[[product(e) for e in row] for row in _matrix_rows(inner.group(2))])
 
 
 def _reals_minus_points(s: str) -> Optional[_Struct]:
     """``\\mathbb{R} \\setminus \\{a, b\\}`` as the union of open intervals between the exact points."""
     m = _SETMINUS_RE.match(s)
-    if not m or not (_REALS_RE.match(m.group("a")) or m.group("a") == "(-\\infty,\\infty)"):
-        return None
-    if not _is_set_literal(m.group("b")):
+    if (not m or not (_REALS_RE.match(m.group("a")) or m.group("a") == "(-\\infty,\\infty)")
+            or not _is_set_literal(m.group("b"))):
         return None
     pts = {}
-    for x in _structure(m.group("b")).items:
-        xs = _normalise(x).s
-        v = _exact_number(xs)
-        if not isinstance(v, Fraction):
+    for xs in (_normalise(x).s for x in _structure(m.group("b")).items):
+        if not isinstance(v := _exact_number(xs), Fraction):
             return None
         pts.setdefault(v, xs)
     bounds = ["-\\infty"] + [pts[v] for v in sorted(pts)] + ["\\infty"]
@@ -817,21 +780,17 @@ def _set_builder(s: str) -> Optional[_Struct]:
 
 def _union(s: str) -> _Struct:
     """Intervals and finite sets joined by ``\\cup`` (the points in one set); a union of finite sets is that set."""
-    intervals, points, has_set = [], [], False
+    intervals, points = [], []
     for piece in s.split("\\cup"):
         st = _structure(piece)
         if st.kind == "tuple" and len(st.items) == 2:
             intervals.append(st)
         elif st.kind == "list" and st.brackets == "{}":
-            has_set = True
             points.extend(st.items)
         else:
             return _Struct("scalar", s=s)
-    if not intervals:
-        return _Struct("list", items=points, ordered=False, brackets="{}")
-    if has_set and points:
-        intervals.append(_Struct("list", items=points, ordered=False, brackets="{}"))
-    return _Struct("union", items=intervals)
+    finite = _Struct("list", items=points, ordered=False, brackets="{}")
+    return _Struct("union", items=intervals + ([finite] if points else [])) if intervals else finite
 
 
 def _structure(s: str) -> _Struct:
@@ -876,8 +835,7 @@ def _assignments(st: _Struct) -> _Struct:
     if not named:
         return st
     if len(named) == len(lhs) and len(set(named)) == len(named) and len(named) > 1:
-        order = sorted(range(len(lhs)), key=lambda i: lhs[i])
-        return _Struct("tuple", items=[vals[i] for i in order], brackets="()")
+        return _Struct("tuple", items=[v for _, v in sorted(zip(lhs, vals))], brackets="()")  # names distinct
     if len(named) == len(lhs) and len(set(named)) == 1 or (lhs[0] is not None and len(named) == 1):
         return _Struct("list", items=vals, ordered=st.ordered)
     return st
@@ -979,7 +937,7 @@ def _text_equal(p: _Norm, g: _Norm) -> bool:
 
 def _values_equal(p: _Norm, g: _Norm, ctx) -> bool:
     """One item against one item, by the gold's kind."""
-    if not _decorations_compatible(p, g):
+    if not p.compatible(g):
         return False
     if p.s == g.s and p.pct == g.pct:
         return True
@@ -1010,7 +968,7 @@ def _oriented(parts: List[str]) -> Tuple[str, str, str]:
     if len(parts) != 3:
         return ("", "?", "")
     a, op, b = parts
-    return (b, {">": "<", "\\geq": "\\leq"}[op], a) if op in (">", "\\geq") else (a, op, b)
+    return (b, _FLIP[op], a) if op in (">", "\\geq") else (a, op, b)
 
 
 def _plain_equal(ps: str, gs: str, ppct: bool, gpct: bool, ctx) -> bool:

@@ -914,12 +914,8 @@ def _item_kind(n: _Norm) -> str:
 
 def _text_equal(p: _Norm, g: _Norm) -> bool:
     """A word answer: the same words, or a short sentence stating it after a copula, once, without negation."""
-    gw = [w.lower() for w in re.findall(r"[A-Za-z]+", g.s)]
-    pw = [w.lower() for w in re.findall(r"[A-Za-z]+", p.s)]
-    if pw[1:] and pw[0] in _ARTICLES:  # "a circle" for "circle"
-        pw = pw[1:]
-    if gw[1:] and gw[0] in _ARTICLES:
-        gw = gw[1:]
+    pw, gw = ([w.lower() for w in re.findall(r"[A-Za-z]+", x.s)] for x in (p, g))
+    pw, gw = (w[1:] if w[1:] and w[0] in _ARTICLES else w for w in (pw, gw))  # "a circle" for "circle"
     if pw == gw:
         return True
     if gw == ["neither"] and len(pw) in (4, 5) and pw[0] == "neither" and pw[2] == "nor":
@@ -979,9 +975,8 @@ def _plain_equal(ps: str, gs: str, ppct: bool, gpct: bool, ctx) -> bool:
     if pv is not None and gv is not None:
         if isinstance(pv, _BigPow) or isinstance(gv, _BigPow):
             return pv == gv and pv.e is not None
-        if ppct == gpct or "percent" in ctx["demands"]:
-            return pv == gv
-        return pv == gv or (pv * 100 == gv if gpct else pv == gv * 100)
+        return pv == gv or (ppct != gpct and "percent" not in ctx["demands"]
+                            and (pv * 100 == gv if gpct else pv == gv * 100))
     if isinstance(pv, _BigPow) or isinstance(gv, _BigPow):
         return False
     if ps == gs:
@@ -1059,9 +1054,7 @@ def _match(p: _Norm, g: _Norm, ctx) -> bool:
         return sides is not None and sides[0].s != p.s and _match(sides[0], g, ctx)
     if gs.kind == "matrix" or ps.kind == "matrix":
         ps, gs = _as_matrix(ps, gs), _as_matrix(gs, ps)
-        if gs.kind != ps.kind or len(gs.items) != len(ps.items):
-            return False
-        if any(len(r1) != len(r2) for r1, r2 in zip(gs.items, ps.items)):
+        if gs.kind != ps.kind or [len(r) for r in gs.items] != [len(r) for r in ps.items]:
             return False
         return all(_match(_normalise(a), _normalise(b), ctx)
                    for r1, r2 in zip(ps.items, gs.items) for a, b in zip(r1, r2))
@@ -1071,7 +1064,7 @@ def _match(p: _Norm, g: _Norm, ctx) -> bool:
         return _matched_unordered(ps.items, gs.items, lambda a, b: _piece_equal(a, b, ctx))
     if gs.kind == "tuple":
         if ps.kind == "tuple":
-            return _tuple_equal(ps, gs, ctx)
+            return _piece_equal(ps, gs, ctx)
         if ps.kind == "list" and len(gs.items) > 2:
             return _items_equal(ps.items, gs.items, True, ctx)  # "1, 2, 3" for "(1, 2, 3)"
         return False
@@ -1119,22 +1112,17 @@ def _rounds_to(exact: str, approx: str) -> Optional[bool]:
 
 
 def _piece_equal(p: _Struct, g: _Struct, ctx) -> bool:
-    """One piece of a union: an interval (ordered, brackets count) or a finite set."""
-    if p.kind != g.kind:
-        return False
-    return _items_equal(p.items, g.items, False, ctx) if p.kind == "list" else _tuple_equal(p, g, ctx)
-
-
-def _tuple_equal(p: _Struct, g: _Struct, ctx) -> bool:
-    return p.brackets == g.brackets and len(p.items) == len(g.items) and _items_equal(p.items, g.items, True, ctx)
+    """Two tuples (pairs, vectors, intervals: in order, brackets count) or two finite sets (a union's pieces)."""
+    ordered = p.kind != "list"
+    return (p.kind == g.kind and (not ordered or p.brackets == g.brackets)
+            and _items_equal(p.items, g.items, ordered, ctx))
 
 
 def answers_match(pred: str, gold: str, deadline: Optional[float] = None, demands: frozenset = frozenset()) -> bool:
     """Whether ``pred`` states the value of ``gold``; ``demands``: the question's "ordered" or "normalised"."""
     if len(pred) > MAX_ANSWER_CHARS or len(gold) > MAX_ANSWER_CHARS:
         return pred.strip() == gold.strip()  # too long to normalise or compare: verbatim only
-    if deadline is None:
-        deadline = _cpu_clock() + CAS_BUDGET_S
+    deadline = _cpu_clock() + CAS_BUDGET_S if deadline is None else deadline
     pn, gn = _normalise(pred), _normalise(gold)
     if pn.same(gn):
         return True
@@ -1147,7 +1135,7 @@ _BigPow = namedtuple("_BigPow", "r e key", defaults=("",))
 _INT_RE = re.compile(r"^[-+]?\d+$")
 _DEC_RE = re.compile(r"^([-+]?)(\d*)\.(\d*)$")
 _FRAC_RE = re.compile(r"^([-+]?)\\frac\{([-+]?)(\d+(?:\.\d+)?)\}\{(\d+(?:\.\d+)?)\}$")
-_SLASH_RE = re.compile(r"^([-+]?)(\d+(?:\.\d+)?)/(\d+(?:\.\d+)?)$")
+_SLASH_RE = re.compile(r"^([-+]?)()(\d+(?:\.\d+)?)/(\d+(?:\.\d+)?)$")  # groups as _FRAC_RE's
 _MIXED_RE = re.compile(r"^([-+]?)(\d+)\\frac\{(\d+)\}\{(\d+)\}$")
 _SCI_RE = re.compile(r"^([-+]?\d*\.?\d+)(?:\\times|\\cdot|\*|x)10\^\{?([-+]?\d+)\}?$")
 _E_RE = re.compile(r"^([-+]?\d*\.?\d+)[eE]([-+]?\d+)$")
@@ -1172,20 +1160,18 @@ def _tower(s: str):
     for base in reversed(nums[:-1]):
         if isinstance(val, _BigPow):
             return _BigPow(0, None, s)
-        if val.denominator != 1 if isinstance(val, Fraction) else False:
+        if isinstance(val, Fraction) and val.denominator != 1:
             return None  # fractional exponent: a radical, for the CAS
         e = int(val)
+        if base == 0 and e <= 0:
+            return None
         if base in (0, 1):
-            val = Fraction(base) if e > 0 or base == 1 else None
-            if val is None:
-                return None
-            continue
-        if e < 0:
+            val = Fraction(base)
+        elif e < 0:
             if -e * abs(base).bit_length() > MAX_POWER_BITS:
                 return _BigPow(0, None, s)
             val = Fraction(1, base ** (-e))
-            continue
-        if e * abs(base).bit_length() <= MAX_POWER_BITS:
+        elif e * abs(base).bit_length() <= MAX_POWER_BITS:
             val = Fraction(base) ** e
         elif base > 0:
             r, k = (_sympy.perfect_power(base) if base.bit_length() <= 62 else False) or (base, 1)  # base = r**k
@@ -1207,15 +1193,9 @@ def _exact_number(s: str):
     m = _DEC_RE.match(s)
     if m and (m.group(2) or m.group(3)):
         return _dec(s if m.group(3) else s + "0")
-    if m := _FRAC_RE.match(s):
+    if m := _FRAC_RE.match(s) or _SLASH_RE.match(s):
         num, den = _dec(m.group(3)), _dec(m.group(4))
-        if den == 0:
-            return None
-        neg = (m.group(1) == "-") != (m.group(2) == "-")
-        return (-1 if neg else 1) * num / den
-    if m := _SLASH_RE.match(s):
-        num, den = _dec(m.group(2)), _dec(m.group(3))
-        return None if den == 0 else (-1 if m.group(1) == "-" else 1) * num / den
+        return None if den == 0 else (-1 if (m.group(1) == "-") != (m.group(2) == "-") else 1) * num / den
     if m := _MIXED_RE.match(s):
         whole, num, den = int(m.group(2)), int(m.group(3)), int(m.group(4))
         if den == 0 or num >= den:
@@ -1225,11 +1205,9 @@ def _exact_number(s: str):
         e = int(m.group(2))
         return None if abs(e) > 1000 else Fraction(m.group(1)) * Fraction(10) ** e
     if (m := _REPEAT_RE.match(s) if "." in s else None):
-        sign, whole, pre, rep, rep2 = m.groups()
-        return (-1 if sign == "-" else 1) * _repeating(whole, pre, rep or rep2)
+        return _repeating(*m.groups()[:3], m.group(4) or m.group(5))
     if (m := _DOT_PAIR_RE.match(s) if "\\dot" in s else None):
-        sign, whole, pre, first, mid, last = m.groups()
-        return (-1 if sign == "-" else 1) * _repeating(whole, pre, first + mid + last)
+        return _repeating(*m.groups()[:3], "".join(m.groups()[3:]))
     if m := _ELLIPSIS_RE.match(s):
         sign, whole, digits = m.groups()
         for p in range(1, len(digits) // 2 + 1):
@@ -1238,16 +1216,16 @@ def _exact_number(s: str):
                 pre = digits[:-p]
                 while pre.endswith(block):
                     pre = pre[:-p]
-                return (-1 if sign == "-" else 1) * _repeating(whole, pre, block)
+                return _repeating(sign, whole, pre, block)
         return None
     return _tower(s) if "^" in s and _TOWER_RE.match(s) else None
 
 
-def _repeating(whole: str, pre: str, rep: str) -> Fraction:
-    base = Fraction(int(whole or "0"))
-    if pre:
-        base += Fraction(int(pre), 10 ** len(pre))
-    return base + Fraction(int(rep), (10 ** len(rep) - 1) * 10 ** len(pre))
+def _repeating(sign: str, whole: str, pre: str, rep: str) -> Fraction:
+    """``whole.pre`` followed by ``rep`` repeated forever (0.1(6) is 1/6)."""
+    shift, period = 10 ** len(pre), 10 ** len(rep) - 1
+    v = int(whole or "0") + Fraction(int(pre or "0"), shift) + Fraction(int(rep), period * shift)
+    return -v if sign == "-" else v
 
 # (d) The CAS: latex2sympy2_extended parses (never sympify on model text), sympy evaluates at
 # sample points with high precision, math-verify decides what evaluation cannot.

@@ -1245,9 +1245,8 @@ _ALLOWED_FUNCS = frozenset({
     "sin", "cos", "tan", "cot", "sec", "csc", "asin", "acos", "atan", "acot", "asec", "acsc",
     "sinh", "cosh", "tanh", "coth", "asinh", "acosh", "atanh", "exp", "log", "Abs", "floor",
     "ceiling", "sign", "re", "im", "conjugate", "arg", "Max", "Min", "factorial", "binomial"})
-_SAMPLE_POINTS = ((Fraction(7, 5), Fraction(9, 4), Fraction(13, 7), Fraction(5, 3), Fraction(11, 6), Fraction(17, 9)),
-                  (Fraction(8, 3), Fraction(6, 5), Fraction(19, 11), Fraction(23, 10), Fraction(3, 7), Fraction(29, 13)),
-                  (Fraction(2, 9), Fraction(31, 12), Fraction(10, 7), Fraction(37, 15), Fraction(41, 16), Fraction(4, 11)))
+_SAMPLE_POINTS = tuple(tuple(_sympy.Rational(x) for x in pt.split()) for pt in (
+    "7/5 9/4 13/7 5/3 11/6 17/9", "8/3 6/5 19/11 23/10 3/7 29/13", "2/9 31/12 10/7 37/15 41/16 4/11"))
 
 
 def _power_depth(s: str) -> int:
@@ -1304,9 +1303,8 @@ def _parse(s: str):
         is_complex = bool(_complex_re(t) or _IMAG_UNIT_RE.search(t))
         e = _latex2sympy(t, is_real=not is_complex, normalization_config=None)
         _magnitude(e)
-        if is_complex and hasattr(e, "free_symbols"):
-            if (isym := [x for x in e.free_symbols if x.name == "i"]):
-                e = e.xreplace({isym[0]: _sympy.I})
+        if is_complex and hasattr(e, "free_symbols") and (isym := [x for x in e.free_symbols if x.name == "i"]):
+            e = e.xreplace({isym[0]: _sympy.I})
         return e
     except _Rejected:
         STATS["guard_rejections"] += 1
@@ -1334,6 +1332,11 @@ def _magnitude(e, depth: int = 0) -> float:
         return 20.0
     if not (args := getattr(e, "args", None)):
         return 1.0
+
+    def power(x) -> float:  # 10 ** (log10 of x's magnitude): refused beyond exponents of 10^7
+        if (lx := _magnitude(x, depth + 1)) > 7:
+            raise _Rejected("exponent")
+        return 10 ** lx
     if isinstance(e, sp.Function) and not isinstance(e, sp.core.function.AppliedUndef):
         name = e.func.__name__
         if name not in _ALLOWED_FUNCS:
@@ -1344,18 +1347,11 @@ def _magnitude(e, depth: int = 0) -> float:
                 _integer_arg(args[1])
             out = (n * math.log10(n + 1) if name == "factorial" else n * 0.30103) + 1
         elif name == "exp":
-            lx = _magnitude(args[0], depth + 1)
-            if lx > 7:
-                raise _Rejected("exponent")
-            out = 0.4343 * 10 ** lx
+            out = 0.4343 * power(args[0])
         else:
             out = max(_magnitude(a, depth + 1) for a in args) + 1
     elif isinstance(e, sp.Pow):
-        lb = max(_magnitude(args[0], depth + 1), 0.5)
-        lx = _magnitude(args[1], depth + 1)
-        if lx > 7:
-            raise _Rejected("exponent")
-        out = lb * 10 ** lx
+        out = max(_magnitude(args[0], depth + 1), 0.5) * power(args[1])
     elif isinstance(e, (sp.Integral, sp.Sum, sp.Product, sp.Limit, sp.Derivative)):
         raise _Rejected("unevaluated operator")
     elif isinstance(e, sp.Add):
@@ -1372,8 +1368,7 @@ def _magnitude(e, depth: int = 0) -> float:
 def _points(syms):
     order = sorted(syms, key=lambda x: x.name)
     for pt in _SAMPLE_POINTS:
-        yield {x: _sympy.Rational(pt[i % len(pt)].numerator, pt[i % len(pt)].denominator) + i // len(pt)
-               for i, x in enumerate(order)}
+        yield {x: pt[i % len(pt)] + i // len(pt) for i, x in enumerate(order)}
 
 
 def _num(e, subs, digits: int):
@@ -1402,10 +1397,7 @@ def _rational_value(e) -> Optional[Fraction]:
         vals = [_rational_value(x) for x in e.args]
         if any(v is None for v in vals):
             return None
-        out = Fraction(0) if isinstance(e, sp.Add) else Fraction(1)
-        for v in vals:
-            out = out + v if isinstance(e, sp.Add) else out * v
-        return out
+        return sum(vals, Fraction(0)) if isinstance(e, sp.Add) else math.prod(vals, start=Fraction(1))
     if isinstance(e, (sp.factorial, sp.binomial)):  # arguments checked by _magnitude
         vals = [_rational_value(x) for x in e.args]
         if any(v is None or v.denominator != 1 or not 0 <= v <= MAX_FACTORIAL_ARG for v in vals):
@@ -1702,11 +1694,9 @@ def _demand_stated(q: str, m) -> bool:
     """A demand phrase is a demand unless its clause negates it or offers another form instead."""
     start = max((e.end() for e in _CLAUSE_END_RE.finditer(q, max(m.start() - 80, 0), m.start())),
                 default=max(m.start() - 80, 0))
-    after = _CLAUSE_END_RE.search(q, m.end())
-    clause = q[start:after.start() if after else len(q)]
-    if _DEMAND_NEGATION_RE.search(q[start:m.start()]):
-        return False
-    return not (re.search(r"\bor\b", clause) and len({w.lower() for w in _FORM_WORD_RE.findall(clause)}) > 1)
+    clause = q[start:after.start() if (after := _CLAUSE_END_RE.search(q, m.end())) else len(q)]
+    return not _DEMAND_NEGATION_RE.search(q[start:m.start()]) and not (
+        re.search(r"\bor\b", clause) and len({w.lower() for w in _FORM_WORD_RE.findall(clause)}) > 1)
 
 
 @lru_cache(maxsize=4096)
@@ -1720,16 +1710,12 @@ def question_demands(question: Optional[str]) -> frozenset:
 
 def _radical_denominator(s: str) -> bool:
     """A radical in a denominator: ``\\frac{1}{\\sqrt{2}}``, ``3/\\sqrt{5}``, ``1/(2\\sqrt{3})``."""
-    if _SLASH_SQRT_RE.search(s):
-        return True
     for m in re.finditer(r"\\frac\s*\{", s):
         num_end = _match_brace(s, m.end() - 1)
-        if num_end < 0 or s[num_end + 1:num_end + 2] != "{":
-            continue
-        den_end = _match_brace(s, num_end + 1)
+        den_end = _match_brace(s, num_end + 1) if num_end >= 0 and s[num_end + 1:num_end + 2] == "{" else -1
         if den_end > 0 and "\\sqrt" in s[num_end + 1:den_end]:
             return True
-    return False
+    return bool(_SLASH_SQRT_RE.search(s))
 
 
 def _power_factor(s: str) -> bool:
@@ -1748,11 +1734,6 @@ def _int_fractions(s: str):
         yield (int(m.group(1)), int(m.group(2)), m) if m.group(1) else (int(m.group(3)), int(m.group(4)), m)
 
 
-def _improper_fraction(s: str) -> bool:
-    """An integer fraction above 1 that is not the tail of a mixed number (``6\\frac{1}{5}``)."""
-    return any(a > b > 1 for a, b, m in _int_fractions(s) if not (m.group(1) and s[:m.start()][-1:].isdigit()))
-
-
 def _unsolved_for_y(s: str) -> bool:
     """An equation that is not y on one side and an expression without y on the other."""
     sides = _top_level_eq(s)
@@ -1765,7 +1746,8 @@ _FORM_FEATURES = {
     "unreduced fraction": lambda n: any(b > 1 and math.gcd(a, b) > 1 for a, b, _ in _int_fractions(n.s)),
     "decimal": lambda n: bool(_DECIMAL_FORM_RE.search(n.s)),
     "mixed number": lambda n: any(int(m.group(1)) < int(m.group(2)) for m in _MIXED_FORM_RE.finditer(n.s)),
-    "improper fraction": lambda n: _improper_fraction(n.s),
+    "improper fraction": lambda n: any(a > b > 1 for a, b, m in _int_fractions(n.s)  # not a mixed number's tail
+                                       if not (m.group(1) and n.s[:m.start()][-1:].isdigit())),
     "fraction": lambda n: bool(_FRACTION_FORM_RE.search(n.s)),
     "percent": lambda n: n.pct,
     "no exponent": lambda n: "^" not in n.s and bool(n.s),
@@ -1789,16 +1771,11 @@ _DEMAND_FORBIDS = {
 
 def _form_violation(pred: str, gold: str, demands: frozenset) -> Optional[str]:
     """"demand: feature" for a form of the answer that a demand forbids and the gold has not."""
-    names = sorted(demands & set(_DEMAND_FORBIDS))
-    if not names:
+    if not (names := sorted(demands & set(_DEMAND_FORBIDS))):
         return None
     pn, gn = _normalise(pred), _normalise(gold)
-    for name in names:
-        for feature in _DEMAND_FORBIDS[name]:
-            check = _FORM_FEATURES[feature]
-            if check(pn) and not check(gn):
-                return name + ": " + feature
-    return None
+    return next((name + ": " + feature for name in names for feature in _DEMAND_FORBIDS[name]
+                 if _FORM_FEATURES[feature](pn) and not _FORM_FEATURES[feature](gn)), None)
 
 
 @lru_cache(maxsize=4096)
@@ -1855,22 +1832,10 @@ def _labels_in_question_order(answer: str, question: Optional[str]) -> str:
     return answer
 
 
-def _option_run(q: str, rx) -> list:
-    """The last run of labels A, B, C, ... in order (at least three) that rx finds in q."""
-    run: list = []
-    for m in rx.finditer(q):
-        if len(run) < 10 and m.group(1) == "ABCDEFGHIJ"[len(run)]:
-            run.append(m)
-        elif m.group(1) == "A":
-            run = [m]
-    return run if len(run) >= 3 else []
-
-
 @lru_cache(maxsize=4096)
 def named_options(question: str) -> dict:
     """Letter -> value of the values a question names with letters ("$A=\\sqrt{2}, B=\\sqrt[4]{4}, C=\\sqrt[8]{8}$"),
-    at least 3, unless it demands the letter itself; {} otherwise. Cached per question, as :func:`question_options`
-    (a step scores each question's responses): do not modify the result."""
+    at least 3, unless it demands the letter itself; {} otherwise (cached: do not modify)."""
     if _LETTER_DEMAND_RE.search(question):
         return {}
     out = _option_values(question[:6000], _OPTION_ASSIGN_RE)
@@ -1891,8 +1856,15 @@ def question_options(question: Optional[str]) -> dict:
 
 
 def _option_values(q: str, rx) -> dict:
-    """Letter -> the text after its label, up to the next label (the last one up to the end of its line or math)."""
-    run, out = _option_run(q, rx), {}
+    """Letter -> the text after its label up to the next label (the last one: to the end of its line or math), for the
+    last run of labels A, B, C, ... in order (at least three) that rx finds in q."""
+    run: list = []
+    for m in rx.finditer(q):
+        if len(run) < 10 and m.group(1) == "ABCDEFGHIJ"[len(run)]:
+            run.append(m)
+        elif m.group(1) == "A":
+            run = [m]
+    run, out = run if len(run) >= 3 else [], {}
     for i, m in enumerate(run):
         chunk = q[m.end():run[i + 1].start() if i + 1 < len(run) else len(q)]
         if i + 1 == len(run):
@@ -1906,10 +1878,9 @@ def _option_values(q: str, rx) -> dict:
 
 def _option_letter(n: _Norm, options: dict) -> Optional[str]:
     """The option an answer names by its letter alone ("D", "(d)", "\\text{(D)}"), else None."""
-    if n.choice and not n.s:
-        return n.choice if n.choice in options else None
     m = _OPTION_LETTER_RE.match(n.s)
-    return m.group(1).upper() if m and m.group(1).upper() in options else None
+    letter = n.choice if n.choice and not n.s else (m.group(1).upper() if m else None)
+    return letter if letter in options else None
 
 
 def _option_is_value(text: str) -> bool:
@@ -1983,22 +1954,16 @@ def reasoning_credit(text: str) -> float:
     end = text.find(THINK_CLOSE, start + 1)
     if start < 0 or end < 0:
         return 0.0
-    steps, seen = [], set()
+    seen, run, best, prev = set(), (0, 0), (0, 0), None  # runs: (steps, steps with a keyword)
     for m in _STEP_RE.finditer(text, start + len(THINK_OPEN), end):
         body = m.group(4).strip()
         if len(body) < COT_MIN_STEP_CHARS or body.lower() in seen:
             continue
         seen.add(body.lower())
-        steps.append((int(m.group(1) or m.group(2) or m.group(3)), bool(_STEP_KEYWORD_RE.search(body))))
-    best_len, best_kw, run_len, run_kw, prev = 0, 0, 0, 0, None
-    for num, kw in steps:
-        if prev is not None and num == prev + 1:
-            run_len, run_kw = run_len + 1, run_kw + kw
-        else:
-            run_len, run_kw = 1, int(kw)
-        prev = num
-        if (run_len, run_kw) > (best_len, best_kw):
-            best_len, best_kw = run_len, run_kw
+        num, kw = int(m.group(1) or m.group(2) or m.group(3)), bool(_STEP_KEYWORD_RE.search(body))
+        run = (run[0] + 1, run[1] + kw) if prev is not None and num == prev + 1 else (1, int(kw))
+        best, prev = max(best, run), num
+    best_len, best_kw = best
     if best_len >= COT_FULL_MIN_STEPS and best_kw >= COT_FULL_MIN_KEYWORD_STEPS:
         return COT_FULL_CREDIT
     if best_len >= COT_PARTIAL_MIN_STEPS and best_kw >= COT_PARTIAL_MIN_KEYWORD_STEPS:

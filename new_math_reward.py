@@ -44,8 +44,7 @@ INSTRUCTION = ("Let's think step by step inside <think> </think> tags, then give
                "inside <answer> </answer> tags.")
 #: The reference run's weights, compute_score's defaults: a correct answer 0.7, the format up to 0.2
 #: (FORMAT_TAG_CREDIT for each of the four FORMAT_MARKERS), the reasoning up to 0.1.
-SCORE_CORRECT = 0.7
-FORMAT_TAG_CREDIT = 0.05
+SCORE_CORRECT, FORMAT_TAG_CREDIT = 0.7, 0.05
 FORMAT_MARKERS = (THINK_OPEN + "\n", "\n" + THINK_CLOSE + "\n", "\n" + ANSWER_OPEN + "\n", "\n" + ANSWER_CLOSE)
 FORMAT_CREDIT_MAX = len(FORMAT_MARKERS) * FORMAT_TAG_CREDIT
 #: Text before <think> / after </answer> costs this per character (reference), each side capped.
@@ -196,10 +195,9 @@ def _cycles_candidates(region: str, outer: list, first: int, values: List[str]) 
 def _final_statement(region: str, cut_continuation: bool) -> Tuple[Optional[List[str]], bool]:
     """The boxed answers of the final statement and whether hedged or cycled; (None, False) without a usable box."""
     boxes, unclosed = _scan_boxes(region)
-    if cut_continuation and boxes:
-        if m := _CONTINUATION_RE.search(region, min(b[1] for b in boxes)):
-            boxes = [b for b in boxes if b[1] <= m.start()]
-            unclosed = unclosed if unclosed < m.start() else -1
+    if cut_continuation and boxes and (m := _CONTINUATION_RE.search(region, min(b[1] for b in boxes))):
+        boxes = [b for b in boxes if b[1] <= m.start()]
+        unclosed = unclosed if unclosed < m.start() else -1
     outer: List[Tuple[int, int, int, int]] = []  # outermost boxes only
     for b in boxes:
         if not (outer and b[0] < outer[-1][1]):
@@ -369,8 +367,8 @@ _NAME = r"(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?\w+\}?)?'*(?:\([A-Za-z](?:,[A-Za-z])*\)
 _IN_PREFIX_RE = re.compile(r"^" + _NAME + r"\s*\\in(?![A-Za-z])\s*")
 #: A congruence: "x \\equiv 8 \\pmod{13}", "8 \\pmod{13}", "8 (mod 13)", "8 \\bmod 13".
 _EQUIV_RE = re.compile(r"^.*?\\equiv(?![A-Za-z])\s*", re.S)
-_MOD_RE = re.compile(r"\s*(?:\\pmod\s*\{?\s*(\d+|[A-Za-z])\s*\}?|\(\s*(?:\\bmod|\\mod|mod)(?![A-Za-z])\s*\{?\s*(\d+|"
-                     r"[A-Za-z])\s*\}?\s*\)|\\bmod\s*\{?\s*(\d+|[A-Za-z])\s*\}?|\\mod\s*\{?\s*(\d+|[A-Za-z])\s*\}?)$")
+_MOD_RE = re.compile(r"\s*(?:\\[pb]?mod\s*\{?\s*(\d+|[A-Za-z])\s*\}?|"
+                     r"\(\s*(?:\\bmod|\\mod|mod)(?![A-Za-z])\s*\{?\s*(\d+|[A-Za-z])\s*\}?\s*\))$")
 #: A base subscript in any brace style: 1011_2, 1011_{2}, (1011)_{(2)}, 1011_{\\text{two}} (wrappers gone).
 _BASE_SUB_RE = re.compile(r"^\(?([0-9A-Za-z]+(?:\.[0-9A-Za-z]+)?)\)?_\{?\(?(\d{1,2}|[a-z]{3,9})\)?\}?$")
 #: A base in words after the numeral: "141 in base 13", "1112112 (base 3)", "7602 base-8".
@@ -625,6 +623,8 @@ def _norm_key(raw: str) -> str:
 #    CAS at high precision, hostile inputs refused before sympy sees them, (e) the wall-clock guard.
 # (a) The typed parse: matrix, union, tuple or interval, set or list, or one item.
 _OPEN, _CLOSE = "([{", ")]}"
+#: Brackets, escaped braces and the separators of _split_top (each separator set it is called with).
+_TOP_TOKEN_RES = {seps: re.compile(r"\\[{}]|[(\[{)\]}%s]" % re.escape(seps)) for seps in (",;", "=", "+-")}
 _WORD_SEP_RE = re.compile(r"(?<![A-Za-z\\])(?:and|or)(?![A-Za-z])")
 _MATRIX_RE = re.compile(r"^\\begin\{([pbBvV]?matrix|array)\}(?:\{[lcr|]*\})?(.*)\\end\{\1\}$", re.S)
 _INEQ_RE = re.compile(r"(\\leq|\\geq|<|>)")
@@ -643,31 +643,17 @@ _SET_BUILDER_RE = re.compile(r"^\\\{\s*(?P<v>" + _NAME + r")\s*(?:\\in\s*(?:" + 
 _Struct = namedtuple("_Struct", "kind s items ordered brackets", defaults=("", (), False, ""))
 
 
-def _depth_ok(s: str) -> bool:
-    """No {[( nesting deeper than MAX_NESTING."""
-    return max(accumulate((c in _OPEN) - (c in _CLOSE) for c in s), default=0) <= MAX_NESTING
-
-
 def _split_top(s: str, seps: str = ",;", words: bool = True) -> List[str]:
     """Split at top-level separators (not inside any bracket or brace)."""
     if words and ("and" in s or "or" in s):
         s = _WORD_SEP_RE.sub(";", s)
     parts, depth, last = [], 0, 0
-    i, n = 0, len(s)
-    while i < n:
-        c = s[i]
-        if c == "\\" and i + 1 < n and s[i + 1] in "{}":
-            depth += 1 if s[i + 1] == "{" else -1
-            i += 2
-            continue
-        if c in _OPEN:
-            depth += 1
-        elif c in _CLOSE:
-            depth -= 1
-        elif depth == 0 and c in seps:
-            parts.append(s[last:i])
-            last = i + 1
-        i += 1
+    for m in _TOP_TOKEN_RES[seps].finditer(s):
+        c = m.group()[-1]
+        depth += (c in _OPEN) - (c in _CLOSE)
+        if depth == 0 and c in seps:
+            parts.append(s[last:m.start()])
+            last = m.end()
     parts.append(s[last:])
     return [p for p in (q.strip() for q in parts) if p]
 
@@ -1268,7 +1254,8 @@ def _power_depth(s: str) -> int:
 
 def _guard_text(s: str) -> None:
     """Cheap refusals before parsing (the parser is exponential in superscript nesting)."""
-    if len(s) > MAX_CAS_CHARS or not _depth_ok(s) or _CAS_BANNED_RE.search(s) or re.search(r"\d{40,}", s):
+    if (len(s) > MAX_CAS_CHARS or max(accumulate((c in _OPEN) - (c in _CLOSE) for c in s), default=0) > MAX_NESTING
+            or _CAS_BANNED_RE.search(s) or re.search(r"\d{40,}", s)):
         raise _Rejected(s[:40])
     if "^" in s and _power_depth(s) > MAX_POWER_DEPTH:
         raise _Rejected("power tower")
@@ -1492,11 +1479,9 @@ def _equations_equal(p: str, g: str, deadline: float, same_scale: bool = False) 
 # (e) The wall-clock guard, in the main thread only.
 def _alarm_usable() -> bool:
     """In the main thread, with no timer armed and SIGALRM not owned by the host (a handler of its own)."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
-        return False
-    if signal.getsignal(signal.SIGALRM) not in (signal.SIG_DFL, signal.SIG_IGN):
-        return False
-    return signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    return (threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
+            and signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, signal.SIG_IGN)
+            and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0))
 
 
 def _run_guarded(fn, *args):
@@ -1778,25 +1763,13 @@ def _form_violation(pred: str, gold: str, demands: frozenset) -> Optional[str]:
                  if _FORM_FEATURES[feature](pn) and not _FORM_FEATURES[feature](gn)), None)
 
 
-@lru_cache(maxsize=4096)
-def _question_modulus(question: str) -> Optional[str]:
-    """The one modulus a problem works with ("$\\pmod{11}$", "modulo 11"); None for none or several."""
-    moduli = set(_QUESTION_MOD_RE.findall(question[:6000]))
-    return moduli.pop() if len(moduli) == 1 else None
-
-
 def _foreign_modulus(pred: str, gold: str, question: Optional[str]) -> bool:
-    """A congruence modulo another number than the question's one modulus (and the gold's)."""
+    """A congruence modulo another number than the gold's and the one modulus the question works with ("modulo 11")."""
     mod = _normalise(pred).mod if question and "mod" in pred else None
-    return bool(mod and mod.isdigit() and mod != _normalise(gold).mod
-                and _question_modulus(question) not in (None, mod))
-
-
-@lru_cache(maxsize=4096)
-def _question_units(question: str) -> frozenset:
-    """The units of measure a problem asks for ("in dollars", "how many seconds"), canonical."""
-    keys = {_unit_key(m.group(1)) for m in _ASKED_UNIT_RE.finditer(question[:6000])}
-    return frozenset(k for k in keys if k.split()[-1] in _MEASURES)
+    if not (mod and mod.isdigit() and mod != _normalise(gold).mod):
+        return False
+    moduli = set(_QUESTION_MOD_RE.findall(question[:6000]))
+    return len(moduli) == 1 and mod not in moduli
 
 
 def _foreign_unit(pred: str, gold: str, question: Optional[str]) -> bool:
@@ -1805,7 +1778,8 @@ def _foreign_unit(pred: str, gold: str, question: Optional[str]) -> bool:
     unit = _normalise(pred).unit if question else None
     if not unit or unit.split()[-1] not in _MEASURES or unit == _normalise(gold).unit:
         return False
-    asked = _question_units(question)
+    asked = {k for k in (_unit_key(m.group(1)) for m in _ASKED_UNIT_RE.finditer(question[:6000]))
+             if k.split()[-1] in _MEASURES}  # "in dollars", "how many seconds"
     if asked and unit not in asked | {a.split(" per ")[0] for a in asked}:
         return True
     base = unit.split()[-1] if " per " not in unit else ""  # the question's units of its kind, if any

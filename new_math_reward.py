@@ -42,8 +42,7 @@ SYSTEM_PROMPT = (QWEN_STOCK_SYSTEM_PROMPT + " First think through the problem st
 #: Appended to every MATH problem by prepare_math.py (in place of verl's "Let's think step by step ...").
 INSTRUCTION = ("Let's think step by step inside <think> </think> tags, then give the final answer within \\boxed{} "
                "inside <answer> </answer> tags.")
-#: The reference run's weights, compute_score's defaults: a correct answer 0.7, the format up to 0.2
-#: (FORMAT_TAG_CREDIT for each of the four FORMAT_MARKERS), the reasoning up to 0.1.
+#: The reference run's weights (compute_score's defaults): correct 0.7, format up to 0.2 (per marker), reasoning 0.1.
 SCORE_CORRECT, FORMAT_TAG_CREDIT = 0.7, 0.05
 FORMAT_MARKERS = (THINK_OPEN + "\n", "\n" + THINK_CLOSE + "\n", "\n" + ANSWER_OPEN + "\n", "\n" + ANSWER_CLOSE)
 FORMAT_CREDIT_MAX = len(FORMAT_MARKERS) * FORMAT_TAG_CREDIT
@@ -361,8 +360,7 @@ _ZERO_VECTOR_RE = re.compile(r"^\\(?:mathbf|boldsymbol|bm|vec|overrightarrow)\s*
 _ZERO_VECTOR = "\\vec{0}"
 _REALS = r"\\mathbb\{R\}|\\mathbb R|\\R|\\reals"
 _REALS_RE = re.compile(r"^(?:" + _REALS + r"|\\text\{all real numbers\}|all real numbers)$")
-#: A name: a letter or command, a subscript, primes, arguments (``a_1``, ``f'``, ``F(x)``, ``\\lambda``); every step
-#: that tells a name from a value uses it.
+#: A name, for every step that tells a name from a value: ``a_1``, ``f'``, ``F(x)``, ``\\lambda``.
 _NAME = r"(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?\w+\}?)?'*(?:\([A-Za-z](?:,[A-Za-z])*\))?"
 _IN_PREFIX_RE = re.compile(r"^" + _NAME + r"\s*\\in(?![A-Za-z])\s*")
 #: A congruence: "x \\equiv 8 \\pmod{13}", "8 \\pmod{13}", "8 (mod 13)", "8 \\bmod 13".
@@ -425,10 +423,9 @@ def _match_brace(s: str, i: int) -> int:
 
 
 def strip_grouping_braces(s: str) -> str:
-    """Remove braces that wrap the whole answer, any number of layers (``{{{4}}}`` -> ``4``; sets are
-    ``\\{...\\}``): with k braces in front, k' at the end and the core's depth walk between them (lowest prefix m <= 0,
-    final f), the whole is balanced iff k + f == k', and then k + m layers enclose it. C-level walk: 200,000 nested
-    braces cost milliseconds."""
+    """Remove any number of braces wrapping the whole answer (``{{{4}}}`` -> ``4``; sets are ``\\{...\\}``): with k
+    braces in front, k' at the end and the core's depth walk between them (lowest prefix m <= 0, final f), the whole is
+    balanced iff k + f == k', and then k + m layers enclose it. A C-level walk: 200,000 braces cost milliseconds."""
     t = s.strip()
     if not (t.startswith("{") and t.endswith("}")):
         return t
@@ -461,10 +458,7 @@ def _unwrap(s: str) -> Tuple[str, bool]:
     m0 = _WRAP_RE.match(s)
     whole_text = bool(m0 and m0.group(1) in _TEXTISH and _match_brace(s, m0.end() - 1) == len(s) - 1)
     for _ in range(32):
-        if not (m := _WRAP_RE.search(s)):
-            break
-        close = _match_brace(s, m.end() - 1)
-        if close < 0:
+        if not (m := _WRAP_RE.search(s)) or (close := _match_brace(s, m.end() - 1)) < 0:
             break
         s = s[:m.start()] + s[m.end():close] + s[close + 1:]
     return s, whole_text
@@ -485,10 +479,9 @@ def _unit_key(u: str, power: Optional[str] = None) -> str:
 
 @lru_cache(maxsize=16384)
 def _normalise(raw: str) -> _Norm:
-    """The canonical form of one answer (cached: golds repeat n times): unicode to LaTeX, presentation dropped
-    (braces, \\dfrac, \\left, colours, spacing), then percent and dollar signs, the zero vector, trailing units, text
-    and font wrappers, remarks, ordinals, labels and a choice letter, number words, degree signs, times of day, a
-    membership or congruence prefix, thousands separators, base subscripts, parentheses around one item."""
+    """One answer's canonical form (cached: golds repeat): unicode to LaTeX, presentation (braces, \\dfrac, \\left,
+    spacing) dropped, then percent and dollar signs, zero vector, units, wrappers, remarks, ordinals, labels, choice
+    letter, number words, degrees, times, prefixes, thousands separators, base subscripts, grouping parentheses."""
     s = _THOUSANDS_SEP_RE.sub(",", _unicode_to_latex(raw.strip()))
     if s.startswith("{"):
         s = strip_grouping_braces(s)
@@ -720,9 +713,7 @@ def _matrix_rows(body: str) -> List[List[str]]:
 def _scaled_matrix(s: str) -> Optional[_Struct]:
     """``c\\begin{pmatrix}...\\end{pmatrix}`` as the matrix of products (not a determinant's vmatrix)."""
     m = _SCALED_MATRIX_RE.match(s)
-    if not m or m.group("m").count("\\begin{") != 1:
-        return None
-    c = m.group("c").strip()
+    c = m.group("c").strip() if m and m.group("m").count("\\begin{") == 1 else ""
     if not c or c == "+" or _NOT_SCALAR_RE.search(c):
         return None
     cv = Fraction(-1) if c == "-" else _exact_number(c)
@@ -850,11 +841,9 @@ _ARTICLES = frozenset({"a", "an", "the"})
 _COMMAND_RE = re.compile(r"\\[A-Za-z]+")
 _VARIABLE_RE = re.compile(r"[A-DF-HJ-Za-df-hj-z]")  # letters other than e and i (constants)
 _FUNC_LABEL_RE = re.compile(r"^(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?\w+\}?)?'*\((?P<v>[A-Za-z])\)$")
-#: A label for a structured answer: a tuple of names "(x, y) =", a capital "M =", an arrow "\\vec{v} =" (a plain "x ="
-#: names a number, not a vector).
+#: A structured answer's label: a tuple of names "(x, y) =", a capital "M =", an arrow "\\vec{v} =" (not "x =").
 _STRUCT_LABEL_RE = re.compile(r"^(?:\((?:[A-Za-z\\]+,)+[A-Za-z\\]+\)|[A-Z]\w*|\\(?:vec|overrightarrow)\{\w+\})=")
-#: A one-symbol name labels the value after it ("\\Delta = 8", "E = 4"): a letter but the constants e and i, a Greek
-#: letter but \\pi, with a subscript or primes; the name is not checked against the question.
+#: A one-symbol name labels the value after it ("\\Delta = 8", "E = 4"): a letter but e and i, a Greek letter but \\pi.
 _LABEL_NAME_RE = re.compile(r"^(?:[A-DF-HJ-Za-df-hj-z]|[EI]|\\(?:(?:var)?(?:alpha|beta|gamma|delta|epsilon|zeta|eta|"
                             r"theta|iota|kappa|lambda|mu|nu|xi|rho|sigma|tau|upsilon|phi|chi|psi|omega)|Gamma|Delta|"
                             r"Theta|Lambda|Xi|Sigma|Upsilon|Phi|Psi|Omega))(?:_\{?\w+\}?)?'*$")
@@ -880,11 +869,8 @@ def _answer_sides(p: _Norm, g: _Norm, ctx) -> Optional[Tuple[_Norm, _Norm]]:
 
 def _bound_renamed(label: str, expr: str, gold: str) -> str:
     """``f(t) = t^2 - 7t`` for a gold in x: the variable the label binds becomes the gold's one variable."""
-    m = _FUNC_LABEL_RE.match(label)
-    if not m or _letters(expr) != {m.group("v")}:
-        return expr
-    theirs = _letters(gold)
-    if len(theirs) != 1 or theirs == {m.group("v")}:
+    m, theirs = _FUNC_LABEL_RE.match(label), _letters(gold)
+    if not m or _letters(expr) != {m.group("v")} or len(theirs) != 1 or theirs == {m.group("v")}:
         return expr
     return re.sub(r"(?<![A-Za-z\\])%s(?![A-Za-z])" % m.group("v"), theirs.pop(), expr)
 
@@ -1040,33 +1026,24 @@ def _match(p: _Norm, g: _Norm, ctx) -> bool:
         return sides is not None and sides[0].s != p.s and _match(sides[0], g, ctx)
     if gs.kind == "matrix" or ps.kind == "matrix":
         ps, gs = _as_matrix(ps, gs), _as_matrix(gs, ps)
-        if gs.kind != ps.kind or [len(r) for r in gs.items] != [len(r) for r in ps.items]:
-            return False
-        return all(_match(_normalise(a), _normalise(b), ctx)
-                   for r1, r2 in zip(ps.items, gs.items) for a, b in zip(r1, r2))
+        return gs.kind == ps.kind and [len(r) for r in gs.items] == [len(r) for r in ps.items] and all(
+            _match(_normalise(a), _normalise(b), ctx) for r1, r2 in zip(ps.items, gs.items) for a, b in zip(r1, r2))
     if gs.kind == "union" or ps.kind == "union":
-        if gs.kind != ps.kind or len(gs.items) != len(ps.items):
-            return False
-        return _matched_unordered(ps.items, gs.items, lambda a, b: _piece_equal(a, b, ctx))
+        return (gs.kind == ps.kind and len(gs.items) == len(ps.items)
+                and _matched_unordered(ps.items, gs.items, lambda a, b: _piece_equal(a, b, ctx)))
     if gs.kind == "tuple":
-        if ps.kind == "tuple":
-            return _piece_equal(ps, gs, ctx)
         if ps.kind == "list" and len(gs.items) > 2:
             return _items_equal(ps.items, gs.items, True, ctx)  # "1, 2, 3" for "(1, 2, 3)"
-        return False
+        return ps.kind == "tuple" and _piece_equal(ps, gs, ctx)
     if gs.kind == "list":
         if ps.kind == "list":
             return _items_equal(ps.items, gs.items, gs.ordered or ps.ordered or "ordered" in ctx["demands"], ctx)
-        # "1, 2, 3" written "(1, 2, 3)", or labelled values "n_1 = 19, n_2 = 22" (a 2-tuple in brackets is an
-        # interval, not a list)
-        if ps.kind == "tuple" and not gs.ordered and ps.brackets == "()" and (len(ps.items) > 2 or "=" in p.s):
-            return _items_equal(ps.items, gs.items, True, ctx)
-        return False
-    # gold scalar, answer a list: several answers for one (a hedge) unless all state it ("\\boxed{\\frac12} =
-    # \\boxed{0.5}": one value in two notations)
-    if ps.kind == "list" and not ps.ordered and len(ps.items) <= MAX_FINAL_BOXES:
-        return all(_match(_normalise(x), g, ctx) for x in ps.items)
-    return False
+        # "1, 2, 3" written "(1, 2, 3)" or "n_1 = 19, n_2 = 22" (a 2-tuple in brackets is an interval, not a list)
+        return (ps.kind == "tuple" and not gs.ordered and ps.brackets == "()" and (len(ps.items) > 2 or "=" in p.s)
+                and _items_equal(ps.items, gs.items, True, ctx))
+    # gold scalar, answer a list: a hedge unless all state it ("\\boxed{\\frac12} = \\boxed{0.5}": one value twice)
+    return (ps.kind == "list" and not ps.ordered and len(ps.items) <= MAX_FINAL_BOXES
+            and all(_match(_normalise(x), g, ctx) for x in ps.items))
 
 
 def _approx_equal(p: _Norm, g: _Norm, ctx) -> bool:
@@ -1220,9 +1197,8 @@ _CAS_BANNED_RE = re.compile(r"\\(?:sum|prod|int|iint|oint|lim|infty|begin|text|m
 _BINOM_ARGS_RE = re.compile(r"\\binom\{([^{}]*)\}\{([^{}]*)\}|\\choose")
 _IMAG_UNIT_RE = re.compile(r"(?<![A-Za-z\\_])(?<!_\{)i(?![A-Za-z])")  # "4i+3", "-1i" (math-verify misses "1i")
 _DECIMAL_RE = re.compile(r"(?<![\d.])(\d*)\.(\d+)(?![\d.])")
-#: An integer-valued factor next to another: the parser reads ``2(3)`` as the mixed number 5, so such products get a
-#: ``\cdot``; digits before an integer fraction with nothing multiplied on stay a mixed number (``6\frac{1}{5}``);
-#: sub- and superscript digits are no factor.
+#: An integer-valued factor next to another: the parser reads ``2(3)`` as the mixed number 5, so it gets a ``\cdot``
+#: (but a mixed number ``6\frac{1}{5}`` stays, and sub- and superscript digits are no factor).
 _JUXTAPOSED_RE = re.compile(r"(\\(?:frac|binom)\{[^{}]*\}\{[^{}]*\}|\\sqrt\{[^{}]*\}|\([^()]*\)|"
                             r"(?<![\^_\d])(?<![\^_]\{)\d+(?!\d))\s*(?=\(|\\(?:binom|frac|sqrt)(?![A-Za-z])|\d)")
 _MIXED_TAIL_RE = re.compile(r"\s*\\frac\{\d+\}\{\d+\}(?![\w\\({^])")
@@ -1510,8 +1486,8 @@ def _run_guarded(fn, *args):
 # ======================================================================================
 # 5. Policy: what extra_info["question"] demands beyond the value, rule by rule with sources and examples in
 #    docs/reward_policy.md; between a false negative and a false positive it takes the side GRPO cannot farm.
-#: A task that asks to rewrite the expression it states, in the problem or in the response's own restatement of it
-#: ("We need to expand ..."); "factor" as a verb only (not "factors", "factorial").
+#: A task to rewrite the expression it states, in the problem or the response's restatement ("We need to expand");
+#: "factor" as a verb only (not "factors", "factorial").
 _TASK_RE = re.compile(r"\b(expand|factor(?=(?:ed|ing|i[sz](?:e|ation)\w*)?\b)|simplify|combine|rationali[sz]e|"
                       r"multiply\s+out|reduce|evaluate|compute|calculate|what\s+is|find|express|write|convert|"
                       r"rewrite)\w*", re.I)
@@ -1564,8 +1540,7 @@ _FRACTION_FORM_RE = re.compile(r"\\frac|\d\s*/\s*\d")
 _QUESTION_MOD_RE = re.compile(r"(?:\\[pb]?mod(?![A-Za-z])|\bmod(?:ulo)?\b)\s*\{?\s*(\d+)")
 _ASKED_UNIT_RE = re.compile(r"\b(?=(?:in|how\s+many)\s+((?:square\s+|cubic\s+)?[A-Za-z]+(?:\s+per\s+[A-Za-z]+)?))",
                             re.I)  # a lookahead: "in how many seconds" holds two phrases
-#: Option labels, three layouts: "(A)" (also in \\textbf{}, \\text{}, \\mathrm{}), a letter opening a line ("A.
-#: 67.332", "B) $f(0)=0$") and a letter given a meaning ('Enter "C" for circle').
+#: Option labels: "(A)" (also in \\textbf{}, \\text{}, \\mathrm{}) or a letter opening a line ("A. 67.3", "B) f(0)=0").
 _OPTION_LABEL_RES = (
     re.compile(r"(?:\\(?:textbf|text|mathrm|textrm)\s*\{\s*)?\(\s*([A-J])\s*\)\s*\}?"),
     re.compile(r"(?m)^[ \t]*(?:\$?\\bullet\$?|[-*\u2022])?[ \t]*(?:\\textbf\{)?([A-J])[.):]\}?(?=[ \t$])"),
@@ -1574,7 +1549,7 @@ _OPTION_ASSIGN_RE = re.compile(r"(?<![A-Za-z\\])([A-J])\s*=\s*")
 #: "Enter your answer as $A$, $B$, or $C$": the question demands the letter itself, not the value it names.
 _LETTER_DEMAND_RE = re.compile(r"\benter\b[^.\n]{0,30}?(?:\$\(?[A-J]\)?\$|\bletters?\b)", re.IGNORECASE)
 _OPTION_MEANING_RE = re.compile(r"[\"'`]{1,2}([A-Z])[\"'`]{1,2}\s+(?:for|if|means)\s+(?:an?\s+|the\s+)?"
-                                r"([A-Za-z][A-Za-z -]*[A-Za-z])")
+                                r"([A-Za-z][A-Za-z -]*[A-Za-z])")  # 'Enter "C" for circle'
 _OPTION_JUNK_RE = re.compile(r"\\q?quad(?![A-Za-z])|\\\\|\$|\\[ ,;!]|\\hspace\s*\{[^{}]*\}|~")
 _OPTION_LETTER_RE = re.compile(r"^[(\[]?([A-Za-z])[)\]]?$")
 _LETTER_SEP_RE = re.compile(r"\s*(?:,|;|\band\b|&)\s*|\s+")

@@ -1100,8 +1100,7 @@ _DEC_RE = re.compile(r"^([-+]?)(\d*)\.(\d*)$")
 _FRAC_RE = re.compile(r"^([-+]?)\\frac\{([-+]?)(\d+(?:\.\d+)?)\}\{(\d+(?:\.\d+)?)\}$")
 _SLASH_RE = re.compile(r"^([-+]?)()(\d+(?:\.\d+)?)/(\d+(?:\.\d+)?)$")  # groups as _FRAC_RE's
 _MIXED_RE = re.compile(r"^([-+]?)(\d+)\\frac\{(\d+)\}\{(\d+)\}$")
-_SCI_RE = re.compile(r"^([-+]?\d*\.?\d+)(?:\\times|\\cdot|\*|x)10\^\{?([-+]?\d+)\}?$")
-_E_RE = re.compile(r"^([-+]?\d*\.?\d+)[eE]([-+]?\d+)$")
+_SCI_RE = re.compile(r"^([-+]?\d*\.?\d+)(?:(?:\\times|\\cdot|\*|x)10\^\{?([-+]?\d+)\}?|[eE]([-+]?\d+))$")  # or 1e5
 #: 0.\\overline{36}, 0.1\\bar{6}, 0.(142857), a trailing \\ldots allowed; 0.\\dot{1}4285\\dot{7}; 0.333...
 _REPEAT_RE = re.compile(r"^([-+]?)(\d*)\.(\d*)(?:\\(?:overline|bar|dot)\{?(\d+)\}?|\((\d+)\))(?:\\ldots)?$")
 _DOT_PAIR_RE = re.compile(r"^([-+]?)(\d*)\.(\d*)\\dot\{?(\d)\}?(\d*)\\dot\{?(\d)\}?$")
@@ -1164,8 +1163,8 @@ def _exact_number(s: str):
         if den == 0 or num >= den:
             return None  # not a proper mixed number: let the CAS read it as a product
         return (-1 if m.group(1) == "-" else 1) * (whole + Fraction(num, den))
-    if (m := _SCI_RE.match(s) or _E_RE.match(s)):
-        e = int(m.group(2))
+    if m := _SCI_RE.match(s):
+        e = int(m.group(2) or m.group(3))
         return None if abs(e) > 1000 else Fraction(m.group(1)) * Fraction(10) ** e
     if (m := _REPEAT_RE.match(s) if "." in s else None):
         return _repeating(*m.groups()[:3], m.group(4) or m.group(5))
@@ -1215,8 +1214,7 @@ def _power_depth(s: str) -> int:
     """Deepest superscript nesting: ``a^b`` is 1, ``a^{b^c}`` 2, ``a^{b^{c^d}}`` 3."""
     stack: List[bool] = []
     level = best = 0
-    prev = ""
-    for c in s:
+    for prev, c in zip(" " + s, s):
         if c == "{":
             stack.append(prev == "^")
             level += prev == "^"
@@ -1224,7 +1222,6 @@ def _power_depth(s: str) -> int:
             level -= stack.pop()
         elif c == "^":
             best = max(best, level + 1)
-        prev = c
     return best
 
 
@@ -1239,19 +1236,15 @@ def _guard_text(s: str) -> None:
         raise _Rejected("factorial")
     if "binom" in s or "choose" in s:
         for m in _BINOM_ARGS_RE.finditer(s):  # the parser evaluates integer binomials at once
-            args = [g or "" for g in m.groups()]
             if m.group(0) == "\\choose" or any("^" in a or "!" in a or any(
-                    int(d) > MAX_FACTORIAL_ARG for d in re.findall(r"\d+", a)) for a in args):
+                    int(d) > MAX_FACTORIAL_ARG for d in re.findall(r"\d+", a)) for a in m.groups()):
                 raise _Rejected("binomial")
 
 
 def _explicit_products(s: str) -> str:
     """``2(3)`` -> ``2\\cdot (3)``: see _JUXTAPOSED_RE."""
-    def product(m) -> str:
-        if m.group(1)[0].isdigit() and _MIXED_TAIL_RE.match(s, m.end()):
-            return m.group(0)  # a mixed number
-        return m.group(1) + "\\cdot "
-    return _JUXTAPOSED_RE.sub(product, s)
+    return _JUXTAPOSED_RE.sub(lambda m: m.group(0) if m.group(1)[0].isdigit() and _MIXED_TAIL_RE.match(s, m.end())
+                              else m.group(1) + "\\cdot ", s)  # a mixed number stays
 
 
 @lru_cache(maxsize=8192)
@@ -1891,9 +1884,8 @@ def contract_parts(text: str) -> dict:
     """Which CONTRACT_PARTS the response follows (name -> bool)."""
     _, in_order, before, after = _layout(text)
     parts = {name: in_order and text.count(tag) == 1 for name, tag in zip(CONTRACT_PARTS, _TAGS)}
-    parts["boxed"] = extract_final_answer(text)[0] is not None
-    parts["starts_with_think"] = before == 0
-    parts["ends_with_answer"] = after == 0
+    parts.update(boxed=extract_final_answer(text)[0] is not None, starts_with_think=before == 0,
+                 ends_with_answer=after == 0)
     return parts
 
 

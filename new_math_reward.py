@@ -1241,20 +1241,15 @@ def _guard_text(s: str) -> None:
                 raise _Rejected("binomial")
 
 
-def _explicit_products(s: str) -> str:
-    """``2(3)`` -> ``2\\cdot (3)``: see _JUXTAPOSED_RE."""
-    return _JUXTAPOSED_RE.sub(lambda m: m.group(0) if m.group(1)[0].isdigit() and _MIXED_TAIL_RE.match(s, m.end())
-                              else m.group(1) + "\\cdot ", s)  # a mixed number stays
-
-
 @lru_cache(maxsize=8192)
 def _parse(s: str):
     """LaTeX -> unevaluated sympy object, decimals as exact fractions; None when unparsable or refused."""
     try:
         _guard_text(s)
-        t = _normalize_latex(s, _NORM_CFG)
-        t = _explicit_products(_DECIMAL_RE.sub(
-            lambda m: "\\frac{%s}{1%s}" % ((m.group(1) or "") + m.group(2), "0" * len(m.group(2))), t))
+        t = _DECIMAL_RE.sub(lambda m: "\\frac{%s}{1%s}" % ((m.group(1) or "") + m.group(2), "0" * len(m.group(2))),
+                            _normalize_latex(s, _NORM_CFG))
+        t = _JUXTAPOSED_RE.sub(lambda m: m.group(0) if m.group(1)[0].isdigit() and _MIXED_TAIL_RE.match(t, m.end())
+                               else m.group(1) + "\\cdot ", t)  # 2(3) -> 2\cdot (3); a mixed number stays
         _guard_text(t)
         is_complex = bool(_complex_re(t) or _IMAG_UNIT_RE.search(t))
         e = _latex2sympy(t, is_real=not is_complex, normalization_config=None)
@@ -1336,14 +1331,6 @@ def _num(e, subs, digits: int):
     return (re_, im_) if re_.is_Number and im_.is_Number else None
 
 
-def _close(a, b, digits: int) -> bool:
-    """Relative agreement to all but NUMERIC_SLACK_DIGITS of the evaluated digits."""
-    (ar, ai), (br, bi) = a, b
-    d = abs(ar - br) + abs(ai - bi)
-    m = max(abs(ar) + abs(ai), abs(br) + abs(bi))
-    return m == 0 or bool(d <= _sympy.Float(10, digits) ** (NUMERIC_SLACK_DIGITS - digits) * m)
-
-
 def _rational_value(e) -> Optional[Fraction]:
     """The exact value of a symbol-free rational expression, else None (2^{200}+1 is not 2^{200})."""
     sp = _sympy
@@ -1388,7 +1375,9 @@ def _numeric_equal(a, b, deadline: float) -> Optional[bool]:
         va, vb = _num(a, pt, digits), _num(b, pt, digits)
         if va is None or vb is None:
             continue
-        if not _close(va, vb, digits):
+        (ar, ai), (br, bi) = va, vb  # relative agreement to all but NUMERIC_SLACK_DIGITS of the evaluated digits
+        d, m = abs(ar - br) + abs(ai - bi), max(abs(ar) + abs(ai), abs(br) + abs(bi))
+        if not (m == 0 or bool(d <= _sympy.Float(10, digits) ** (NUMERIC_SLACK_DIGITS - digits) * m)):
             return False
         decided += 1
         if not a.free_symbols:
@@ -1446,16 +1435,12 @@ def _equations_equal(p: str, g: str, deadline: float, same_scale: bool = False) 
     return abs(ratio + 1) < 1e-12 and not parts[0].free_symbols and bool(parts[2].free_symbols)
 
 # (e) The wall-clock guard, in the main thread only.
-def _alarm_usable() -> bool:
-    """In the main thread, with no timer armed and SIGALRM not owned by the host (a handler of its own)."""
-    return (threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
-            and signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, signal.SIG_IGN)
-            and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0))
-
-
 def _run_guarded(fn, *args):
-    """fn(*args) under a SIGALRM limit of HARD_TIMEOUT_S when usable, the host's disposition always restored."""
-    if not _alarm_usable():
+    """fn(*args) under a SIGALRM limit of HARD_TIMEOUT_S in the main thread, unless the host owns SIGALRM (a handler of
+    its own) or has a timer armed; the host's disposition is always restored."""
+    if not (threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
+            and signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, signal.SIG_IGN)
+            and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)):
         return fn(*args)
     armed = [True]
 
@@ -1643,22 +1628,19 @@ def _factored_completely(s: str, deadline: float) -> Optional[bool]:
         return None
 
 
-def _demand_stated(q: str, m) -> bool:
-    """A demand phrase is a demand unless its clause negates it or offers another form instead."""
-    start = max((e.end() for e in _CLAUSE_END_RE.finditer(q, max(m.start() - 80, 0), m.start())),
-                default=max(m.start() - 80, 0))
-    clause = q[start:after.start() if (after := _CLAUSE_END_RE.search(q, m.end())) else len(q)]
-    return not _DEMAND_NEGATION_RE.search(q[start:m.start()]) and not (
-        re.search(r"\bor\b", clause) and len({w.lower() for w in _FORM_WORD_RE.findall(clause)}) > 1)
-
-
 @lru_cache(maxsize=4096)
 def question_demands(question: Optional[str]) -> frozenset:
-    """The demands a problem states (names of _DEMAND_RES)."""
-    if not question:
-        return frozenset()
-    q = question[:6000]
-    return frozenset(name for name, rx in _DEMAND_RES if any(_demand_stated(q, m) for m in rx.finditer(q)))
+    """The demands a problem states (names of _DEMAND_RES): a phrase is one unless its clause negates it or offers
+    another form instead."""
+    q = (question or "")[:6000]
+
+    def stated(m) -> bool:
+        start = max((e.end() for e in _CLAUSE_END_RE.finditer(q, max(m.start() - 80, 0), m.start())),
+                    default=max(m.start() - 80, 0))
+        clause = q[start:after.start() if (after := _CLAUSE_END_RE.search(q, m.end())) else len(q)]
+        return not _DEMAND_NEGATION_RE.search(q[start:m.start()]) and not (
+            re.search(r"\bor\b", clause) and len({w.lower() for w in _FORM_WORD_RE.findall(clause)}) > 1)
+    return frozenset(name for name, rx in _DEMAND_RES if any(stated(m) for m in rx.finditer(q)))
 
 
 def _radical_denominator(s: str) -> bool:

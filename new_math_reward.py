@@ -683,13 +683,11 @@ def _inequality_interval(s: str) -> Optional[_Struct]:
     terms, ops = parts[0::2], parts[1::2]
     if not all(terms) or sum(bool(_VAR_RE.match(t)) for t in terms) != 1:
         return None
-    if len(parts) == 3:
-        a, op, b = terms[0], ops[0], terms[1]
+    if len(parts) == 3:  # "x > 1" is "1 < x < \infty", "x \leq 1" is "-\infty < x \leq 1"
+        a, op, b = parts
         if _VAR_RE.match(b):  # "1 < x"  ->  "x > 1"
             a, b, op = b, a, _FLIP[op]
-        if op in (">", "\\geq"):
-            return _Struct("tuple", items=[b, "\\infty"], brackets=("[" if op == "\\geq" else "(") + ")")
-        return _Struct("tuple", items=["-\\infty", b], brackets="(" + ("]" if op == "\\leq" else ")"))
+        parts = [b, _FLIP[op], a, "<", "\\infty"] if op in (">", "\\geq") else ["-\\infty", "<", a, op, b]
     lo, o1, var, o2, hi = parts
     if not _VAR_RE.match(var) or not ({o1, o2} <= {"<", "\\leq"} or {o1, o2} <= {">", "\\geq"}):
         return None
@@ -820,8 +818,6 @@ def _assignments(st: _Struct) -> _Struct:
 
 def _order_chain(s: str) -> Optional[Tuple[str, List[str]]]:
     """``f(2) < f(1) < f(4)``, a strict chain of three terms or more (no interval): (direction, terms)."""
-    if "<" not in s and ">" not in s:
-        return None
     parts = [x.strip() for x in re.split(r"([<>])", s)]
     if len(parts) < 5 or "=" in s or "\\leq" in s or "\\geq" in s:
         return None
@@ -1603,26 +1599,24 @@ def _factored_completely(s: str, deadline: float) -> Optional[bool]:
     e = _parse(s)
     if not isinstance(e, _sympy.Expr):
         return None
-    todo, factors = [e], []
-    while todo:
-        f = todo.pop()
-        if isinstance(f, _sympy.Mul):
-            todo.extend(f.args)
-        elif isinstance(f, _sympy.Pow) and f.exp.is_Integer and f.exp > 0:
-            todo.append(f.base)
-        elif f.free_symbols:
-            factors.append(f)
+    todo = [e]
     try:
-        for f in factors:
-            syms = sorted(f.free_symbols, key=str)
-            if len(syms) > MAX_FACTOR_VARIABLES or _degree(f) > MAX_FACTOR_DEGREE or _cpu_clock() > deadline:
-                return None
-            poly = _sympy.Poly(f, *syms)
-            if not poly.domain.is_ZZ:
-                return False  # a rational, radical or complex coefficient: not a factor over Z
-            content, parts = poly.factor_list()
-            if abs(content) != 1 or len(parts) != 1 or parts[0][1] != 1:
-                return False
+        while todo:
+            f = todo.pop()
+            if isinstance(f, _sympy.Mul):
+                todo.extend(f.args)
+            elif isinstance(f, _sympy.Pow) and f.exp.is_Integer and f.exp > 0:
+                todo.append(f.base)
+            elif f.free_symbols:  # a factor: irreducible over Z, once
+                syms = sorted(f.free_symbols, key=str)
+                if len(syms) > MAX_FACTOR_VARIABLES or _degree(f) > MAX_FACTOR_DEGREE or _cpu_clock() > deadline:
+                    return None
+                poly = _sympy.Poly(f, *syms)
+                if not poly.domain.is_ZZ:
+                    return False  # a rational, radical or complex coefficient: not a factor over Z
+                content, parts = poly.factor_list()
+                if abs(content) != 1 or len(parts) != 1 or parts[0][1] != 1:
+                    return False
         return True
     except Exception:  # noqa: BLE001 - sympy's failure leaves the question open
         return None
@@ -1817,17 +1811,14 @@ def _option_equal(pred: str, gold: str, options: dict, deadline: float) -> bool:
     """With the options known: an option's value for its letter, the letter for its value, a block of letters."""
     pn, gn = _normalise(pred), _normalise(gold)
     gl, pl = _option_letter(gn, options), _option_letter(pn, options)
-    if gl:
-        if pl or pn.choice:
-            return False  # a letter against a letter: decided by answers_match
-        return [k for k, v in sorted(options.items()) if answers_match(pred, v, deadline)] == [gl]
+    if gl:  # a letter against a letter is decided by answers_match
+        return not (pl or pn.choice) and [k for k, v in sorted(options.items())
+                                          if answers_match(pred, v, deadline)] == [gl]
     if pl:  # a letter of the options
         return answers_match(options[pl], gold, deadline)
     block = _LETTER_SEP_RE.sub("", gn.s).upper()  # "A,C,F" or "ACF"
-    if len(block) >= 2 and block.isalpha() and len(set(block)) == len(block) and set(block) <= set(options):
-        letters = _LETTER_SEP_RE.sub("", pn.s)
-        return letters.isalpha() and letters.upper() == block
-    return False
+    return (len(block) >= 2 and block.isalpha() and len(set(block)) == len(block) and set(block) <= set(options)
+            and (letters := _LETTER_SEP_RE.sub("", pn.s)).isalpha() and letters.upper() == block)
 
 
 # ======================================================================================

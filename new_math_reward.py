@@ -124,8 +124,8 @@ _GAP_LONG = 150
 MAX_SUPERSEDED_CANDIDATES = 2
 #: An unboxed alternative right after the final box: "$\\boxed{3}$ (or maybe 4)".
 _TRAILING_HEDGE_RE = re.compile(
-    r"^[\s$).,;:*]{0,8}(?:\(\s*)?(?:or|maybe|perhaps|possibly|alternatively|otherwise)\b(?:\s+(?:maybe|perhaps|possibly|"
-    r"else|also|even|just))?[\s,]*(?:\$(?P<span>[^$]{1,300})\$|(?P<alt>[-+]?(?:\d|\\(?:frac|sqrt|pi|dfrac))"
+    r"^[\s$).,;:*]{0,8}(?:\(\s*)?(?:or|maybe|perhaps|possibly|alternatively|otherwise)\b(?:\s+(?:maybe|perhaps|"
+    r"possibly|else|also|even|just))?[\s,]*(?:\$(?P<span>[^$]{1,300})\$|(?P<alt>[-+]?(?:\d|\\(?:frac|sqrt|pi|dfrac))"
     r"[^\n.;!?)$]{0,60}?)[\s]*(?:[.;!?)]|\n|$))", re.I)
 
 
@@ -294,13 +294,11 @@ _ROOT_RE = re.compile(r"([√∛∜])\s*(?:\(([^()]*)\)|\{([^{}]*)\}|(\d+(?:\.\d
 _ROOT_INDEX = {"√": "", "∛": "[3]", "∜": "[4]"}
 
 # (b) Wrappers, labels and units.
-_SUBS = (
-    ("\\!", ""), ("{,}", ","), ("\\dfrac", "\\frac"), ("\\tfrac", "\\frac"), ("\\cfrac", "\\frac"),
-    ("\\dbinom", "\\binom"), ("\\tbinom", "\\binom"), ("\\le ", "\\leq "), ("\\ge ", "\\geq "),
-    ("\\leqslant", "\\leq"), ("\\geqslant", "\\geq"), ("\\lt", "<"), ("\\gt", ">"), ("\\cdotp", "\\cdot"),
-    ("\\dots", "\\ldots"), ("\\cdots", "\\ldots"), ("...", "\\ldots"), ("\\neq", "\\ne"), ("\\infin", "\\infty"),
-    ("{:}", ":"), ("\\langle", "("), ("\\rangle", ")"), ("\\varnothing", "\\emptyset"),
-)
+_SUBS = (("\\!", ""), ("{,}", ","), ("\\dfrac", "\\frac"), ("\\tfrac", "\\frac"), ("\\cfrac", "\\frac"),
+         ("\\dbinom", "\\binom"), ("\\tbinom", "\\binom"), ("\\le ", "\\leq "), ("\\ge ", "\\geq "),
+         ("\\leqslant", "\\leq"), ("\\geqslant", "\\geq"), ("\\lt", "<"), ("\\gt", ">"), ("\\cdotp", "\\cdot"),
+         ("\\dots", "\\ldots"), ("\\cdots", "\\ldots"), ("...", "\\ldots"), ("\\neq", "\\ne"), ("\\infin", "\\infty"),
+         ("{:}", ":"), ("\\langle", "("), ("\\rangle", ")"), ("\\varnothing", "\\emptyset"))
 _BRACELESS_FRAC_RE = re.compile(r"\\frac\s*(\d|\\[A-Za-z]+)\s*(\d|\\[A-Za-z]+)")  # \frac12, \frac\pi3
 _BRACELESS_FRAC2_RE = re.compile(r"\\frac\s*\{([^{}]*)\}\s*(\d)")
 _BRACELESS_FRAC3_RE = re.compile(r"\\frac\s*(\d)\s*\{")  # \frac 1{72}
@@ -317,9 +315,11 @@ _WRAP_RE = re.compile(r"\\(text|textbf|textit|textrm|textnormal|mathrm|mathbf|ma
 _TEXTISH = frozenset({"text", "textbf", "textit", "textrm", "textnormal", "mbox", "mathrm", "emph"})
 #: Trailing text pieces, then an optional power: "32\text{ cm}^2", "5\text{ sq}\text{ in}".
 _TRAIL_TEXT_UNIT_RE = re.compile(
-    r"^(?P<v>.*?[^\s{(\[])\s*(?P<u>(?:\\(?:text|mbox|mathrm|textrm|textnormal|textit|operatorname|rm)\s*\{[^{}]*\}\s*)+)"
-    r"(?:\^\s*\{?\s*(?P<p>[23])\s*\}?)?\s*\.?$")
-_TRAIL_WORD_UNIT_RE = re.compile(r"^(?P<l>(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?\w+\}?)?\s*=\s*)?(?P<v>[-+]?[\d.,]*\d)\s+"
+    r"^(?P<v>.*?[^\s{(\[])\s*(?P<u>(?:\\(?:text|mbox|mathrm|textrm|textnormal|textit|operatorname|rm)\s*\{[^{}]*\}"
+    r"\s*)+)(?:\^\s*\{?\s*(?P<p>[23])\s*\}?)?\s*\.?$")
+#: A letter or command with a subscript (``a_1``, ``\\lambda``); a name (_NAME) may add primes and arguments.
+_SYMBOL = r"(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?\w+\}?)?"
+_TRAIL_WORD_UNIT_RE = re.compile(r"^(?P<l>" + _SYMBOL + r"\s*=\s*)?(?P<v>[-+]?[\d.,]*\d)\s+"
                                  r"(?P<u>[A-Za-z]{2,}(?: [A-Za-z]+)*)(?:\^\{?(?P<p>[23])\}?)?\.?$")
 _NUMBER_WORDS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve "
                                             "thirteen fourteen fifteen sixteen seventeen eighteen nineteen".split())}
@@ -350,9 +350,10 @@ _OPTION_WORD_RE = re.compile(r"^(?:option|choice|answer)\s*:?\s*(?=[(\[]?[A-Ea-e
 _THOUSANDS_SEP_RE = re.compile(r"(?<=\d),\s*\\!\s*(?=\d)")  # MATH's "11,\! 111" is one number
 #: A remark in words in brackets after a value ("5 (the smallest)"), unless it hedges or approximates.
 _REMARK_RE = re.compile(r"^(?P<v>.*[\d}\])])\s+\((?P<r>[A-Za-z]{2,}(?:[ ,'-]+[A-Za-z]+){0,7})\)\.?$")
-_HEDGE_REMARK_RE = re.compile(r"\b(?:approx\w*|about|roughly|around|nearly|estimat\w*|round\w*|or|maybe|perhaps|possibly|"
-                              r"if|unless|assum\w*|when|not|either|guess\w*|likely|probably|hundreds?|thousands?|"
-                              r"millions?|billions?|dozens?|percent|times|squared|cubed|per|units?\s+of)\b", re.I)
+_HEDGE_REMARK_RE = re.compile(r"\b(?:approx\w*|about|roughly|around|nearly|estimat\w*|round\w*|or|maybe|perhaps|"
+                              r"possibly|if|unless|assum\w*|when|not|either|guess\w*|likely|probably|hundreds?|"
+                              r"thousands?|millions?|billions?|dozens?|percent|times|squared|cubed|per|"
+                              r"units?\s+of)\b", re.I)
 _ORDINAL_RE = re.compile(r"(\d)\s*(?:\^\s*\{?\s*)?(?:st|nd|rd|th)\b\}?")
 _TIME_RE = re.compile(r"^(\d{1,2}(?::\d{2}){1,2})\s*(?:([ap])\s*\.?\s*m\.?)?$", re.I)
 #: The zero vector in bold or with an arrow (``\\mathbf{0}``, ``\\vec 0``): canonical ``\\vec{0}``.
@@ -361,7 +362,7 @@ _ZERO_VECTOR = "\\vec{0}"
 _REALS = r"\\mathbb\{R\}|\\mathbb R|\\R|\\reals"
 _REALS_RE = re.compile(r"^(?:" + _REALS + r"|\\text\{all real numbers\}|all real numbers)$")
 #: A name, for every step that tells a name from a value: ``a_1``, ``f'``, ``F(x)``, ``\\lambda``.
-_NAME = r"(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?\w+\}?)?'*(?:\([A-Za-z](?:,[A-Za-z])*\))?"
+_NAME = _SYMBOL + r"'*(?:\([A-Za-z](?:,[A-Za-z])*\))?"
 _IN_PREFIX_RE = re.compile(r"^" + _NAME + r"\s*\\in(?![A-Za-z])\s*")
 #: A congruence: "x \\equiv 8 \\pmod{13}", "8 \\pmod{13}", "8 (mod 13)", "8 \\bmod 13".
 _EQUIV_RE = re.compile(r"^.*?\\equiv(?![A-Za-z])\s*", re.S)
@@ -380,13 +381,11 @@ _SPACE_DROP_RE = re.compile(r"(?<![A-Za-z]) | (?![A-Za-z])")
 _BRACE_OR_ESCAPE_RE = re.compile(r"\\.|[{}]", re.S)
 _BRACE_STEP = bytes.maketrans(b"{}", b"\x01\xff")  # +1 / -1 as signed bytes
 _WS_CHARS = " \t\n\r\f\v"
-_UNIT_ALIASES = {
-    "inches": "inch", "in": "inch", "feet": "foot", "ft": "foot", "yd": "yard", "mi": "mile",
-    "centimeter": "cm", "centimetre": "cm", "meter": "m", "metre": "m", "kilometer": "km",
-    "millimeter": "mm", "hr": "hour", "hrs": "hour", "h": "hour",
-    "min": "minute", "mins": "minute", "sec": "second", "secs": "second", "s": "second",
-    "lb": "pound", "lbs": "pound", "oz": "ounce", "mph": "mile per hour", "kg": "kilogram", "g": "gram",
-}
+_UNIT_ALIASES = {"inches": "inch", "in": "inch", "feet": "foot", "ft": "foot", "yd": "yard", "mi": "mile",
+                 "centimeter": "cm", "centimetre": "cm", "meter": "m", "metre": "m", "kilometer": "km",
+                 "millimeter": "mm", "hr": "hour", "hrs": "hour", "h": "hour", "min": "minute", "mins": "minute",
+                 "sec": "second", "secs": "second", "s": "second", "lb": "pound", "lbs": "pound", "oz": "ounce",
+                 "mph": "mile per hour", "kg": "kilogram", "g": "gram"}
 _UNIT_POWERS = {"sq": "2", "square": "2", "squared": "2", "cu": "3", "cubic": "3", "cubed": "3"}
 #: Units of measure: an answer in another one than the question asks for states another quantity.
 _MEASURES = frozenset(_UNIT_ALIASES.values()) | frozenset(
@@ -836,7 +835,7 @@ _COPULAS = frozenset({"is", "was", "are", "were", "be"})
 _ARTICLES = frozenset({"a", "an", "the"})
 _COMMAND_RE = re.compile(r"\\[A-Za-z]+")
 _VARIABLE_RE = re.compile(r"[A-DF-HJ-Za-df-hj-z]")  # letters other than e and i (constants)
-_FUNC_LABEL_RE = re.compile(r"^(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?\w+\}?)?'*\((?P<v>[A-Za-z])\)$")
+_FUNC_LABEL_RE = re.compile(r"^" + _SYMBOL + r"'*\((?P<v>[A-Za-z])\)$")
 #: A structured answer's label: a tuple of names "(x, y) =", a capital "M =", an arrow "\\vec{v} =" (not "x =").
 _STRUCT_LABEL_RE = re.compile(r"^(?:\((?:[A-Za-z\\]+,)+[A-Za-z\\]+\)|[A-Z]\w*|\\(?:vec|overrightarrow)\{\w+\})=")
 #: A one-symbol name labels the value after it ("\\Delta = 8", "E = 4"): a letter but e and i, a Greek letter but \\pi.
@@ -1198,10 +1197,9 @@ _JUXTAPOSED_RE = re.compile(r"(\\(?:frac|binom)\{[^{}]*\}\{[^{}]*\}|\\sqrt\{[^{}
                             r"(?<![\^_\d])(?<![\^_]\{)\d+(?!\d))\s*(?=\(|\\(?:binom|frac|sqrt)(?![A-Za-z])|\d)")
 _MIXED_TAIL_RE = re.compile(r"\s*\\frac\{\d+\}\{\d+\}(?![\w\\({^])")
 #: Functions the evaluation may meet (MATH answers use no others); anything else is refused.
-_ALLOWED_FUNCS = frozenset({
-    "sin", "cos", "tan", "cot", "sec", "csc", "asin", "acos", "atan", "acot", "asec", "acsc",
-    "sinh", "cosh", "tanh", "coth", "asinh", "acosh", "atanh", "exp", "log", "Abs", "floor",
-    "ceiling", "sign", "re", "im", "conjugate", "arg", "Max", "Min", "factorial", "binomial"})
+_ALLOWED_FUNCS = frozenset({"sin", "cos", "tan", "cot", "sec", "csc", "asin", "acos", "atan", "acot", "asec", "acsc",
+                           "sinh", "cosh", "tanh", "coth", "asinh", "acosh", "atanh", "exp", "log", "Abs", "floor",
+                           "ceiling", "sign", "re", "im", "conjugate", "arg", "Max", "Min", "factorial", "binomial"})
 _SAMPLE_POINTS = tuple(tuple(_sympy.Rational(x) for x in pt.split()) for pt in (
     "7/5 9/4 13/7 5/3 11/6 17/9", "8/3 6/5 19/11 23/10 3/7 29/13", "2/9 31/12 10/7 37/15 41/16 4/11"))
 
@@ -1473,31 +1471,29 @@ _SENTENCE_END_RE = re.compile(r"[.!?](?:\s|$)|\n")
 _SUM_GROUP_RE = re.compile(r"\([^()]*[\w}][^()]*?[+-][^()]*\)")
 #: Question phrases that state a demand. "ordered", "normalised" and "list" change the comparison; the others name
 #: forms, refused by _DEMAND_FORBIDS when the gold does not have them.
-_DEMAND_RES = (
-    ("ordered", re.compile(
-        r"\bin\s+(?:increasing|decreasing|ascending|descending|numerical)\s+order|"
-        r"\b(?:least|smallest|lowest)\s+to\s+(?:greatest|largest|highest)\b|"
-        r"\b(?:greatest|largest|highest)\s+to\s+(?:least|smallest|lowest)\b|\bin\s+order\s+from\b", re.I)),
-    ("rationalised", re.compile(r"\brationali[sz]|\b(?:integer|rational)\s+denominator", re.I)),
-    ("radical form", re.compile(r"\bsimplest\s+radical\s+form|\bin\s+the\s+form\s*\$[^$]{0,60}\\sqrt", re.I)),
-    ("common fraction", re.compile(r"\b(?:common|improper)\s+fractions?\b|\bfractions?\s+in\s+(?:simplest|lowest)|"
-                                   r"\bin\s+the\s+form\s*\$\s*-?\s*\\d?frac\s*\{?\s*[a-z]\s*\}?\s*\{?\s*[a-z]\s*\}?\s*\$|"
-                                   r"\b(?:express|expressed|give|convert|enter|leave|answer)\b[^.?!$]{0,40}?"
-                                   r"\b(?:as|to|into)\s+(?:an?\s+)?(?:simple\s+|proper\s+)?fractions?\b", re.I)),
-    ("lowest terms", re.compile(r"\blowest\s+terms|\bsimplest\s+form|\breduced\s+fraction", re.I)),
-    ("mixed number", re.compile(r"\bmixed\s+numbers?\b", re.I)),
-    ("decimal", re.compile(r"\b(?:as|to|in)\s+(?:an?\s+)?(?:terminating\s+)?decimals?\b"
-                           r"(?!\s+(?:point|places?|digits?|expansion|representation|equivalent|notation))|"
-                           r"\bdecimal\s+form\b|\(\s*as\s+a\s+decimal\s*\)", re.I)),
-    ("exponential", re.compile(r"\b(?:exponential|scientific)\s+notation|\bas\s+a\s+power\s+of\b", re.I)),
-    ("normalised", re.compile(r"\\gcd\s*\(\s*\|\s*A\s*\|", re.I)),
-    ("list", re.compile(r"\bseparated\s+by\s+commas|\bcomma[-\s]separated|\benter\s+all\b", re.I)),
-    ("percent", re.compile(r"\b(?:as|in)\s+(?:a\s+)?percent(?:age)?\b|\bwhat\s+percent", re.I)),
-    ("simplified", re.compile(r"\bsimplif(?:y|ied)\b", re.I)),
-    ("solved for y", re.compile(r"\bin\s+the\s+form\s*[\"'`]*\s*\$?\s*y\s*=", re.I)),
-    ("interval", re.compile(r"\binterval\s+notation|\b(?:as|in)\s+(?:an?\s+)?(?:interval|union\s+of\s+intervals)\b",
-                            re.I)),
-)
+_DEMAND_RES = tuple((name, re.compile(rx, re.I)) for name, rx in (
+    ("ordered", r"\bin\s+(?:increasing|decreasing|ascending|descending|numerical)\s+order|"
+                r"\b(?:least|smallest|lowest)\s+to\s+(?:greatest|largest|highest)\b|"
+                r"\b(?:greatest|largest|highest)\s+to\s+(?:least|smallest|lowest)\b|\bin\s+order\s+from\b"),
+    ("rationalised", r"\brationali[sz]|\b(?:integer|rational)\s+denominator"),
+    ("radical form", r"\bsimplest\s+radical\s+form|\bin\s+the\s+form\s*\$[^$]{0,60}\\sqrt"),
+    ("common fraction", r"\b(?:common|improper)\s+fractions?\b|\bfractions?\s+in\s+(?:simplest|lowest)|"
+                        r"\bin\s+the\s+form\s*\$\s*-?\s*\\d?frac\s*\{?\s*[a-z]\s*\}?\s*\{?\s*[a-z]\s*\}?\s*\$|"
+                        r"\b(?:express|expressed|give|convert|enter|leave|answer)\b[^.?!$]{0,40}?"
+                        r"\b(?:as|to|into)\s+(?:an?\s+)?(?:simple\s+|proper\s+)?fractions?\b"),
+    ("lowest terms", r"\blowest\s+terms|\bsimplest\s+form|\breduced\s+fraction"),
+    ("mixed number", r"\bmixed\s+numbers?\b"),
+    ("decimal", r"\b(?:as|to|in)\s+(?:an?\s+)?(?:terminating\s+)?decimals?\b"
+                r"(?!\s+(?:point|places?|digits?|expansion|representation|equivalent|notation))|"
+                r"\bdecimal\s+form\b|\(\s*as\s+a\s+decimal\s*\)"),
+    ("exponential", r"\b(?:exponential|scientific)\s+notation|\bas\s+a\s+power\s+of\b"),
+    ("normalised", r"\\gcd\s*\(\s*\|\s*A\s*\|"),
+    ("list", r"\bseparated\s+by\s+commas|\bcomma[-\s]separated|\benter\s+all\b"),
+    ("percent", r"\b(?:as|in)\s+(?:a\s+)?percent(?:age)?\b|\bwhat\s+percent"),
+    ("simplified", r"\bsimplif(?:y|ied)\b"),
+    ("solved for y", r"\bin\s+the\s+form\s*[\"'`]*\s*\$?\s*y\s*="),
+    ("interval", r"\binterval\s+notation|\b(?:as|in)\s+(?:an?\s+)?(?:interval|union\s+of\s+intervals)\b"),
+))
 #: Words in a demand's clause that undo it: "(not mixed numbers or decimals)".
 _DEMAND_NEGATION_RE = re.compile(r"\b(?:not|no|nor|never|instead\s+of|rather\s+than|without)\b", re.I)
 #: Form words: a clause that offers two of them joined by "or" demands neither.
@@ -1515,10 +1511,9 @@ _QUESTION_MOD_RE = re.compile(r"(?:\\[pb]?mod(?![A-Za-z])|\bmod(?:ulo)?\b)\s*\{?
 _ASKED_UNIT_RE = re.compile(r"\b(?=(?:in|how\s+many)\s+((?:square\s+|cubic\s+)?[A-Za-z]+(?:\s+per\s+[A-Za-z]+)?))",
                             re.I)  # a lookahead: "in how many seconds" holds two phrases
 #: Option labels: "(A)" (also in \\textbf{}, \\text{}, \\mathrm{}) or a letter opening a line ("A. 67.3", "B) f(0)=0").
-_OPTION_LABEL_RES = (
-    re.compile(r"(?:\\(?:textbf|text|mathrm|textrm)\s*\{\s*)?\(\s*([A-J])\s*\)\s*\}?"),
-    re.compile(r"(?m)^[ \t]*(?:\$?\\bullet\$?|[-*\u2022])?[ \t]*(?:\\textbf\{)?([A-J])[.):]\}?(?=[ \t$])"),
-)
+_OPTION_LABEL_RES = (re.compile(r"(?:\\(?:textbf|text|mathrm|textrm)\s*\{\s*)?\(\s*([A-J])\s*\)\s*\}?"),
+                     re.compile(r"(?m)^[ \t]*(?:\$?\\bullet\$?|[-*\u2022])?[ \t]*(?:\\textbf\{)?([A-J])[.):]\}?"
+                                r"(?=[ \t$])"))
 _OPTION_ASSIGN_RE = re.compile(r"(?<![A-Za-z\\])([A-J])\s*=\s*")
 #: "Enter your answer as $A$, $B$, or $C$": the question demands the letter itself, not the value it names.
 _LETTER_DEMAND_RE = re.compile(r"\benter\b[^.\n]{0,30}?(?:\$\(?[A-J]\)?\$|\bletters?\b)", re.IGNORECASE)
@@ -1527,8 +1522,7 @@ _OPTION_MEANING_RE = re.compile(r"[\"'`]{1,2}([A-Z])[\"'`]{1,2}\s+(?:for|if|mean
 _OPTION_JUNK_RE = re.compile(r"\\q?quad(?![A-Za-z])|\\\\|\$|\\[ ,;!]|\\hspace\s*\{[^{}]*\}|~")
 _OPTION_LETTER_RE = re.compile(r"^[(\[]?([A-Za-z])[)\]]?$")
 _LETTER_SEP_RE = re.compile(r"\s*(?:,|;|\band\b|&)\s*|\s+")
-_TUPLE_NAME = r"(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?\w+\}?)?"
-_NAME_TUPLE_RE = re.compile(r"\(\s*(" + _TUPLE_NAME + r"(?:\s*,\s*" + _TUPLE_NAME + r")+)\s*\)")
+_NAME_TUPLE_RE = re.compile(r"\(\s*(" + _SYMBOL + r"(?:\s*,\s*" + _SYMBOL + r")+)\s*\)")
 _LIST_COMMA_RE = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 #: One word in text before a value: "\\text{base } 7", "\\text{day 12}".
 _WORD_LABEL_RE = re.compile(r"^\\(?:text|textrm|mathrm|mbox)\s*\{\s*(?P<w>[A-Za-z]+)\s*(?:\}\s*(?P<v>[^\s{].*)|"
@@ -1901,8 +1895,7 @@ def _judge(text: str, gold: str, question: Optional[str] = None) -> Tuple[bool, 
         return False, pred
     answer = pred if len(distinct) > 1 else _labels_in_question_order(_asked_noun_dropped(distinct[0], question),
                                                                        question)
-    deadline = _cpu_clock() + CAS_BUDGET_S
-    demands = question_demands(question)
+    deadline, demands = _cpu_clock() + CAS_BUDGET_S, question_demands(question)
     if "list" in demands:  # "Enter all the solutions, separated by commas": 70,110 is two numbers
         gold, answer = _LIST_COMMA_RE.sub(", ", gold), _LIST_COMMA_RE.sub(", ", answer)
     try:
@@ -1924,10 +1917,9 @@ def _judge(text: str, gold: str, question: Optional[str] = None) -> Tuple[bool, 
     if ok and "\\approx" in (n := _normalise(answer[:MAX_ANSWER_CHARS])).s:
         sides = n.s.split("\\approx")
         form = next((x for x in (sides[-1], sides[0]) if x and _restates(x, [gold], deadline)), answer)
-    if ok and len(answer) <= MAX_ANSWER_CHARS and (_restates_task(answer, gold, text, question, deadline)
-                                                   or _form_violation(form, gold, demands)
-                                                   or _foreign_modulus(answer, gold, question)
-                                                   or _foreign_unit(answer, gold, question)):
+    if ok and len(answer) <= MAX_ANSWER_CHARS and (
+            _restates_task(answer, gold, text, question, deadline) or _form_violation(form, gold, demands)
+            or _foreign_modulus(answer, gold, question) or _foreign_unit(answer, gold, question)):
         ok = False
     if ok and question and len(answer) <= MAX_ANSWER_CHARS:  # "(B) 2/3": the letter's option must be the value
         n, options = _normalise(answer), question_options(question)
@@ -1975,7 +1967,6 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, *, c
             acc, pred = _run_guarded(_judge, *args)
         except _HardTimeout:
             STATS["hard_timeouts"] += 1
-            acc = False
         if acc:
             fmt = format_credit(text) * (format_weight / FORMAT_CREDIT_MAX)
             cot = reasoning_credit(text) * (reasoning_weight / COT_FULL_CREDIT)

@@ -257,9 +257,7 @@ def extract_final_answer(text: str) -> Tuple[Optional[List[str]], bool]:
     after = _CONTINUATION_RE.split(after, 1)[0] if "\\boxed" in after or "\\fbox" in after else ""  # a new problem's
     later = [c for c in (strip_grouping_braces(_box_content(after, b)) for b in _scan_boxes(after)[0][:8])
              if c not in _PLACEHOLDER_BOXES and not _restates(c, finals[-1], _cpu_clock() + CAS_BUDGET_S)]
-    if later:  # another value boxed after the final answer hedges it
-        return finals[-1] + later, True
-    return finals[-1], hedged
+    return (finals[-1] + later, True) if later else (finals[-1], hedged)  # a later box of another value hedges
 
 
 # ======================================================================================
@@ -883,10 +881,8 @@ def _text_equal(p: _Norm, g: _Norm) -> bool:
     """A word answer: the same words, or a short sentence stating it after a copula, once, without negation."""
     pw, gw = ([w.lower() for w in re.findall(r"[A-Za-z]+", x.s)] for x in (p, g))
     pw, gw = (w[1:] if w[1:] and w[0] in _ARTICLES else w for w in (pw, gw))  # "a circle" for "circle"
-    if pw == gw:
-        return True
-    if gw == ["neither"] and len(pw) in (4, 5) and pw[0] == "neither" and pw[2] == "nor":
-        return True  # "neither even nor odd" (a trailing noun allowed)
+    if pw == gw or (gw == ["neither"] and len(pw) in (4, 5) and pw[0] == "neither" and pw[2] == "nor"):
+        return True  # the same words, or "neither even nor odd" (a trailing noun allowed)
     if not gw or len(pw) > 12 or _NOT_THE_ANSWER_RE.search(p.s):
         return False
     if len(pw) == len(gw) + 1 and pw[:len(gw)] == gw and pw[-1] not in _COPULAS:
@@ -920,18 +916,12 @@ def _values_equal(p: _Norm, g: _Norm, ctx) -> bool:
             return _values_equal(_Norm(pe[1], p.pct), _Norm(ge[1], g.pct), ctx)
         return _equations_equal(p.s, g.s, ctx["deadline"], "normalised" in ctx["demands"])
     pi, gi = _INEQ_RE.split(p.s), _INEQ_RE.split(g.s)
-    if len(pi) == 3 or len(gi) == 3:  # "s^2 \\leq 8r^2": the same relation, sides compared
-        (a, op, b), (c, gop, d) = _oriented(pi), _oriented(gi)
+    if len(pi) == 3 or len(gi) == 3:  # "s^2 \\leq 8r^2": the same relation, each read as "smaller <(=) larger"
+        if len(pi) != len(gi):
+            return False
+        (a, op, b), (c, gop, d) = ((x[2], _FLIP[x[1]], x[0]) if x[1] in (">", "\\geq") else x for x in (pi, gi))
         return op == gop and _plain_equal(a, c, False, False, ctx) and _plain_equal(b, d, False, False, ctx)
     return _plain_equal(p.s, g.s, p.pct, g.pct, ctx)
-
-
-def _oriented(parts: List[str]) -> Tuple[str, str, str]:
-    """An inequality as (smaller side, "<" or "\\leq", larger side); other shapes never match."""
-    if len(parts) != 3:
-        return ("", "?", "")
-    a, op, b = parts
-    return (b, _FLIP[op], a) if op in (">", "\\geq") else (a, op, b)
 
 
 def _plain_equal(ps: str, gs: str, ppct: bool, gpct: bool, ctx) -> bool:
@@ -967,9 +957,8 @@ def _items_equal(p_items: List[str], g_items: List[str], ordered: bool, ctx) -> 
         if len(p_items) > MAX_LIST_ITEMS:
             return [x.s for x in pn] == [x.s for x in gn]
         return all(_match(pi, gi, ctx) for pi, gi in zip(pn, gn))
-    if sorted(x.s for x in pn) == sorted(x.s for x in gn):
-        return True
-    return len(p_items) <= MAX_LIST_ITEMS and _matched_unordered(pn, gn, lambda a, b: _match(a, b, ctx))
+    return sorted(x.s for x in pn) == sorted(x.s for x in gn) or (
+        len(p_items) <= MAX_LIST_ITEMS and _matched_unordered(pn, gn, lambda a, b: _match(a, b, ctx)))
 
 
 def _matched_unordered(p_items: list, g_items: list, eq) -> bool:
@@ -989,9 +978,8 @@ def _as_matrix(st: _Struct, other: _Struct) -> _Struct:
     """A tuple ``(7, -13)`` is a column vector, or a row when the other side is one row."""
     if st.kind != "tuple" or st.brackets != "()":
         return st
-    if other.kind == "matrix" and len(other.items) == 1:
-        return _Struct("matrix", items=[list(st.items)])
-    return _Struct("matrix", items=[[x] for x in st.items])
+    row = other.kind == "matrix" and len(other.items) == 1
+    return _Struct("matrix", items=[list(st.items)] if row else [[x] for x in st.items])
 
 
 def _match(p: _Norm, g: _Norm, ctx) -> bool:
@@ -1045,8 +1033,7 @@ def _approx_equal(p: _Norm, g: _Norm, ctx) -> bool:
     """``x \\approx 3.14`` states 3.14, and ``\\frac{32\\sqrt2}{3} \\approx 15.08`` does when the exact side rounds to
     it; ``\\frac13 \\approx 0.33`` states 1/3 when the rounding is right."""
     sides = [x.strip() for x in p.s.split("\\approx")]
-    last = _Norm(sides[-1], p.pct, p.unit, False, p.base)
-    first = _Norm(sides[0], p.pct, p.unit, False, p.base)
+    first, last = (_Norm(x, p.pct, p.unit, False, p.base) for x in (sides[0], sides[-1]))
     if last.s and _match(last, g, ctx):  # a constant before it must round to it
         return (len(sides) != 2 or not first.s or bool(_letters(first.s)) or bool(_LABEL_NAME_RE.match(first.s))
                 or _rounds_to(first.s, sides[-1]) is not False)
@@ -1082,9 +1069,7 @@ def answers_match(pred: str, gold: str, deadline: Optional[float] = None, demand
         return pred.strip() == gold.strip()  # too long to normalise or compare: verbatim only
     deadline = _cpu_clock() + CAS_BUDGET_S if deadline is None else deadline
     pn, gn = _normalise(pred), _normalise(gold)
-    if pn.same(gn):
-        return True
-    return bool(pn.s and gn.s) and _match(pn, gn, {"deadline": deadline, "demands": demands})
+    return pn.same(gn) or (bool(pn.s and gn.s) and _match(pn, gn, {"deadline": deadline, "demands": demands}))
 
 # (c) Exact numbers, the fast path: a Fraction, or a _BigPow for an integer power too large to evaluate.
 #: r**e with r not a perfect power (canonical), or an unresolvable tower (e None, key its literal shape).
@@ -1135,9 +1120,7 @@ def _tower(s: str):
             val = _BigPow(r, k * e)
         else:
             return None
-    if isinstance(val, Fraction):
-        return sign * val
-    return val if sign == 1 else _BigPow(-1, None, s)
+    return sign * val if isinstance(val, Fraction) else (val if sign == 1 else _BigPow(-1, None, s))
 
 
 @lru_cache(maxsize=16384)
@@ -1871,11 +1854,10 @@ def reasoning_credit(text: str) -> float:
         num, kw = int(m.group(1) or m.group(2) or m.group(3)), bool(_STEP_KEYWORD_RE.search(body))
         run = (run[0] + 1, run[1] + kw) if prev is not None and num == prev + 1 else (1, int(kw))
         best, prev = max(best, run), num
-    best_len, best_kw = best
-    if best_len >= COT_FULL_MIN_STEPS and best_kw >= COT_FULL_MIN_KEYWORD_STEPS:
-        return COT_FULL_CREDIT
-    if best_len >= COT_PARTIAL_MIN_STEPS and best_kw >= COT_PARTIAL_MIN_KEYWORD_STEPS:
-        return COT_PARTIAL_CREDIT
+    for credit, steps, keyword_steps in ((COT_FULL_CREDIT, COT_FULL_MIN_STEPS, COT_FULL_MIN_KEYWORD_STEPS),
+                                         (COT_PARTIAL_CREDIT, COT_PARTIAL_MIN_STEPS, COT_PARTIAL_MIN_KEYWORD_STEPS)):
+        if best[0] >= steps and best[1] >= keyword_steps:
+            return credit
     return 0.0
 
 

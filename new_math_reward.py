@@ -268,9 +268,8 @@ class _Norm(namedtuple("_Norm", "s pct unit text base choice mod", defaults=(Fal
 
     def compatible(self, g: "_Norm") -> bool:
         """A unit, base or modulus is optional (MATH pays "5" for "5 cm"), but two different ones differ."""
-        if self.unit and g.unit and self.unit != g.unit and not ({self.unit, g.unit} & _GENERIC_UNITS):
-            return False
-        return not any(a and b and a != b for a, b in ((self.base, g.base), (self.mod, g.mod)))
+        units_differ = self.unit and g.unit and self.unit != g.unit and not ({self.unit, g.unit} & _GENERIC_UNITS)
+        return not units_differ and not any(a and b and a != b for a, b in ((self.base, g.base), (self.mod, g.mod)))
 
     def same(self, other: "_Norm") -> bool:
         return self.s == other.s and self.pct == other.pct and self.compatible(other)
@@ -781,10 +780,9 @@ def _structure(s: str) -> _Struct:
     if s[:1] in "([" and s[-1:] in ")]" and _bracket_pair_ok(s) and len(items := _split_top(s[1:-1], words=False)) > 1:
         return _Struct("tuple", items=items, brackets=s[0] + s[-1])
     items = _split_top(s)
-    if len(items) >= 2 and all(_INEQ_RE.search(it) for it in items):
-        ivs = [_inequality_interval(it) for it in items]  # "x < -1 or x > 1": a union
-        if all(iv is not None for iv in ivs):
-            return _Struct("union", items=ivs)
+    if (len(items) >= 2 and all(_INEQ_RE.search(it) for it in items)  # "x < -1 or x > 1": a union
+            and None not in (ivs := [_inequality_interval(it) for it in items])):
+        return _Struct("union", items=ivs)
     if len(items) >= 2:
         items = [x for it in items for x in _expand_pm(it)]
         return _assignments(_Struct("list", items=items, ordered=any("\\ldots" in it for it in items)))
@@ -1030,16 +1028,14 @@ def _match(p: _Norm, g: _Norm, ctx) -> bool:
 
 
 def _approx_equal(p: _Norm, g: _Norm, ctx) -> bool:
-    """``x \\approx 3.14`` states 3.14, and ``\\frac{32\\sqrt2}{3} \\approx 15.08`` does when the exact side rounds to
-    it; ``\\frac13 \\approx 0.33`` states 1/3 when the rounding is right."""
+    """``x \\approx 3.14`` states 3.14, ``\\frac{32\\sqrt2}{3} \\approx 15.08`` too if the exact side rounds to it;
+    ``\\frac13 \\approx 0.33`` states 1/3 when the rounding is right."""
     sides = [x.strip() for x in p.s.split("\\approx")]
     first, last = (_Norm(x, p.pct, p.unit, False, p.base) for x in (sides[0], sides[-1]))
     if last.s and _match(last, g, ctx):  # a constant before it must round to it
         return (len(sides) != 2 or not first.s or bool(_letters(first.s)) or bool(_LABEL_NAME_RE.match(first.s))
                 or _rounds_to(first.s, sides[-1]) is not False)
-    if len(sides) != 2 or not first.s or not _match(first, g, ctx):
-        return False
-    return _rounds_to(g.s, sides[-1]) is True
+    return len(sides) == 2 and bool(first.s) and _match(first, g, ctx) and _rounds_to(g.s, sides[-1]) is True
 
 
 def _rounds_to(exact: str, approx: str) -> Optional[bool]:
@@ -1601,8 +1597,7 @@ def _factored_completely(s: str, deadline: float) -> Optional[bool]:
 
 @lru_cache(maxsize=4096)
 def question_demands(question: Optional[str]) -> frozenset:
-    """The demands a problem states (names of _DEMAND_RES): a phrase is one unless its clause negates it or offers
-    another form instead."""
+    """The demands a problem states (_DEMAND_RES), each unless its clause negates it or offers another form too."""
     q = (question or "")[:6000]
 
     def stated(m) -> bool:
@@ -1625,8 +1620,7 @@ def _radical_denominator(s: str) -> bool:
 
 
 def _power_factor(s: str) -> bool:
-    """A radicand whose integer factor holds a power of the root's index: ``\\sqrt{8}``, ``\\sqrt{1260x}``,
-    ``\\sqrt[3]{8}`` (a perfect power is one: its root is a number)."""
+    """A radicand with a power of the root's index as a factor: ``\\sqrt{8}``, ``\\sqrt{1260x}``, ``\\sqrt[3]{8}``."""
     for m in _RADICAND_RE.finditer(s):
         n, k = int(m.group(1) or 2), int(m.group(2))
         if n >= 2 and any(k % d ** n == 0 for d in range(2, int(k ** (1 / n)) + 2)):
@@ -1729,8 +1723,8 @@ def _labels_in_question_order(answer: str, question: Optional[str]) -> str:
 
 @lru_cache(maxsize=4096)
 def named_options(question: str) -> dict:
-    """Letter -> value of the values a question names with letters ("$A=\\sqrt{2}, B=\\sqrt[4]{4}, C=\\sqrt[8]{8}$"),
-    at least 3, unless it demands the letter itself; {} otherwise (cached: do not modify)."""
+    """Letter -> value for 3 or more values a question names ("$A=\\sqrt{2}, B=\\sqrt[4]{4}, C=\\sqrt[8]{8}$") unless
+    it demands the letter itself; {} otherwise (cached: do not modify)."""
     if _LETTER_DEMAND_RE.search(question):
         return {}
     out = _option_values(question[:6000], _OPTION_ASSIGN_RE)
@@ -1924,13 +1918,11 @@ def _weight(name: str, value) -> float:
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, *, correct_weight: float = SCORE_CORRECT,
                   format_weight: float = FORMAT_CREDIT_MAX, reasoning_weight: float = COT_FULL_CREDIT,
                   format_only: bool = False) -> dict:
-    """verl's reward for one response, in the order data flows: extract the final boxed answer (section 2), normalise
-    it and the gold (3), judge their equivalence (4), apply what ``extra_info["question"]`` demands (5); a correct
-    answer earns ``correct_weight`` plus the format and reasoning credit scaled to ``format_weight`` and
-    ``reasoning_weight`` (6), a wrong one 0. ``format_only``: ``score`` is the share of CONTRACT_PARTS followed instead,
-    whatever the answer (for a model too small for MATH). The keywords come from verl's ``reward_kwargs``. Returns
-    score, acc, format, cot (the credits granted) and pred on every call; raises ValueError for an unsupported
-    data_source or a bad keyword argument (configuration errors), never for model text."""
+    """verl's reward for one response: extract the final answer (section 2), normalise it and the gold (3), judge
+    them (4), apply what ``extra_info["question"]`` demands (5); a correct answer earns ``correct_weight`` plus the
+    format and reasoning credit (6) scaled to ``format_weight`` and ``reasoning_weight``, a wrong one 0. ``format_only``
+    (for a model too small for MATH): ``score`` is the share of CONTRACT_PARTS followed. Keywords: verl's reward_kwargs.
+    Returns score, acc, format, cot, pred; raises ValueError for a bad data_source or keyword, never for model text."""
     correct_weight, format_weight = _weight("correct_weight", correct_weight), _weight("format_weight", format_weight)
     reasoning_weight = _weight("reasoning_weight", reasoning_weight)
     if not isinstance(format_only, bool):

@@ -492,9 +492,8 @@ def _normalise(raw: str) -> _Norm:
     if _ZERO_VECTOR_RE.match(s):  # before the font wrappers go: bold 0 is a vector, not the number
         return _Norm(_ZERO_VECTOR)
     unit = None
-    m = _TRAIL_TEXT_UNIT_RE.match(s) if "{" in s else None
-    last_side = m.group("v").rsplit("=", 1)[-1] if m else ""  # "r = 3 \\text{ units}": the unit is 3's
-    if m and re.search(r"\d", last_side) and not re.search(r"[<>]|\\[lg]eq", m.group("v")):
+    m = _TRAIL_TEXT_UNIT_RE.match(s) if "{" in s else None  # "r = 3 \\text{ units}": the unit is its last side's
+    if m and re.search(r"\d", m.group("v").rsplit("=", 1)[-1]) and not re.search(r"[<>]|\\[lg]eq", m.group("v")):
         u = " ".join(re.findall(r"\{([^{}]*)\}", m.group("u"))).strip()
         if (re.match(r"^[A-Za-z][A-Za-z .]*$", u) and len(u.split()) <= 3 and u.lower() not in ("or", "and", "i", "e")
                 and "base" not in u):
@@ -511,8 +510,7 @@ def _normalise(raw: str) -> _Norm:
     if s[:1].isalpha():
         s = _OPTION_WORD_RE.sub("", s)
         words = _number_words(s)
-        m = _COUNT_SENTENCE_RE.match(s) if words is None and is_text else None
-        if m:  # "\text{There are five digits}": the count the sentence states
+        if words is None and is_text and (m := _COUNT_SENTENCE_RE.match(s)):  # "\text{There are five digits}"
             rest = m.group("rest")
             words = _number_words(rest) or (rest if re.match(r"^\d+(?: [A-Za-z]+){0,2}$", rest) else None)
         if words is not None:
@@ -1375,10 +1373,8 @@ def _cas_equal(p: str, g: str, deadline: float) -> bool:
 def _equations_equal(p: str, g: str, deadline: float, same_scale: bool = False) -> bool:
     """lhs - rhs proportional at every sample point (``same_scale``: by 1, or -1 with the sides swapped)."""
     pp, gp = _top_level_eq(p), _top_level_eq(g)
-    if len(pp) != 2 or len(gp) != 2:
-        return False
-    parts = [_parse(x) for x in (pp[0], pp[1], gp[0], gp[1])]
-    if any(x is None or not isinstance(x, _sympy.Expr) for x in parts):
+    parts = [_parse(x) for x in pp + gp] if len(pp) == len(gp) == 2 else [None]  # lhs, rhs of each
+    if not all(isinstance(x, _sympy.Expr) for x in parts):
         return False
     e1, e2 = parts[0] - parts[1], parts[2] - parts[3]
     if e1.free_symbols != e2.free_symbols or not e1.free_symbols:
@@ -1510,8 +1506,7 @@ _WORD_LABEL_RE = re.compile(r"^\\(?:text|textrm|mathrm|mbox)\s*\{\s*(?P<w>[A-Za-
 
 def _task_expressions(text: str, own: bool) -> Tuple[frozenset, Tuple[str, ...]]:
     """The normalised math spans of sentences with a task verb (``own``: the response's "we need to"), and the verbs."""
-    verb_re = _OWN_TASK_RE if own else _TASK_RE
-    text = text[:4000]
+    verb_re, text = (_OWN_TASK_RE if own else _TASK_RE), text[:4000]
     exprs, verbs = set(), tuple(v.lower() for v in verb_re.findall(_MATH_SPAN_RE.sub(" ", text)))
     for m in _MATH_SPAN_RE.finditer(text) if verbs else ():
         start = max((e.end() for e in _SENTENCE_END_RE.finditer(text, max(m.start() - 200, 0), m.start())),
@@ -1532,8 +1527,7 @@ def _top_terms(s: str) -> int:
     return len(_split_top(s.lstrip("+-"), seps="+-", words=False))
 
 
-def _restates_task(pred: str, gold: str, text: str, question: Optional[str],
-                   deadline: Optional[float] = None) -> bool:
+def _restates_task(pred: str, gold: str, text: str, question: Optional[str], deadline: Optional[float] = None) -> bool:
     """Prompt echo: the answer is the task's own expression, or a factor / expand task not done; never the gold."""
     pn, gn = _normalise(pred).s, _normalise(gold).s
     if pn == gn:
@@ -1546,9 +1540,8 @@ def _restates_task(pred: str, gold: str, text: str, question: Optional[str],
         deadline = deadline or _cpu_clock() + CAS_BUDGET_S  # a factor left to split when the gold has none
         return _top_terms(pn) > 1 or (_factored_completely(gn, deadline) is True
                                       and _factored_completely(pn, deadline) is False)
-    if any(v.startswith("expand") or v.startswith("multiply") for v in verbs) and "(" not in gn:
-        return bool(_SUM_GROUP_RE.search(pn))  # a product of a sum answers no "expand" task; (2/x) is no sum
-    return False
+    # a product of a sum answers no "expand" task; (2/x) is no sum
+    return any(v.startswith(("expand", "multiply")) for v in verbs) and "(" not in gn and bool(_SUM_GROUP_RE.search(pn))
 
 
 def _degree(e) -> float:

@@ -1696,16 +1696,12 @@ def _foreign_unit(pred: str, gold: str, question: Optional[str]) -> bool:
     return bool(named) and base not in named
 
 
-def _asked_noun_dropped(answer: str, question: Optional[str]) -> str:
-    """``\\text{base } 7`` for "In what base ...?": the noun the question asks for labels the value."""
+def _as_asked(answer: str, question: Optional[str]) -> str:
+    """The answer in the question's terms: ``\\text{base } 7`` for "In what base ...?" is 7 (the noun asked for labels
+    the value); ``p = 6, q = 31, r = -1`` for "the ordered triple $(p,q,r)$" is that tuple, in its order."""
     m = _WORD_LABEL_RE.match(answer.strip()) if question else None
     if m and re.search(r"\b(?:what|which)\s+%s\b" % m.group("w"), question, re.I):
-        return (m.group("v") or m.group("v2")).strip()
-    return answer
-
-
-def _labels_in_question_order(answer: str, question: Optional[str]) -> str:
-    """``p = 6, q = 31, r = -1`` for "the ordered triple $(p,q,r)$": the labelled values as that tuple, in its order."""
+        answer = (m.group("v") or m.group("v2")).strip()
     pairs = [_top_level_eq(it) for it in _split_top(answer, words=False)] if question and answer.count("=") > 1 else []
     named = {p[0].replace(" ", ""): p[1] for p in pairs if len(p) == 2 and _ASSIGN_LHS_RE.match(p[0].replace(" ", ""))}
     for m in _NAME_TUPLE_RE.finditer(question[:6000]) if len(pairs) > 1 and len(named) == len(pairs) else ():
@@ -1862,8 +1858,7 @@ def _judge(text: str, gold: str, question: Optional[str] = None) -> Tuple[bool, 
     pred = ", ".join(a.strip() for a in distinct)
     if (unpayable and len(distinct) > 1) or len(distinct) > MAX_FINAL_BOXES:
         return False, pred
-    answer = pred if len(distinct) > 1 else _labels_in_question_order(_asked_noun_dropped(distinct[0], question),
-                                                                       question)
+    answer = pred if len(distinct) > 1 else _as_asked(distinct[0], question)
     deadline, demands = _cpu_clock() + CAS_BUDGET_S, question_demands(question)
     if "list" in demands:  # "Enter all the solutions, separated by commas": 70,110 is two numbers
         gold, answer = _LIST_COMMA_RE.sub(", ", gold), _LIST_COMMA_RE.sub(", ", answer)

@@ -1,11 +1,11 @@
 """Rule-based MATH reward for verl GRPO: set ``custom_reward_function.path`` to this file (one self-contained file; it
 needs sympy, latex2sympy2_extended and math-verify).
 
-A correct final answer comes first: only it earns, and format and reasoning credit are paid on top of it. "Correct"
-means mathematically equivalent to the gold, exactly (no float tolerance), plus what the question demands of the
-answer's form (docs/reward_policy.md). Every call is bounded in time; model text never reaches eval/exec/sympify and
-never makes compute_score raise. The sections follow the data: 1 contract and limits, 2 extract, 3 normalise, 4 judge,
-5 policy, 6 format credit, 7 entry point (compute_score). Rules and measurements: docs/reward.md."""
+Only a correct final answer earns; format and reasoning credit come on top of it. "Correct" means mathematically
+equivalent to the gold, exactly (no float tolerance), in the form the question demands (docs/reward_policy.md). Every
+call is bounded in time; model text never reaches eval/exec/sympify nor makes compute_score raise. Sections, in
+data-flow order: 1 contract and limits, 2 extract, 3 normalise, 4 judge, 5 policy, 6 format credit, 7 entry point. Rules
+and measurements: docs/reward.md."""
 
 from __future__ import annotations
 
@@ -151,8 +151,7 @@ def _scan_boxes(text: str) -> Tuple[List[Tuple[int, int, int, int]], int]:
             depth = max(depth - 1, 0)
             while open_boxes and open_boxes[-1][0] > depth:  # stray closers: drop orphans
                 open_boxes.pop()
-    boxes.sort()
-    return boxes, open_boxes[-1][2] if open_boxes else -1
+    return sorted(boxes), open_boxes[-1][2] if open_boxes else -1
 
 
 def _box_content(text: str, box: Tuple[int, int, int, int]) -> str:
@@ -181,14 +180,9 @@ def _gap_kind(gap: str) -> str:
 
 def _cycles_candidates(region: str, outer: list, first: int, values: List[str]) -> bool:
     """MAX_SUPERSEDED_CANDIDATES separate statements with other boxed values before the final one, none retracted."""
-    statements = 0
-    for k in range(first - 1, -1, -1):
-        kind = _gap_kind(region[outer[k][1]:outer[k + 1][0]])
-        if kind == "correction":
-            return False
-        if kind == "separate" and _box_content(region, outer[k]).strip() not in values:
-            statements += 1
-    return statements >= MAX_SUPERSEDED_CANDIDATES
+    gaps = [_gap_kind(region[outer[k][1]:outer[k + 1][0]]) for k in range(first)]  # gaps[k]: after box k
+    return "correction" not in gaps and sum(gap == "separate" and _box_content(region, outer[k]).strip() not in values
+                                            for k, gap in enumerate(gaps)) >= MAX_SUPERSEDED_CANDIDATES
 
 
 def _final_statement(region: str, cut_continuation: bool) -> Tuple[Optional[List[str]], bool]:
@@ -672,10 +666,8 @@ def _top_level_eq(s: str) -> List[str]:
 def _inequality_interval(s: str) -> Optional[_Struct]:
     """``x > 1`` -> (1,\\infty); ``-2 \\leq x \\leq 7`` -> [-2,7] (one variable only)."""
     parts = [x.strip() for x in _INEQ_RE.split(s)]
-    if len(parts) not in (3, 5):
-        return None
-    terms, ops = parts[0::2], parts[1::2]
-    if not all(terms) or sum(bool(_VAR_RE.match(t)) for t in terms) != 1:
+    terms = parts[0::2]
+    if len(parts) not in (3, 5) or not all(terms) or sum(bool(_VAR_RE.match(t)) for t in terms) != 1:
         return None
     if len(parts) == 3:  # "x > 1" is "1 < x < \infty", "x \leq 1" is "-\infty < x \leq 1"
         a, op, b = parts

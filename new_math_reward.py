@@ -181,8 +181,8 @@ def _gap_kind(gap: str) -> str:
 def _cycles_candidates(region: str, outer: list, first: int, values: List[str]) -> bool:
     """MAX_SUPERSEDED_CANDIDATES separate statements with other boxed values before the final one, none retracted."""
     gaps = [_gap_kind(region[outer[k][1]:outer[k + 1][0]]) for k in range(first)]  # gaps[k]: after box k
-    return "correction" not in gaps and sum(gap == "separate" and _box_content(region, outer[k]).strip() not in values
-                                            for k, gap in enumerate(gaps)) >= MAX_SUPERSEDED_CANDIDATES
+    others = sum(g == "separate" and _box_content(region, outer[k]).strip() not in values for k, g in enumerate(gaps))
+    return "correction" not in gaps and others >= MAX_SUPERSEDED_CANDIDATES
 
 
 def _final_statement(region: str, cut_continuation: bool) -> Tuple[Optional[List[str]], bool]:
@@ -1092,7 +1092,7 @@ def _tower(s: str):
             return None  # fractional exponent: a radical, for the CAS
         e = int(val)
         if base == 0 and e <= 0:
-            return None
+            return None  # 0^0, 0^{-k}
         if base in (0, 1):
             val = Fraction(base)
         elif e < 0:

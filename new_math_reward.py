@@ -1,11 +1,11 @@
 """Rule-based MATH reward for verl GRPO: set ``custom_reward_function.path`` to this file (one self-contained file; it
 needs sympy, latex2sympy2_extended and math-verify).
 
-A correct final answer comes first: only it earns, and format and reasoning credit are paid on top of it. "Correct"
-means mathematically equivalent to the gold, exactly (no float tolerance), plus what the question demands of the
-answer's form (docs/reward_policy.md). Every call is bounded in time; model text never reaches eval/exec/sympify and
-never makes compute_score raise. The sections follow the data: 1 contract and limits, 2 extract, 3 normalise, 4 judge,
-5 policy, 6 format credit, 7 entry point (compute_score). Rules and measurements: docs/reward.md."""
+Only a correct final answer earns; format and reasoning credit come on top of it. "Correct" means mathematically
+equivalent to the gold, exactly (no float tolerance), in the form the question demands (docs/reward_policy.md). Every
+call is bounded in time; model text never reaches eval/exec/sympify nor makes compute_score raise. Sections, in
+data-flow order: 1 contract and limits, 2 extract, 3 normalise, 4 judge, 5 policy, 6 format credit, 7 entry point. Rules
+and measurements: docs/reward.md."""
 
 from __future__ import annotations
 
@@ -42,10 +42,8 @@ SYSTEM_PROMPT = (QWEN_STOCK_SYSTEM_PROMPT + " First think through the problem st
 #: Appended to every MATH problem by prepare_math.py (in place of verl's "Let's think step by step ...").
 INSTRUCTION = ("Let's think step by step inside <think> </think> tags, then give the final answer within \\boxed{} "
                "inside <answer> </answer> tags.")
-#: The reference run's weights, compute_score's defaults: a correct answer 0.7, the format up to 0.2
-#: (FORMAT_TAG_CREDIT for each of the four FORMAT_MARKERS), the reasoning up to 0.1.
-SCORE_CORRECT = 0.7
-FORMAT_TAG_CREDIT = 0.05
+#: The reference run's weights (compute_score's defaults): correct 0.7, format up to 0.2 (per marker), reasoning 0.1.
+SCORE_CORRECT, FORMAT_TAG_CREDIT = 0.7, 0.05
 FORMAT_MARKERS = (THINK_OPEN + "\n", "\n" + THINK_CLOSE + "\n", "\n" + ANSWER_OPEN + "\n", "\n" + ANSWER_CLOSE)
 FORMAT_CREDIT_MAX = len(FORMAT_MARKERS) * FORMAT_TAG_CREDIT
 #: Text before <think> / after </answer> costs this per character (reference), each side capped.
@@ -126,8 +124,8 @@ _GAP_LONG = 150
 MAX_SUPERSEDED_CANDIDATES = 2
 #: An unboxed alternative right after the final box: "$\\boxed{3}$ (or maybe 4)".
 _TRAILING_HEDGE_RE = re.compile(
-    r"^[\s$).,;:*]{0,8}(?:\(\s*)?(?:or|maybe|perhaps|possibly|alternatively|otherwise)\b(?:\s+(?:maybe|perhaps|possibly|"
-    r"else|also|even|just))?[\s,]*(?:\$(?P<span>[^$]{1,300})\$|(?P<alt>[-+]?(?:\d|\\(?:frac|sqrt|pi|dfrac))"
+    r"^[\s$).,;:*]{0,8}(?:\(\s*)?(?:or|maybe|perhaps|possibly|alternatively|otherwise)\b(?:\s+(?:maybe|perhaps|"
+    r"possibly|else|also|even|just))?[\s,]*(?:\$(?P<span>[^$]{1,300})\$|(?P<alt>[-+]?(?:\d|\\(?:frac|sqrt|pi|dfrac))"
     r"[^\n.;!?)$]{0,60}?)[\s]*(?:[.;!?)]|\n|$))", re.I)
 
 
@@ -142,9 +140,8 @@ def _scan_boxes(text: str) -> Tuple[List[Tuple[int, int, int, int]], int]:
             if m.group(1):
                 depth += 1
                 open_boxes.append((depth, m.end(), m.start()))
-            else:
-                if arg := _BARE_BOX_ARG_RE.match(text, m.end()):
-                    boxes.append((m.start(), arg.end(), -1, arg.start()))
+            elif arg := _BARE_BOX_ARG_RE.match(text, m.end()):
+                boxes.append((m.start(), arg.end(), -1, arg.start()))
         elif tok == "{":
             depth += 1
         elif tok == "}":
@@ -154,8 +151,7 @@ def _scan_boxes(text: str) -> Tuple[List[Tuple[int, int, int, int]], int]:
             depth = max(depth - 1, 0)
             while open_boxes and open_boxes[-1][0] > depth:  # stray closers: drop orphans
                 open_boxes.pop()
-    boxes.sort()
-    return boxes, open_boxes[-1][2] if open_boxes else -1
+    return sorted(boxes), open_boxes[-1][2] if open_boxes else -1
 
 
 def _box_content(text: str, box: Tuple[int, int, int, int]) -> str:
@@ -184,23 +180,17 @@ def _gap_kind(gap: str) -> str:
 
 def _cycles_candidates(region: str, outer: list, first: int, values: List[str]) -> bool:
     """MAX_SUPERSEDED_CANDIDATES separate statements with other boxed values before the final one, none retracted."""
-    statements = 0
-    for k in range(first - 1, -1, -1):
-        kind = _gap_kind(region[outer[k][1]:outer[k + 1][0]])
-        if kind == "correction":
-            return False
-        if kind == "separate" and _box_content(region, outer[k]).strip() not in values:
-            statements += 1
-    return statements >= MAX_SUPERSEDED_CANDIDATES
+    gaps = [_gap_kind(region[outer[k][1]:outer[k + 1][0]]) for k in range(first)]  # gaps[k]: after box k
+    others = sum(g == "separate" and _box_content(region, outer[k]).strip() not in values for k, g in enumerate(gaps))
+    return "correction" not in gaps and others >= MAX_SUPERSEDED_CANDIDATES
 
 
 def _final_statement(region: str, cut_continuation: bool) -> Tuple[Optional[List[str]], bool]:
     """The boxed answers of the final statement and whether hedged or cycled; (None, False) without a usable box."""
     boxes, unclosed = _scan_boxes(region)
-    if cut_continuation and boxes:
-        if m := _CONTINUATION_RE.search(region, min(b[1] for b in boxes)):
-            boxes = [b for b in boxes if b[1] <= m.start()]
-            unclosed = unclosed if unclosed < m.start() else -1
+    if cut_continuation and boxes and (m := _CONTINUATION_RE.search(region, min(b[1] for b in boxes))):
+        boxes = [b for b in boxes if b[1] <= m.start()]
+        unclosed = unclosed if unclosed < m.start() else -1
     outer: List[Tuple[int, int, int, int]] = []  # outermost boxes only
     for b in boxes:
         if not (outer and b[0] < outer[-1][1]):
@@ -250,13 +240,9 @@ def extract_final_answer(text: str) -> Tuple[Optional[List[str]], bool]:
     region = tail if ANSWER_OPEN in tail or "\\boxed" in tail or "\\fbox" in tail else text
     if ANSWER_OPEN not in region:
         return _final_statement(region, cut_continuation=True)
-    finals: List[List[str]] = []
-    hedged = False
-    for block in region.split(ANSWER_OPEN)[1:]:
-        ans, h = _final_statement(block.split(ANSWER_CLOSE, 1)[0], cut_continuation=False)
-        if ans is not None:
-            finals.append(ans)
-            hedged = hedged or h
+    blocks = [b.split(ANSWER_CLOSE, 1)[0] for b in region.split(ANSWER_OPEN)[1:]]
+    stated = [_final_statement(b, cut_continuation=False) for b in blocks]
+    finals, hedged = [ans for ans, _ in stated if ans is not None], any(h for _, h in stated)
     if not finals:
         return None, False
     if len({tuple(_norm_key(a) for a in f) for f in finals}) > 1:
@@ -265,9 +251,7 @@ def extract_final_answer(text: str) -> Tuple[Optional[List[str]], bool]:
     after = _CONTINUATION_RE.split(after, 1)[0] if "\\boxed" in after or "\\fbox" in after else ""  # a new problem's
     later = [c for c in (strip_grouping_braces(_box_content(after, b)) for b in _scan_boxes(after)[0][:8])
              if c not in _PLACEHOLDER_BOXES and not _restates(c, finals[-1], _cpu_clock() + CAS_BUDGET_S)]
-    if later:  # another value boxed after the final answer hedges it
-        return finals[-1] + later, True
-    return finals[-1], hedged
+    return (finals[-1] + later, True) if later else (finals[-1], hedged)  # a later box of another value hedges
 
 
 # ======================================================================================
@@ -276,15 +260,13 @@ def extract_final_answer(text: str) -> Tuple[Optional[List[str]], bool]:
 class _Norm(namedtuple("_Norm", "s pct unit text base choice mod", defaults=(False, None, False, None, None, None))):
     """An answer's canonical string ``s`` with its percent sign, unit, \\text{} phrase, base, choice letter, modulus."""
 
+    def compatible(self, g: "_Norm") -> bool:
+        """A unit, base or modulus is optional (MATH pays "5" for "5 cm"), but two different ones differ."""
+        units_differ = self.unit and g.unit and self.unit != g.unit and not ({self.unit, g.unit} & _GENERIC_UNITS)
+        return not units_differ and not any(a and b and a != b for a, b in ((self.base, g.base), (self.mod, g.mod)))
+
     def same(self, other: "_Norm") -> bool:
-        return self.s == other.s and self.pct == other.pct and _decorations_compatible(self, other)
-
-
-def _decorations_compatible(p: _Norm, g: _Norm) -> bool:
-    """A unit, base or modulus is optional (MATH pays "5" for "5 cm"), but two different ones differ."""
-    if p.unit and g.unit and p.unit != g.unit and not ({p.unit, g.unit} & _GENERIC_UNITS):
-        return False
-    return not (p.base and g.base and p.base != g.base) and not (p.mod and g.mod and p.mod != g.mod)
+        return self.s == other.s and self.pct == other.pct and self.compatible(other)
 
 # (a) Unicode maths as models write it -> LaTeX (latex2sympy2_extended's normaliser knows none of it).
 _UNICODE = {"π": "\\pi ", "∞": "\\infty ", "−": "-", "–": "-", "×": "\\times ", "·": "\\cdot ", "⋅": "\\cdot ",
@@ -303,13 +285,11 @@ _ROOT_RE = re.compile(r"([√∛∜])\s*(?:\(([^()]*)\)|\{([^{}]*)\}|(\d+(?:\.\d
 _ROOT_INDEX = {"√": "", "∛": "[3]", "∜": "[4]"}
 
 # (b) Wrappers, labels and units.
-_SUBS = (
-    ("\\!", ""), ("{,}", ","), ("\\dfrac", "\\frac"), ("\\tfrac", "\\frac"), ("\\cfrac", "\\frac"),
-    ("\\dbinom", "\\binom"), ("\\tbinom", "\\binom"), ("\\le ", "\\leq "), ("\\ge ", "\\geq "),
-    ("\\leqslant", "\\leq"), ("\\geqslant", "\\geq"), ("\\lt", "<"), ("\\gt", ">"), ("\\cdotp", "\\cdot"),
-    ("\\dots", "\\ldots"), ("\\cdots", "\\ldots"), ("...", "\\ldots"), ("\\neq", "\\ne"), ("\\infin", "\\infty"),
-    ("{:}", ":"), ("\\langle", "("), ("\\rangle", ")"), ("\\varnothing", "\\emptyset"),
-)
+_SUBS = (("\\!", ""), ("{,}", ","), ("\\dfrac", "\\frac"), ("\\tfrac", "\\frac"), ("\\cfrac", "\\frac"),
+         ("\\dbinom", "\\binom"), ("\\tbinom", "\\binom"), ("\\le ", "\\leq "), ("\\ge ", "\\geq "),
+         ("\\leqslant", "\\leq"), ("\\geqslant", "\\geq"), ("\\lt", "<"), ("\\gt", ">"), ("\\cdotp", "\\cdot"),
+         ("\\dots", "\\ldots"), ("\\cdots", "\\ldots"), ("...", "\\ldots"), ("\\neq", "\\ne"), ("\\infin", "\\infty"),
+         ("{:}", ":"), ("\\langle", "("), ("\\rangle", ")"), ("\\varnothing", "\\emptyset"))
 _BRACELESS_FRAC_RE = re.compile(r"\\frac\s*(\d|\\[A-Za-z]+)\s*(\d|\\[A-Za-z]+)")  # \frac12, \frac\pi3
 _BRACELESS_FRAC2_RE = re.compile(r"\\frac\s*\{([^{}]*)\}\s*(\d)")
 _BRACELESS_FRAC3_RE = re.compile(r"\\frac\s*(\d)\s*\{")  # \frac 1{72}
@@ -326,14 +306,16 @@ _WRAP_RE = re.compile(r"\\(text|textbf|textit|textrm|textnormal|mathrm|mathbf|ma
 _TEXTISH = frozenset({"text", "textbf", "textit", "textrm", "textnormal", "mbox", "mathrm", "emph"})
 #: Trailing text pieces, then an optional power: "32\text{ cm}^2", "5\text{ sq}\text{ in}".
 _TRAIL_TEXT_UNIT_RE = re.compile(
-    r"^(?P<v>.*?[^\s{(\[])\s*(?P<u>(?:\\(?:text|mbox|mathrm|textrm|textnormal|textit|operatorname|rm)\s*\{[^{}]*\}\s*)+)"
-    r"(?:\^\s*\{?\s*(?P<p>[23])\s*\}?)?\s*\.?$")
-_TRAIL_WORD_UNIT_RE = re.compile(r"^(?P<l>(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?\w+\}?)?\s*=\s*)?(?P<v>[-+]?[\d.,]*\d)\s+"
+    r"^(?P<v>.*?[^\s{(\[])\s*(?P<u>(?:\\(?:text|mbox|mathrm|textrm|textnormal|textit|operatorname|rm)\s*\{[^{}]*\}"
+    r"\s*)+)(?:\^\s*\{?\s*(?P<p>[23])\s*\}?)?\s*\.?$")
+#: A letter or command with a subscript (``a_1``, ``\\lambda``); a name (_NAME) may add primes and arguments.
+_SYMBOL = r"(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?\w+\}?)?"
+_TRAIL_WORD_UNIT_RE = re.compile(r"^(?P<l>" + _SYMBOL + r"\s*=\s*)?(?P<v>[-+]?[\d.,]*\d)\s+"
                                  r"(?P<u>[A-Za-z]{2,}(?: [A-Za-z]+)*)(?:\^\{?(?P<p>[23])\}?)?\.?$")
-_SMALL_NUMBERS = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
-                  "sixteen seventeen eighteen nineteen").split()
-_NUMBER_WORDS = {w: i for i, w in enumerate(_SMALL_NUMBERS)}
-_NUMBER_WORDS.update({w: 10 * (i + 2) for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split())})
+_NUMBER_WORDS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve "
+                                            "thirteen fourteen fifteen sixteen seventeen eighteen nineteen".split())}
+_NUMBER_WORDS.update({w: 10 * i for i, w in
+                      enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split(), 2)})
 _NUMBER_SCALES = {"hundred": 100, "thousand": 1000, "million": 10 ** 6, "billion": 10 ** 9}
 _NUMBER_WORD_RE = re.compile(r"^(?:(?:" + "|".join(list(_NUMBER_WORDS) + list(_NUMBER_SCALES)) +
                              r"|and|a)(?:[\s-]+|$))+", re.I)
@@ -359,9 +341,10 @@ _OPTION_WORD_RE = re.compile(r"^(?:option|choice|answer)\s*:?\s*(?=[(\[]?[A-Ea-e
 _THOUSANDS_SEP_RE = re.compile(r"(?<=\d),\s*\\!\s*(?=\d)")  # MATH's "11,\! 111" is one number
 #: A remark in words in brackets after a value ("5 (the smallest)"), unless it hedges or approximates.
 _REMARK_RE = re.compile(r"^(?P<v>.*[\d}\])])\s+\((?P<r>[A-Za-z]{2,}(?:[ ,'-]+[A-Za-z]+){0,7})\)\.?$")
-_HEDGE_REMARK_RE = re.compile(r"\b(?:approx\w*|about|roughly|around|nearly|estimat\w*|round\w*|or|maybe|perhaps|possibly|"
-                              r"if|unless|assum\w*|when|not|either|guess\w*|likely|probably|hundreds?|thousands?|"
-                              r"millions?|billions?|dozens?|percent|times|squared|cubed|per|units?\s+of)\b", re.I)
+_HEDGE_REMARK_RE = re.compile(r"\b(?:approx\w*|about|roughly|around|nearly|estimat\w*|round\w*|or|maybe|perhaps|"
+                              r"possibly|if|unless|assum\w*|when|not|either|guess\w*|likely|probably|hundreds?|"
+                              r"thousands?|millions?|billions?|dozens?|percent|times|squared|cubed|per|"
+                              r"units?\s+of)\b", re.I)
 _ORDINAL_RE = re.compile(r"(\d)\s*(?:\^\s*\{?\s*)?(?:st|nd|rd|th)\b\}?")
 _TIME_RE = re.compile(r"^(\d{1,2}(?::\d{2}){1,2})\s*(?:([ap])\s*\.?\s*m\.?)?$", re.I)
 #: The zero vector in bold or with an arrow (``\\mathbf{0}``, ``\\vec 0``): canonical ``\\vec{0}``.
@@ -369,34 +352,31 @@ _ZERO_VECTOR_RE = re.compile(r"^\\(?:mathbf|boldsymbol|bm|vec|overrightarrow)\s*
 _ZERO_VECTOR = "\\vec{0}"
 _REALS = r"\\mathbb\{R\}|\\mathbb R|\\R|\\reals"
 _REALS_RE = re.compile(r"^(?:" + _REALS + r"|\\text\{all real numbers\}|all real numbers)$")
-#: A name: a letter or command, a subscript, primes, arguments (``a_1``, ``f'``, ``F(x)``, ``\\lambda``); every step
-#: that tells a name from a value uses it.
-_NAME = r"(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?\w+\}?)?'*(?:\([A-Za-z](?:,[A-Za-z])*\))?"
+#: A name, for every step that tells a name from a value: ``a_1``, ``f'``, ``F(x)``, ``\\lambda``.
+_NAME = _SYMBOL + r"'*(?:\([A-Za-z](?:,[A-Za-z])*\))?"
 _IN_PREFIX_RE = re.compile(r"^" + _NAME + r"\s*\\in(?![A-Za-z])\s*")
 #: A congruence: "x \\equiv 8 \\pmod{13}", "8 \\pmod{13}", "8 (mod 13)", "8 \\bmod 13".
 _EQUIV_RE = re.compile(r"^.*?\\equiv(?![A-Za-z])\s*", re.S)
-_MOD_RE = re.compile(r"\s*(?:\\pmod\s*\{?\s*(\d+|[A-Za-z])\s*\}?|\(\s*(?:\\bmod|\\mod|mod)(?![A-Za-z])\s*\{?\s*(\d+|"
-                     r"[A-Za-z])\s*\}?\s*\)|\\bmod\s*\{?\s*(\d+|[A-Za-z])\s*\}?|\\mod\s*\{?\s*(\d+|[A-Za-z])\s*\}?)$")
+_MOD_RE = re.compile(r"\s*(?:\\[pb]?mod\s*\{?\s*(\d+|[A-Za-z])\s*\}?|"
+                     r"\(\s*(?:\\bmod|\\mod|mod)(?![A-Za-z])\s*\{?\s*(\d+|[A-Za-z])\s*\}?\s*\))$")
 #: A base subscript in any brace style: 1011_2, 1011_{2}, (1011)_{(2)}, 1011_{\\text{two}} (wrappers gone).
 _BASE_SUB_RE = re.compile(r"^\(?([0-9A-Za-z]+(?:\.[0-9A-Za-z]+)?)\)?_\{?\(?(\d{1,2}|[a-z]{3,9})\)?\}?$")
 #: A base in words after the numeral: "141 in base 13", "1112112 (base 3)", "7602 base-8".
 _BASE_WORDS_RE = re.compile(r"^(?P<v>[0-9A-Za-z]+(?:\.[0-9A-Za-z]+)?)\s*(?P<o>\()?\s*(?:in\s+)?base[\s-]*"
                             r"(?P<b>\d{1,2}|[a-z]{3,9})\s*(?(o)\))$", re.I)
-_BASE_WORDS = {"two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "seven": "7", "eight": "8",
-               "nine": "9", "ten": "10", "eleven": "11", "twelve": "12", "sixteen": "16"}
+_BASE_WORDS = {w: str(i) for w, i in _NUMBER_WORDS.items() if 2 <= i <= 12 or i == 16}  # "two" .. "twelve", "sixteen"
 _THOUSANDS_RE = re.compile(r"^[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
 _NAME_EQ_RE = re.compile(r"^[A-Za-z]\s*=\s*")  # "N = 14,916": the number after a name
 _GROUP_THOUSANDS_RE = re.compile(r"\{(\d{1,3}(?:,\d{3})+(?:\.\d+)?)\}")
 _SPACE_DROP_RE = re.compile(r"(?<![A-Za-z]) | (?![A-Za-z])")
+_BRACE_OR_ESCAPE_RE = re.compile(r"\\.|[{}]", re.S)
 _BRACE_STEP = bytes.maketrans(b"{}", b"\x01\xff")  # +1 / -1 as signed bytes
 _WS_CHARS = " \t\n\r\f\v"
-_UNIT_ALIASES = {
-    "inches": "inch", "in": "inch", "feet": "foot", "ft": "foot", "yd": "yard", "mi": "mile",
-    "centimeter": "cm", "centimetre": "cm", "meter": "m", "metre": "m", "kilometer": "km",
-    "millimeter": "mm", "hr": "hour", "hrs": "hour", "h": "hour",
-    "min": "minute", "mins": "minute", "sec": "second", "secs": "second", "s": "second",
-    "lb": "pound", "lbs": "pound", "oz": "ounce", "mph": "mile per hour", "kg": "kilogram", "g": "gram",
-}
+_UNIT_ALIASES = {"inches": "inch", "in": "inch", "feet": "foot", "ft": "foot", "yd": "yard", "mi": "mile",
+                 "centimeter": "cm", "centimetre": "cm", "meter": "m", "metre": "m", "kilometer": "km",
+                 "millimeter": "mm", "hr": "hour", "hrs": "hour", "h": "hour", "min": "minute", "mins": "minute",
+                 "sec": "second", "secs": "second", "s": "second", "lb": "pound", "lbs": "pound", "oz": "ounce",
+                 "mph": "mile per hour", "kg": "kilogram", "g": "gram"}
 _UNIT_POWERS = {"sq": "2", "square": "2", "squared": "2", "cu": "3", "cubic": "3", "cubed": "3"}
 #: Units of measure: an answer in another one than the question asks for states another quantity.
 _MEASURES = frozenset(_UNIT_ALIASES.values()) | frozenset(
@@ -423,28 +403,19 @@ def _unicode_to_latex(s: str) -> str:
 
 
 def _match_brace(s: str, i: int) -> int:
-    """Index of the brace closing the group opened at s[i] == '{', or -1."""
-    depth, j, n = 0, i, len(s)
-    while j < n:
-        c = s[j]
-        if c == "\\":
-            j += 2
-            continue
-        if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return j
-        j += 1
+    """Index of the brace closing the group opened at s[i] == '{', or -1 (escaped characters skipped)."""
+    depth = 0
+    for m in _BRACE_OR_ESCAPE_RE.finditer(s, i):
+        depth += {"{": 1, "}": -1}.get(m.group(), 0)
+        if depth == 0 and m.group() == "}":
+            return m.start()
     return -1
 
 
 def strip_grouping_braces(s: str) -> str:
-    """Remove braces that wrap the whole answer, any number of layers (``{{{4}}}`` -> ``4``; sets are
-    ``\\{...\\}``): with k braces in front, k' at the end and the core's depth walk between them (lowest prefix m <= 0,
-    final f), the whole is balanced iff k + f == k', and then k + m layers enclose it. C-level walk: 200,000 nested
-    braces cost milliseconds."""
+    """Remove any number of braces wrapping the whole answer (``{{{4}}}`` -> ``4``; sets are ``\\{...\\}``): with k
+    braces in front, k' at the end and the core's depth walk between them (lowest prefix m <= 0, final f), the whole is
+    balanced iff k + f == k', and then k + m layers enclose it. A C-level walk: 200,000 braces cost milliseconds."""
     t = s.strip()
     if not (t.startswith("{") and t.endswith("}")):
         return t
@@ -477,10 +448,7 @@ def _unwrap(s: str) -> Tuple[str, bool]:
     m0 = _WRAP_RE.match(s)
     whole_text = bool(m0 and m0.group(1) in _TEXTISH and _match_brace(s, m0.end() - 1) == len(s) - 1)
     for _ in range(32):
-        if not (m := _WRAP_RE.search(s)):
-            break
-        close = _match_brace(s, m.end() - 1)
-        if close < 0:
+        if not (m := _WRAP_RE.search(s)) or (close := _match_brace(s, m.end() - 1)) < 0:
             break
         s = s[:m.start()] + s[m.end():close] + s[close + 1:]
     return s, whole_text
@@ -501,10 +469,9 @@ def _unit_key(u: str, power: Optional[str] = None) -> str:
 
 @lru_cache(maxsize=16384)
 def _normalise(raw: str) -> _Norm:
-    """The canonical form of one answer (cached: golds repeat n times): unicode to LaTeX, presentation dropped
-    (braces, \\dfrac, \\left, colours, spacing), then percent and dollar signs, the zero vector, trailing units, text
-    and font wrappers, remarks, ordinals, labels and a choice letter, number words, degree signs, times of day, a
-    membership or congruence prefix, thousands separators, base subscripts, parentheses around one item."""
+    """One answer's canonical form (cached: golds repeat): unicode to LaTeX, presentation (braces, \\dfrac, \\left,
+    spacing) dropped, then percent and dollar signs, zero vector, units, wrappers, remarks, ordinals, labels, choice
+    letter, number words, degrees, times, prefixes, thousands separators, base subscripts, grouping parentheses."""
     s = _THOUSANDS_SEP_RE.sub(",", _unicode_to_latex(raw.strip()))
     if s.startswith("{"):
         s = strip_grouping_braces(s)
@@ -513,16 +480,14 @@ def _normalise(raw: str) -> _Norm:
     s = _BRACELESS_FRAC2_RE.sub(r"\\frac{\1}{\2}", _BRACELESS_FRAC_RE.sub(r"\\frac{\1}{\2}", _STYLE_RE.sub("", s)))
     s = _ONE_TOKEN_EXP_RE.sub(r"^\1", _BRACELESS_SQRT_RE.sub(r"\\sqrt{\1}", _BRACELESS_FRAC3_RE.sub(r"\\frac{\1}{", s)))
     s = re.sub(r"\\(le|ge)(?![A-Za-z])", lambda m: "\\" + m.group(1) + "q", _SPACE_CMD_RE.sub(" ", s)).strip()
-    m = _BRACKETED_MATRIX_RE.match(s)
-    s = m.group(1) if m else s
+    s = m.group(1) if (m := _BRACKETED_MATRIX_RE.match(s)) else s
     s2 = s.replace("\\%", "").replace("%", "")
     pct, s = s2 != s, s2.replace("\\$", "").replace("$", "").strip()
     if _ZERO_VECTOR_RE.match(s):  # before the font wrappers go: bold 0 is a vector, not the number
         return _Norm(_ZERO_VECTOR)
     unit = None
-    m = _TRAIL_TEXT_UNIT_RE.match(s) if "{" in s else None
-    last_side = m.group("v").rsplit("=", 1)[-1] if m else ""  # "r = 3 \\text{ units}": the unit is 3's
-    if m and re.search(r"\d", last_side) and not re.search(r"[<>]|\\[lg]eq", m.group("v")):
+    m = _TRAIL_TEXT_UNIT_RE.match(s) if "{" in s else None  # "r = 3 \\text{ units}": the unit is its last side's
+    if m and re.search(r"\d", m.group("v").rsplit("=", 1)[-1]) and not re.search(r"[<>]|\\[lg]eq", m.group("v")):
         u = " ".join(re.findall(r"\{([^{}]*)\}", m.group("u"))).strip()
         if (re.match(r"^[A-Za-z][A-Za-z .]*$", u) and len(u.split()) <= 3 and u.lower() not in ("or", "and", "i", "e")
                 and "base" not in u):
@@ -532,16 +497,14 @@ def _normalise(raw: str) -> _Norm:
     if (label := _LABEL_RE.match(s) if s[:1] == "\\" or ":" in s else None):
         s = label.group("rest")
     s, is_text = _unwrap(s)
-    if s.endswith(")") and " (" in s:
-        m = _REMARK_RE.match(s)
-        if m and not _HEDGE_REMARK_RE.search(m.group("r")):
-            s = m.group("v")
+    m = _REMARK_RE.match(s) if s.endswith(")") and " (" in s else None
+    if m and not _HEDGE_REMARK_RE.search(m.group("r")):
+        s = m.group("v")
     s = " ".join(_ORDINAL_RE.sub(r"\1", s).split())  # "June 20th", "20^{\\text{th}}" -> "June 20"
     if s[:1].isalpha():
         s = _OPTION_WORD_RE.sub("", s)
         words = _number_words(s)
-        m = _COUNT_SENTENCE_RE.match(s) if words is None and is_text else None
-        if m:  # "\text{There are five digits}": the count the sentence states
+        if words is None and is_text and (m := _COUNT_SENTENCE_RE.match(s)):  # "\text{There are five digits}"
             rest = m.group("rest")
             words = _number_words(rest) or (rest if re.match(r"^\d+(?: [A-Za-z]+){0,2}$", rest) else None)
         if words is not None:
@@ -553,23 +516,19 @@ def _normalise(raw: str) -> _Norm:
         m = _TRAIL_WORD_UNIT_RE.match(s)
         if m and not _NOT_A_UNIT_RE.search(m.group("u")):
             s, unit = (m.group("l") or "") + m.group("v"), _unit_key(m.group("u"), m.group("p"))
-        elif ":" in s:
-            if m := _TIME_RE.match(s):
-                s, unit = m.group(1), (m.group(2).lower() + "m" if m.group(2) else None)
+        elif ":" in s and (m := _TIME_RE.match(s)):
+            s, unit = m.group(1), (m.group(2).lower() + "m" if m.group(2) else None)
     s2 = _DEG_RE.sub("", s)
     thousands = "," in s2 and _THOUSANDS_RE.match(_NAME_EQ_RE.sub("", s2)) and all(  # "60^\circ,120^\circ" is a list
         d.start() > s.rfind(",") for d in _DEG_RE.finditer(s))
-    if s2 != s and unit is None:
-        unit = "degree"
-    s = s2
+    s, unit = s2, ("degree" if s2 != s and unit is None else unit)
     if _REALS_RE.match(s):
         s = "(-\\infty,\\infty)"
     elif s.replace(" ", "") == "\\{\\}":
         s = "\\emptyset"
     s = _IN_PREFIX_RE.sub("", s)
-    if "base" in s:
-        m = _BASE_WORDS_RE.match(s)
-        s = "%s_{%s}" % (m.group("v"), m.group("b").lower()) if m else s
+    if "base" in s and (m := _BASE_WORDS_RE.match(s)):
+        s = "%s_{%s}" % (m.group("v"), m.group("b").lower())
     mod, m = None, _MOD_RE.search(s)
     if m:
         s, mod = s[:m.start()], next(g for g in m.groups() if g)
@@ -645,9 +604,12 @@ def _norm_key(raw: str) -> str:
 #    CAS at high precision, hostile inputs refused before sympy sees them, (e) the wall-clock guard.
 # (a) The typed parse: matrix, union, tuple or interval, set or list, or one item.
 _OPEN, _CLOSE = "([{", ")]}"
+#: Brackets, escaped braces and the separators of _split_top (each separator set it is called with).
+_TOP_TOKEN_RES = {seps: re.compile(r"\\[{}]|[(\[{)\]}%s]" % re.escape(seps)) for seps in (",;", "=", "+-")}
 _WORD_SEP_RE = re.compile(r"(?<![A-Za-z\\])(?:and|or)(?![A-Za-z])")
 _MATRIX_RE = re.compile(r"^\\begin\{([pbBvV]?matrix|array)\}(?:\{[lcr|]*\})?(.*)\\end\{\1\}$", re.S)
 _INEQ_RE = re.compile(r"(\\leq|\\geq|<|>)")
+_FLIP = {"<": ">", ">": "<", "\\leq": "\\geq", "\\geq": "\\leq"}  # an inequality read from the other side
 _ASSIGN_LHS_RE = re.compile(r"^(?:" + _NAME + r"|[A-Za-z]{1,3})$")
 _VAR_RE = re.compile(r"^" + _NAME + r"$")
 _SCALED_MATRIX_RE = re.compile(
@@ -662,58 +624,36 @@ _SET_BUILDER_RE = re.compile(r"^\\\{\s*(?P<v>" + _NAME + r")\s*(?:\\in\s*(?:" + 
 _Struct = namedtuple("_Struct", "kind s items ordered brackets", defaults=("", (), False, ""))
 
 
-def _depth_ok(s: str) -> bool:
-    """No {[( nesting deeper than MAX_NESTING."""
-    return max(accumulate((c in _OPEN) - (c in _CLOSE) for c in s), default=0) <= MAX_NESTING
-
-
 def _split_top(s: str, seps: str = ",;", words: bool = True) -> List[str]:
     """Split at top-level separators (not inside any bracket or brace)."""
     if words and ("and" in s or "or" in s):
         s = _WORD_SEP_RE.sub(";", s)
     parts, depth, last = [], 0, 0
-    i, n = 0, len(s)
-    while i < n:
-        c = s[i]
-        if c == "\\" and i + 1 < n and s[i + 1] in "{}":
-            depth += 1 if s[i + 1] == "{" else -1
-            i += 2
-            continue
-        if c in _OPEN:
-            depth += 1
-        elif c in _CLOSE:
-            depth -= 1
-        elif depth == 0 and c in seps:
-            parts.append(s[last:i])
-            last = i + 1
-        i += 1
+    for m in _TOP_TOKEN_RES[seps].finditer(s):
+        c = m.group()[-1]
+        depth += (c in _OPEN) - (c in _CLOSE)
+        if depth == 0 and c in seps:
+            parts.append(s[last:m.start()])
+            last = m.end()
     parts.append(s[last:])
     return [p for p in (q.strip() for q in parts) if p]
 
 
+def _encloses(steps) -> bool:
+    """Bracket steps (+1 open, -1 close) between an opener and a closer: the opener closes at the end, not before."""
+    depth = list(accumulate(steps, initial=0))
+    return min(depth) >= 0 and depth[-1] == 0
+
+
 def _bracket_pair_ok(s: str) -> bool:
-    """s = (...) / [...] / (...] / [...) whose first bracket closes at the end."""
-    depth = 0
-    for i, c in enumerate(s):
-        if c in _OPEN:
-            depth += 1
-        elif c in _CLOSE:
-            depth -= 1
-            if depth == 0 and i != len(s) - 1:
-                return False
-    return depth == 0
+    """s = (...) / [...] / (...] / [...) (its first and last character checked by the caller) closed only at the end."""
+    return _encloses((c in _OPEN) - (c in _CLOSE) for c in s[1:-1])
 
 
 def _is_set_literal(s: str) -> bool:
     """s is ``\\{...\\}`` with the opening ``\\{`` closed by the final ``\\}``."""
-    if not (s.startswith("\\{") and s.endswith("\\}")):
-        return False
-    depth = 0
-    for m in re.finditer(r"\\[{}]", s[2:-2]):
-        depth += 1 if m.group(0) == "\\{" else -1
-        if depth < 0:
-            return False
-    return depth == 0
+    return (s.startswith("\\{") and s.endswith("\\}")
+            and _encloses(1 if t == "\\{" else -1 for t in re.findall(r"\\[{}]", s[2:-2])))
 
 
 def _top_level_eq(s: str) -> List[str]:
@@ -726,25 +666,19 @@ def _top_level_eq(s: str) -> List[str]:
 def _inequality_interval(s: str) -> Optional[_Struct]:
     """``x > 1`` -> (1,\\infty); ``-2 \\leq x \\leq 7`` -> [-2,7] (one variable only)."""
     parts = [x.strip() for x in _INEQ_RE.split(s)]
-    if len(parts) not in (3, 5):
+    terms = parts[0::2]
+    if len(parts) not in (3, 5) or not all(terms) or sum(bool(_VAR_RE.match(t)) for t in terms) != 1:
         return None
-    terms, ops = parts[0::2], parts[1::2]
-    if not all(terms) or sum(bool(_VAR_RE.match(t)) for t in terms) != 1:
-        return None
-    if len(parts) == 3:
-        a, op, b = terms[0], ops[0], terms[1]
+    if len(parts) == 3:  # "x > 1" is "1 < x < \infty", "x \leq 1" is "-\infty < x \leq 1"
+        a, op, b = parts
         if _VAR_RE.match(b):  # "1 < x"  ->  "x > 1"
-            a, b = b, a
-            op = {"<": ">", ">": "<", "\\leq": "\\geq", "\\geq": "\\leq"}[op]
-        if op in (">", "\\geq"):
-            return _Struct("tuple", items=[b, "\\infty"], brackets=("[" if op == "\\geq" else "(") + ")")
-        return _Struct("tuple", items=["-\\infty", b], brackets="(" + ("]" if op == "\\leq" else ")"))
+            a, b, op = b, a, _FLIP[op]
+        parts = [b, _FLIP[op], a, "<", "\\infty"] if op in (">", "\\geq") else ["-\\infty", "<", a, op, b]
     lo, o1, var, o2, hi = parts
     if not _VAR_RE.match(var) or not ({o1, o2} <= {"<", "\\leq"} or {o1, o2} <= {">", "\\geq"}):
         return None
     if o1 in (">", "\\geq"):  # "7 >= x >= -2"  ->  "-2 <= x <= 7"
-        flip = {">": "<", "\\geq": "\\leq"}
-        lo, hi, o1, o2 = hi, lo, flip[o2], flip[o1]
+        lo, hi, o1, o2 = hi, lo, _FLIP[o2], _FLIP[o1]
     return _Struct("tuple", items=[lo, hi], brackets=("[" if o1 == "\\leq" else "(") + ("]" if o2 == "\\leq" else ")"))
 
 
@@ -763,40 +697,30 @@ def _matrix_rows(body: str) -> List[List[str]]:
 def _scaled_matrix(s: str) -> Optional[_Struct]:
     """``c\\begin{pmatrix}...\\end{pmatrix}`` as the matrix of products (not a determinant's vmatrix)."""
     m = _SCALED_MATRIX_RE.match(s)
-    if not m or m.group("m").count("\\begin{") != 1:
-        return None
-    c = m.group("c").strip()
+    c = m.group("c").strip() if m and m.group("m").count("\\begin{") == 1 else ""
     if not c or c == "+" or _NOT_SCALAR_RE.search(c):
         return None
     cv = Fraction(-1) if c == "-" else _exact_number(c)
-    if not isinstance(cv, Fraction):
-        cv = None
-        if not isinstance(_parse(c), _sympy.Expr):
-            return None  # not a scalar (e.g. \\det): no elementwise reading
+    if not isinstance(cv, Fraction) and not isinstance(_parse(c), _sympy.Expr):
+        return None  # not a scalar (e.g. \\det): no elementwise reading
     if not (inner := _MATRIX_RE.match(m.group("m"))):
         return None
-    rows = []
-    for row in _matrix_rows(inner.group(2)):
-        out = []
-        for e in row:
-            ev = _exact_number(_normalise(e).s) if cv is not None else None
-            out.append(str(cv * ev) if isinstance(ev, Fraction) else "(%s)\\cdot(%s)" % (c, e))
-        rows.append(out)
-    return _Struct("matrix", items=rows)
+
+    def product(e: str) -> str:
+        ev = _exact_number(_normalise(e).s) if isinstance(cv, Fraction) else None
+        return str(cv * ev) if isinstance(ev, Fraction) else "(%s)\\cdot(%s)" % (c, e)
+    return _Struct("matrix", items=[[product(e) for e in row] for row in _matrix_rows(inner.group(2))])
 
 
 def _reals_minus_points(s: str) -> Optional[_Struct]:
     """``\\mathbb{R} \\setminus \\{a, b\\}`` as the union of open intervals between the exact points."""
     m = _SETMINUS_RE.match(s)
-    if not m or not (_REALS_RE.match(m.group("a")) or m.group("a") == "(-\\infty,\\infty)"):
-        return None
-    if not _is_set_literal(m.group("b")):
+    if (not m or not (_REALS_RE.match(m.group("a")) or m.group("a") == "(-\\infty,\\infty)")
+            or not _is_set_literal(m.group("b"))):
         return None
     pts = {}
-    for x in _structure(m.group("b")).items:
-        xs = _normalise(x).s
-        v = _exact_number(xs)
-        if not isinstance(v, Fraction):
+    for xs in (_normalise(x).s for x in _structure(m.group("b")).items):
+        if not isinstance(v := _exact_number(xs), Fraction):
             return None
         pts.setdefault(v, xs)
     bounds = ["-\\infty"] + [pts[v] for v in sorted(pts)] + ["\\infty"]
@@ -817,21 +741,17 @@ def _set_builder(s: str) -> Optional[_Struct]:
 
 def _union(s: str) -> _Struct:
     """Intervals and finite sets joined by ``\\cup`` (the points in one set); a union of finite sets is that set."""
-    intervals, points, has_set = [], [], False
+    intervals, points = [], []
     for piece in s.split("\\cup"):
         st = _structure(piece)
         if st.kind == "tuple" and len(st.items) == 2:
             intervals.append(st)
         elif st.kind == "list" and st.brackets == "{}":
-            has_set = True
             points.extend(st.items)
         else:
             return _Struct("scalar", s=s)
-    if not intervals:
-        return _Struct("list", items=points, ordered=False, brackets="{}")
-    if has_set and points:
-        intervals.append(_Struct("list", items=points, ordered=False, brackets="{}"))
-    return _Struct("union", items=intervals)
+    finite = _Struct("list", items=points, ordered=False, brackets="{}")
+    return _Struct("union", items=intervals + ([finite] if points else [])) if intervals else finite
 
 
 def _structure(s: str) -> _Struct:
@@ -850,10 +770,9 @@ def _structure(s: str) -> _Struct:
     if s[:1] in "([" and s[-1:] in ")]" and _bracket_pair_ok(s) and len(items := _split_top(s[1:-1], words=False)) > 1:
         return _Struct("tuple", items=items, brackets=s[0] + s[-1])
     items = _split_top(s)
-    if len(items) >= 2 and all(_INEQ_RE.search(it) for it in items):
-        ivs = [_inequality_interval(it) for it in items]  # "x < -1 or x > 1": a union
-        if all(iv is not None for iv in ivs):
-            return _Struct("union", items=ivs)
+    if (len(items) >= 2 and all(_INEQ_RE.search(it) for it in items)  # "x < -1 or x > 1": a union
+            and None not in (ivs := [_inequality_interval(it) for it in items])):
+        return _Struct("union", items=ivs)
     if len(items) >= 2:
         items = [x for it in items for x in _expand_pm(it)]
         return _assignments(_Struct("list", items=items, ordered=any("\\ldots" in it for it in items)))
@@ -876,8 +795,7 @@ def _assignments(st: _Struct) -> _Struct:
     if not named:
         return st
     if len(named) == len(lhs) and len(set(named)) == len(named) and len(named) > 1:
-        order = sorted(range(len(lhs)), key=lambda i: lhs[i])
-        return _Struct("tuple", items=[vals[i] for i in order], brackets="()")
+        return _Struct("tuple", items=[v for _, v in sorted(zip(lhs, vals))], brackets="()")  # names distinct
     if len(named) == len(lhs) and len(set(named)) == 1 or (lhs[0] is not None and len(named) == 1):
         return _Struct("list", items=vals, ordered=st.ordered)
     return st
@@ -885,8 +803,6 @@ def _assignments(st: _Struct) -> _Struct:
 
 def _order_chain(s: str) -> Optional[Tuple[str, List[str]]]:
     """``f(2) < f(1) < f(4)``, a strict chain of three terms or more (no interval): (direction, terms)."""
-    if "<" not in s and ">" not in s:
-        return None
     parts = [x.strip() for x in re.split(r"([<>])", s)]
     if len(parts) < 5 or "=" in s or "\\leq" in s or "\\geq" in s:
         return None
@@ -905,12 +821,10 @@ _COPULAS = frozenset({"is", "was", "are", "were", "be"})
 _ARTICLES = frozenset({"a", "an", "the"})
 _COMMAND_RE = re.compile(r"\\[A-Za-z]+")
 _VARIABLE_RE = re.compile(r"[A-DF-HJ-Za-df-hj-z]")  # letters other than e and i (constants)
-_FUNC_LABEL_RE = re.compile(r"^(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?\w+\}?)?'*\((?P<v>[A-Za-z])\)$")
-#: A label for a structured answer: a tuple of names "(x, y) =", a capital "M =", an arrow "\\vec{v} =" (a plain "x ="
-#: names a number, not a vector).
+_FUNC_LABEL_RE = re.compile(r"^" + _SYMBOL + r"'*\((?P<v>[A-Za-z])\)$")
+#: A structured answer's label: a tuple of names "(x, y) =", a capital "M =", an arrow "\\vec{v} =" (not "x =").
 _STRUCT_LABEL_RE = re.compile(r"^(?:\((?:[A-Za-z\\]+,)+[A-Za-z\\]+\)|[A-Z]\w*|\\(?:vec|overrightarrow)\{\w+\})=")
-#: A one-symbol name labels the value after it ("\\Delta = 8", "E = 4"): a letter but the constants e and i, a Greek
-#: letter but \\pi, with a subscript or primes; the name is not checked against the question.
+#: A one-symbol name labels the value after it ("\\Delta = 8", "E = 4"): a letter but e and i, a Greek letter but \\pi.
 _LABEL_NAME_RE = re.compile(r"^(?:[A-DF-HJ-Za-df-hj-z]|[EI]|\\(?:(?:var)?(?:alpha|beta|gamma|delta|epsilon|zeta|eta|"
                             r"theta|iota|kappa|lambda|mu|nu|xi|rho|sigma|tau|upsilon|phi|chi|psi|omega)|Gamma|Delta|"
                             r"Theta|Lambda|Xi|Sigma|Upsilon|Phi|Psi|Omega))(?:_\{?\w+\}?)?'*$")
@@ -936,11 +850,8 @@ def _answer_sides(p: _Norm, g: _Norm, ctx) -> Optional[Tuple[_Norm, _Norm]]:
 
 def _bound_renamed(label: str, expr: str, gold: str) -> str:
     """``f(t) = t^2 - 7t`` for a gold in x: the variable the label binds becomes the gold's one variable."""
-    m = _FUNC_LABEL_RE.match(label)
-    if not m or _letters(expr) != {m.group("v")}:
-        return expr
-    theirs = _letters(gold)
-    if len(theirs) != 1 or theirs == {m.group("v")}:
+    m, theirs = _FUNC_LABEL_RE.match(label), _letters(gold)
+    if not m or _letters(expr) != {m.group("v")} or len(theirs) != 1 or theirs == {m.group("v")}:
         return expr
     return re.sub(r"(?<![A-Za-z\\])%s(?![A-Za-z])" % m.group("v"), theirs.pop(), expr)
 
@@ -956,16 +867,10 @@ def _item_kind(n: _Norm) -> str:
 
 def _text_equal(p: _Norm, g: _Norm) -> bool:
     """A word answer: the same words, or a short sentence stating it after a copula, once, without negation."""
-    gw = [w.lower() for w in re.findall(r"[A-Za-z]+", g.s)]
-    pw = [w.lower() for w in re.findall(r"[A-Za-z]+", p.s)]
-    if pw[1:] and pw[0] in _ARTICLES:  # "a circle" for "circle"
-        pw = pw[1:]
-    if gw[1:] and gw[0] in _ARTICLES:
-        gw = gw[1:]
-    if pw == gw:
-        return True
-    if gw == ["neither"] and len(pw) in (4, 5) and pw[0] == "neither" and pw[2] == "nor":
-        return True  # "neither even nor odd" (a trailing noun allowed)
+    pw, gw = ([w.lower() for w in re.findall(r"[A-Za-z]+", x.s)] for x in (p, g))
+    pw, gw = (w[1:] if w[1:] and w[0] in _ARTICLES else w for w in (pw, gw))  # "a circle" for "circle"
+    if pw == gw or (gw == ["neither"] and len(pw) in (4, 5) and pw[0] == "neither" and pw[2] == "nor"):
+        return True  # the same words, or "neither even nor odd" (a trailing noun allowed)
     if not gw or len(pw) > 12 or _NOT_THE_ANSWER_RE.search(p.s):
         return False
     if len(pw) == len(gw) + 1 and pw[:len(gw)] == gw and pw[-1] not in _COPULAS:
@@ -979,7 +884,7 @@ def _text_equal(p: _Norm, g: _Norm) -> bool:
 
 def _values_equal(p: _Norm, g: _Norm, ctx) -> bool:
     """One item against one item, by the gold's kind."""
-    if not _decorations_compatible(p, g):
+    if not p.compatible(g):
         return False
     if p.s == g.s and p.pct == g.pct:
         return True
@@ -999,18 +904,12 @@ def _values_equal(p: _Norm, g: _Norm, ctx) -> bool:
             return _values_equal(_Norm(pe[1], p.pct), _Norm(ge[1], g.pct), ctx)
         return _equations_equal(p.s, g.s, ctx["deadline"], "normalised" in ctx["demands"])
     pi, gi = _INEQ_RE.split(p.s), _INEQ_RE.split(g.s)
-    if len(pi) == 3 or len(gi) == 3:  # "s^2 \\leq 8r^2": the same relation, sides compared
-        (a, op, b), (c, gop, d) = _oriented(pi), _oriented(gi)
+    if len(pi) == 3 or len(gi) == 3:  # "s^2 \\leq 8r^2": the same relation, each read as "smaller <(=) larger"
+        if len(pi) != len(gi):
+            return False
+        (a, op, b), (c, gop, d) = ((x[2], _FLIP[x[1]], x[0]) if x[1] in (">", "\\geq") else x for x in (pi, gi))
         return op == gop and _plain_equal(a, c, False, False, ctx) and _plain_equal(b, d, False, False, ctx)
     return _plain_equal(p.s, g.s, p.pct, g.pct, ctx)
-
-
-def _oriented(parts: List[str]) -> Tuple[str, str, str]:
-    """An inequality as (smaller side, "<" or "\\leq", larger side); other shapes never match."""
-    if len(parts) != 3:
-        return ("", "?", "")
-    a, op, b = parts
-    return (b, {">": "<", "\\geq": "\\leq"}[op], a) if op in (">", "\\geq") else (a, op, b)
 
 
 def _plain_equal(ps: str, gs: str, ppct: bool, gpct: bool, ctx) -> bool:
@@ -1021,9 +920,8 @@ def _plain_equal(ps: str, gs: str, ppct: bool, gpct: bool, ctx) -> bool:
     if pv is not None and gv is not None:
         if isinstance(pv, _BigPow) or isinstance(gv, _BigPow):
             return pv == gv and pv.e is not None
-        if ppct == gpct or "percent" in ctx["demands"]:
-            return pv == gv
-        return pv == gv or (pv * 100 == gv if gpct else pv == gv * 100)
+        return pv == gv or (ppct != gpct and "percent" not in ctx["demands"]
+                            and (pv * 100 == gv if gpct else pv == gv * 100))
     if isinstance(pv, _BigPow) or isinstance(gv, _BigPow):
         return False
     if ps == gs:
@@ -1047,9 +945,8 @@ def _items_equal(p_items: List[str], g_items: List[str], ordered: bool, ctx) -> 
         if len(p_items) > MAX_LIST_ITEMS:
             return [x.s for x in pn] == [x.s for x in gn]
         return all(_match(pi, gi, ctx) for pi, gi in zip(pn, gn))
-    if sorted(x.s for x in pn) == sorted(x.s for x in gn):
-        return True
-    return len(p_items) <= MAX_LIST_ITEMS and _matched_unordered(pn, gn, lambda a, b: _match(a, b, ctx))
+    return sorted(x.s for x in pn) == sorted(x.s for x in gn) or (
+        len(p_items) <= MAX_LIST_ITEMS and _matched_unordered(pn, gn, lambda a, b: _match(a, b, ctx)))
 
 
 def _matched_unordered(p_items: list, g_items: list, eq) -> bool:
@@ -1069,9 +966,8 @@ def _as_matrix(st: _Struct, other: _Struct) -> _Struct:
     """A tuple ``(7, -13)`` is a column vector, or a row when the other side is one row."""
     if st.kind != "tuple" or st.brackets != "()":
         return st
-    if other.kind == "matrix" and len(other.items) == 1:
-        return _Struct("matrix", items=[list(st.items)])
-    return _Struct("matrix", items=[[x] for x in st.items])
+    row = other.kind == "matrix" and len(other.items) == 1
+    return _Struct("matrix", items=[list(st.items)] if row else [[x] for x in st.items])
 
 
 def _match(p: _Norm, g: _Norm, ctx) -> bool:
@@ -1101,49 +997,35 @@ def _match(p: _Norm, g: _Norm, ctx) -> bool:
         return sides is not None and sides[0].s != p.s and _match(sides[0], g, ctx)
     if gs.kind == "matrix" or ps.kind == "matrix":
         ps, gs = _as_matrix(ps, gs), _as_matrix(gs, ps)
-        if gs.kind != ps.kind or len(gs.items) != len(ps.items):
-            return False
-        if any(len(r1) != len(r2) for r1, r2 in zip(gs.items, ps.items)):
-            return False
-        return all(_match(_normalise(a), _normalise(b), ctx)
-                   for r1, r2 in zip(ps.items, gs.items) for a, b in zip(r1, r2))
+        return gs.kind == ps.kind and [len(r) for r in gs.items] == [len(r) for r in ps.items] and all(
+            _match(_normalise(a), _normalise(b), ctx) for r1, r2 in zip(ps.items, gs.items) for a, b in zip(r1, r2))
     if gs.kind == "union" or ps.kind == "union":
-        if gs.kind != ps.kind or len(gs.items) != len(ps.items):
-            return False
-        return _matched_unordered(ps.items, gs.items, lambda a, b: _piece_equal(a, b, ctx))
+        return (gs.kind == ps.kind and len(gs.items) == len(ps.items)
+                and _matched_unordered(ps.items, gs.items, lambda a, b: _piece_equal(a, b, ctx)))
     if gs.kind == "tuple":
-        if ps.kind == "tuple":
-            return _tuple_equal(ps, gs, ctx)
         if ps.kind == "list" and len(gs.items) > 2:
             return _items_equal(ps.items, gs.items, True, ctx)  # "1, 2, 3" for "(1, 2, 3)"
-        return False
+        return ps.kind == "tuple" and _piece_equal(ps, gs, ctx)
     if gs.kind == "list":
         if ps.kind == "list":
             return _items_equal(ps.items, gs.items, gs.ordered or ps.ordered or "ordered" in ctx["demands"], ctx)
-        # "1, 2, 3" written "(1, 2, 3)", or labelled values "n_1 = 19, n_2 = 22" (a 2-tuple in brackets is an
-        # interval, not a list)
-        if ps.kind == "tuple" and not gs.ordered and ps.brackets == "()" and (len(ps.items) > 2 or "=" in p.s):
-            return _items_equal(ps.items, gs.items, True, ctx)
-        return False
-    # gold scalar, answer a list: several answers for one (a hedge) unless all state it ("\\boxed{\\frac12} =
-    # \\boxed{0.5}": one value in two notations)
-    if ps.kind == "list" and not ps.ordered and len(ps.items) <= MAX_FINAL_BOXES:
-        return all(_match(_normalise(x), g, ctx) for x in ps.items)
-    return False
+        # "1, 2, 3" written "(1, 2, 3)" or "n_1 = 19, n_2 = 22" (a 2-tuple in brackets is an interval, not a list)
+        return (ps.kind == "tuple" and not gs.ordered and ps.brackets == "()" and (len(ps.items) > 2 or "=" in p.s)
+                and _items_equal(ps.items, gs.items, True, ctx))
+    # gold scalar, answer a list: a hedge unless all state it ("\\boxed{\\frac12} = \\boxed{0.5}": one value twice)
+    return (ps.kind == "list" and not ps.ordered and len(ps.items) <= MAX_FINAL_BOXES
+            and all(_match(_normalise(x), g, ctx) for x in ps.items))
 
 
 def _approx_equal(p: _Norm, g: _Norm, ctx) -> bool:
-    """``x \\approx 3.14`` states 3.14, and ``\\frac{32\\sqrt2}{3} \\approx 15.08`` does when the exact side rounds to
-    it; ``\\frac13 \\approx 0.33`` states 1/3 when the rounding is right."""
+    """``x \\approx 3.14`` states 3.14, ``\\frac{32\\sqrt2}{3} \\approx 15.08`` too if the exact side rounds to it;
+    ``\\frac13 \\approx 0.33`` states 1/3 when the rounding is right."""
     sides = [x.strip() for x in p.s.split("\\approx")]
-    last = _Norm(sides[-1], p.pct, p.unit, False, p.base)
-    first = _Norm(sides[0], p.pct, p.unit, False, p.base)
+    first, last = (_Norm(x, p.pct, p.unit, False, p.base) for x in (sides[0], sides[-1]))
     if last.s and _match(last, g, ctx):  # a constant before it must round to it
         return (len(sides) != 2 or not first.s or bool(_letters(first.s)) or bool(_LABEL_NAME_RE.match(first.s))
                 or _rounds_to(first.s, sides[-1]) is not False)
-    if len(sides) != 2 or not first.s or not _match(first, g, ctx):
-        return False
-    return _rounds_to(g.s, sides[-1]) is True
+    return len(sides) == 2 and bool(first.s) and _match(first, g, ctx) and _rounds_to(g.s, sides[-1]) is True
 
 
 def _rounds_to(exact: str, approx: str) -> Optional[bool]:
@@ -1161,26 +1043,19 @@ def _rounds_to(exact: str, approx: str) -> Optional[bool]:
 
 
 def _piece_equal(p: _Struct, g: _Struct, ctx) -> bool:
-    """One piece of a union: an interval (ordered, brackets count) or a finite set."""
-    if p.kind != g.kind:
-        return False
-    return _items_equal(p.items, g.items, False, ctx) if p.kind == "list" else _tuple_equal(p, g, ctx)
-
-
-def _tuple_equal(p: _Struct, g: _Struct, ctx) -> bool:
-    return p.brackets == g.brackets and len(p.items) == len(g.items) and _items_equal(p.items, g.items, True, ctx)
+    """Two tuples (pairs, vectors, intervals: in order, brackets count) or two finite sets (a union's pieces)."""
+    ordered = p.kind != "list"
+    return (p.kind == g.kind and (not ordered or p.brackets == g.brackets)
+            and _items_equal(p.items, g.items, ordered, ctx))
 
 
 def answers_match(pred: str, gold: str, deadline: Optional[float] = None, demands: frozenset = frozenset()) -> bool:
     """Whether ``pred`` states the value of ``gold``; ``demands``: the question's "ordered" or "normalised"."""
     if len(pred) > MAX_ANSWER_CHARS or len(gold) > MAX_ANSWER_CHARS:
         return pred.strip() == gold.strip()  # too long to normalise or compare: verbatim only
-    if deadline is None:
-        deadline = _cpu_clock() + CAS_BUDGET_S
+    deadline = _cpu_clock() + CAS_BUDGET_S if deadline is None else deadline
     pn, gn = _normalise(pred), _normalise(gold)
-    if pn.same(gn):
-        return True
-    return bool(pn.s and gn.s) and _match(pn, gn, {"deadline": deadline, "demands": demands})
+    return pn.same(gn) or (bool(pn.s and gn.s) and _match(pn, gn, {"deadline": deadline, "demands": demands}))
 
 # (c) Exact numbers, the fast path: a Fraction, or a _BigPow for an integer power too large to evaluate.
 #: r**e with r not a perfect power (canonical), or an unresolvable tower (e None, key its literal shape).
@@ -1189,10 +1064,9 @@ _BigPow = namedtuple("_BigPow", "r e key", defaults=("",))
 _INT_RE = re.compile(r"^[-+]?\d+$")
 _DEC_RE = re.compile(r"^([-+]?)(\d*)\.(\d*)$")
 _FRAC_RE = re.compile(r"^([-+]?)\\frac\{([-+]?)(\d+(?:\.\d+)?)\}\{(\d+(?:\.\d+)?)\}$")
-_SLASH_RE = re.compile(r"^([-+]?)(\d+(?:\.\d+)?)/(\d+(?:\.\d+)?)$")
+_SLASH_RE = re.compile(r"^([-+]?)()(\d+(?:\.\d+)?)/(\d+(?:\.\d+)?)$")  # groups as _FRAC_RE's
 _MIXED_RE = re.compile(r"^([-+]?)(\d+)\\frac\{(\d+)\}\{(\d+)\}$")
-_SCI_RE = re.compile(r"^([-+]?\d*\.?\d+)(?:\\times|\\cdot|\*|x)10\^\{?([-+]?\d+)\}?$")
-_E_RE = re.compile(r"^([-+]?\d*\.?\d+)[eE]([-+]?\d+)$")
+_SCI_RE = re.compile(r"^([-+]?\d*\.?\d+)(?:(?:\\times|\\cdot|\*|x)10\^\{?([-+]?\d+)\}?|[eE]([-+]?\d+))$")  # or 1e5
 #: 0.\\overline{36}, 0.1\\bar{6}, 0.(142857), a trailing \\ldots allowed; 0.\\dot{1}4285\\dot{7}; 0.333...
 _REPEAT_RE = re.compile(r"^([-+]?)(\d*)\.(\d*)(?:\\(?:overline|bar|dot)\{?(\d+)\}?|\((\d+)\))(?:\\ldots)?$")
 _DOT_PAIR_RE = re.compile(r"^([-+]?)(\d*)\.(\d*)\\dot\{?(\d)\}?(\d*)\\dot\{?(\d)\}?$")
@@ -1214,29 +1088,25 @@ def _tower(s: str):
     for base in reversed(nums[:-1]):
         if isinstance(val, _BigPow):
             return _BigPow(0, None, s)
-        if val.denominator != 1 if isinstance(val, Fraction) else False:
+        if isinstance(val, Fraction) and val.denominator != 1:
             return None  # fractional exponent: a radical, for the CAS
         e = int(val)
+        if base == 0 and e <= 0:
+            return None  # 0^0, 0^{-k}
         if base in (0, 1):
-            val = Fraction(base) if e > 0 or base == 1 else None
-            if val is None:
-                return None
-            continue
-        if e < 0:
+            val = Fraction(base)
+        elif e < 0:
             if -e * abs(base).bit_length() > MAX_POWER_BITS:
                 return _BigPow(0, None, s)
             val = Fraction(1, base ** (-e))
-            continue
-        if e * abs(base).bit_length() <= MAX_POWER_BITS:
+        elif e * abs(base).bit_length() <= MAX_POWER_BITS:
             val = Fraction(base) ** e
         elif base > 0:
             r, k = (_sympy.perfect_power(base) if base.bit_length() <= 62 else False) or (base, 1)  # base = r**k
             val = _BigPow(r, k * e)
         else:
             return None
-    if isinstance(val, Fraction):
-        return sign * val
-    return val if sign == 1 else _BigPow(-1, None, s)
+    return sign * val if isinstance(val, Fraction) else (val if sign == 1 else _BigPow(-1, None, s))
 
 
 @lru_cache(maxsize=16384)
@@ -1249,29 +1119,21 @@ def _exact_number(s: str):
     m = _DEC_RE.match(s)
     if m and (m.group(2) or m.group(3)):
         return _dec(s if m.group(3) else s + "0")
-    if m := _FRAC_RE.match(s):
+    if m := _FRAC_RE.match(s) or _SLASH_RE.match(s):
         num, den = _dec(m.group(3)), _dec(m.group(4))
-        if den == 0:
-            return None
-        neg = (m.group(1) == "-") != (m.group(2) == "-")
-        return (-1 if neg else 1) * num / den
-    if m := _SLASH_RE.match(s):
-        num, den = _dec(m.group(2)), _dec(m.group(3))
-        return None if den == 0 else (-1 if m.group(1) == "-" else 1) * num / den
+        return None if den == 0 else (-1 if (m.group(1) == "-") != (m.group(2) == "-") else 1) * num / den
     if m := _MIXED_RE.match(s):
         whole, num, den = int(m.group(2)), int(m.group(3)), int(m.group(4))
         if den == 0 or num >= den:
             return None  # not a proper mixed number: let the CAS read it as a product
         return (-1 if m.group(1) == "-" else 1) * (whole + Fraction(num, den))
-    if (m := _SCI_RE.match(s) or _E_RE.match(s)):
-        e = int(m.group(2))
+    if m := _SCI_RE.match(s):
+        e = int(m.group(2) or m.group(3))
         return None if abs(e) > 1000 else Fraction(m.group(1)) * Fraction(10) ** e
     if (m := _REPEAT_RE.match(s) if "." in s else None):
-        sign, whole, pre, rep, rep2 = m.groups()
-        return (-1 if sign == "-" else 1) * _repeating(whole, pre, rep or rep2)
+        return _repeating(*m.groups()[:3], m.group(4) or m.group(5))
     if (m := _DOT_PAIR_RE.match(s) if "\\dot" in s else None):
-        sign, whole, pre, first, mid, last = m.groups()
-        return (-1 if sign == "-" else 1) * _repeating(whole, pre, first + mid + last)
+        return _repeating(*m.groups()[:3], "".join(m.groups()[3:]))
     if m := _ELLIPSIS_RE.match(s):
         sign, whole, digits = m.groups()
         for p in range(1, len(digits) // 2 + 1):
@@ -1280,16 +1142,16 @@ def _exact_number(s: str):
                 pre = digits[:-p]
                 while pre.endswith(block):
                     pre = pre[:-p]
-                return (-1 if sign == "-" else 1) * _repeating(whole, pre, block)
+                return _repeating(sign, whole, pre, block)
         return None
     return _tower(s) if "^" in s and _TOWER_RE.match(s) else None
 
 
-def _repeating(whole: str, pre: str, rep: str) -> Fraction:
-    base = Fraction(int(whole or "0"))
-    if pre:
-        base += Fraction(int(pre), 10 ** len(pre))
-    return base + Fraction(int(rep), (10 ** len(rep) - 1) * 10 ** len(pre))
+def _repeating(sign: str, whole: str, pre: str, rep: str) -> Fraction:
+    """``whole.pre`` followed by ``rep`` repeated forever (0.1(6) is 1/6)."""
+    shift, period = 10 ** len(pre), 10 ** len(rep) - 1
+    v = int(whole or "0") + Fraction(int(pre or "0"), shift) + Fraction(int(rep), period * shift)
+    return -v if sign == "-" else v
 
 # (d) The CAS: latex2sympy2_extended parses (never sympify on model text), sympy evaluates at
 # sample points with high precision, math-verify decides what evaluation cannot.
@@ -1298,28 +1160,24 @@ _CAS_BANNED_RE = re.compile(r"\\(?:sum|prod|int|iint|oint|lim|infty|begin|text|m
 _BINOM_ARGS_RE = re.compile(r"\\binom\{([^{}]*)\}\{([^{}]*)\}|\\choose")
 _IMAG_UNIT_RE = re.compile(r"(?<![A-Za-z\\_])(?<!_\{)i(?![A-Za-z])")  # "4i+3", "-1i" (math-verify misses "1i")
 _DECIMAL_RE = re.compile(r"(?<![\d.])(\d*)\.(\d+)(?![\d.])")
-#: An integer-valued factor next to another: the parser reads ``2(3)`` as the mixed number 5, so such products get a
-#: ``\cdot``; digits before an integer fraction with nothing multiplied on stay a mixed number (``6\frac{1}{5}``);
-#: sub- and superscript digits are no factor.
+#: An integer-valued factor next to another: the parser reads ``2(3)`` as the mixed number 5, so it gets a ``\cdot``
+#: (but a mixed number ``6\frac{1}{5}`` stays, and sub- and superscript digits are no factor).
 _JUXTAPOSED_RE = re.compile(r"(\\(?:frac|binom)\{[^{}]*\}\{[^{}]*\}|\\sqrt\{[^{}]*\}|\([^()]*\)|"
                             r"(?<![\^_\d])(?<![\^_]\{)\d+(?!\d))\s*(?=\(|\\(?:binom|frac|sqrt)(?![A-Za-z])|\d)")
 _MIXED_TAIL_RE = re.compile(r"\s*\\frac\{\d+\}\{\d+\}(?![\w\\({^])")
 #: Functions the evaluation may meet (MATH answers use no others); anything else is refused.
-_ALLOWED_FUNCS = frozenset({
-    "sin", "cos", "tan", "cot", "sec", "csc", "asin", "acos", "atan", "acot", "asec", "acsc",
-    "sinh", "cosh", "tanh", "coth", "asinh", "acosh", "atanh", "exp", "log", "Abs", "floor",
-    "ceiling", "sign", "re", "im", "conjugate", "arg", "Max", "Min", "factorial", "binomial"})
-_SAMPLE_POINTS = ((Fraction(7, 5), Fraction(9, 4), Fraction(13, 7), Fraction(5, 3), Fraction(11, 6), Fraction(17, 9)),
-                  (Fraction(8, 3), Fraction(6, 5), Fraction(19, 11), Fraction(23, 10), Fraction(3, 7), Fraction(29, 13)),
-                  (Fraction(2, 9), Fraction(31, 12), Fraction(10, 7), Fraction(37, 15), Fraction(41, 16), Fraction(4, 11)))
+_ALLOWED_FUNCS = frozenset({"sin", "cos", "tan", "cot", "sec", "csc", "asin", "acos", "atan", "acot", "asec", "acsc",
+                           "sinh", "cosh", "tanh", "coth", "asinh", "acosh", "atanh", "exp", "log", "Abs", "floor",
+                           "ceiling", "sign", "re", "im", "conjugate", "arg", "Max", "Min", "factorial", "binomial"})
+_SAMPLE_POINTS = tuple(tuple(_sympy.Rational(x) for x in pt.split()) for pt in (
+    "7/5 9/4 13/7 5/3 11/6 17/9", "8/3 6/5 19/11 23/10 3/7 29/13", "2/9 31/12 10/7 37/15 41/16 4/11"))
 
 
 def _power_depth(s: str) -> int:
     """Deepest superscript nesting: ``a^b`` is 1, ``a^{b^c}`` 2, ``a^{b^{c^d}}`` 3."""
     stack: List[bool] = []
     level = best = 0
-    prev = ""
-    for c in s:
+    for prev, c in zip(" " + s, s):
         if c == "{":
             stack.append(prev == "^")
             level += prev == "^"
@@ -1327,13 +1185,13 @@ def _power_depth(s: str) -> int:
             level -= stack.pop()
         elif c == "^":
             best = max(best, level + 1)
-        prev = c
     return best
 
 
 def _guard_text(s: str) -> None:
     """Cheap refusals before parsing (the parser is exponential in superscript nesting)."""
-    if len(s) > MAX_CAS_CHARS or not _depth_ok(s) or _CAS_BANNED_RE.search(s) or re.search(r"\d{40,}", s):
+    if (len(s) > MAX_CAS_CHARS or max(accumulate((c in _OPEN) - (c in _CLOSE) for c in s), default=0) > MAX_NESTING
+            or _CAS_BANNED_RE.search(s) or re.search(r"\d{40,}", s)):
         raise _Rejected(s[:40])
     if "^" in s and _power_depth(s) > MAX_POWER_DEPTH:
         raise _Rejected("power tower")
@@ -1341,19 +1199,9 @@ def _guard_text(s: str) -> None:
         raise _Rejected("factorial")
     if "binom" in s or "choose" in s:
         for m in _BINOM_ARGS_RE.finditer(s):  # the parser evaluates integer binomials at once
-            args = [g or "" for g in m.groups()]
             if m.group(0) == "\\choose" or any("^" in a or "!" in a or any(
-                    int(d) > MAX_FACTORIAL_ARG for d in re.findall(r"\d+", a)) for a in args):
+                    int(d) > MAX_FACTORIAL_ARG for d in re.findall(r"\d+", a)) for a in m.groups()):
                 raise _Rejected("binomial")
-
-
-def _explicit_products(s: str) -> str:
-    """``2(3)`` -> ``2\\cdot (3)``: see _JUXTAPOSED_RE."""
-    def product(m) -> str:
-        if m.group(1)[0].isdigit() and _MIXED_TAIL_RE.match(s, m.end()):
-            return m.group(0)  # a mixed number
-        return m.group(1) + "\\cdot "
-    return _JUXTAPOSED_RE.sub(product, s)
 
 
 @lru_cache(maxsize=8192)
@@ -1361,16 +1209,16 @@ def _parse(s: str):
     """LaTeX -> unevaluated sympy object, decimals as exact fractions; None when unparsable or refused."""
     try:
         _guard_text(s)
-        t = _normalize_latex(s, _NORM_CFG)
-        t = _explicit_products(_DECIMAL_RE.sub(
-            lambda m: "\\frac{%s}{1%s}" % ((m.group(1) or "") + m.group(2), "0" * len(m.group(2))), t))
+        t = _DECIMAL_RE.sub(lambda m: "\\frac{%s}{1%s}" % ((m.group(1) or "") + m.group(2), "0" * len(m.group(2))),
+                            _normalize_latex(s, _NORM_CFG))
+        t = _JUXTAPOSED_RE.sub(lambda m: m.group(0) if m.group(1)[0].isdigit() and _MIXED_TAIL_RE.match(t, m.end())
+                               else m.group(1) + "\\cdot ", t)  # 2(3) -> 2\cdot (3); a mixed number stays
         _guard_text(t)
         is_complex = bool(_complex_re(t) or _IMAG_UNIT_RE.search(t))
         e = _latex2sympy(t, is_real=not is_complex, normalization_config=None)
         _magnitude(e)
-        if is_complex and hasattr(e, "free_symbols"):
-            if (isym := [x for x in e.free_symbols if x.name == "i"]):
-                e = e.xreplace({isym[0]: _sympy.I})
+        if is_complex and hasattr(e, "free_symbols") and (isym := [x for x in e.free_symbols if x.name == "i"]):
+            e = e.xreplace({isym[0]: _sympy.I})
         return e
     except _Rejected:
         STATS["guard_rejections"] += 1
@@ -1398,6 +1246,11 @@ def _magnitude(e, depth: int = 0) -> float:
         return 20.0
     if not (args := getattr(e, "args", None)):
         return 1.0
+
+    def power(x) -> float:  # 10 ** (log10 of x's magnitude): refused beyond exponents of 10^7
+        if (lx := _magnitude(x, depth + 1)) > 7:
+            raise _Rejected("exponent")
+        return 10 ** lx
     if isinstance(e, sp.Function) and not isinstance(e, sp.core.function.AppliedUndef):
         name = e.func.__name__
         if name not in _ALLOWED_FUNCS:
@@ -1408,18 +1261,11 @@ def _magnitude(e, depth: int = 0) -> float:
                 _integer_arg(args[1])
             out = (n * math.log10(n + 1) if name == "factorial" else n * 0.30103) + 1
         elif name == "exp":
-            lx = _magnitude(args[0], depth + 1)
-            if lx > 7:
-                raise _Rejected("exponent")
-            out = 0.4343 * 10 ** lx
+            out = 0.4343 * power(args[0])
         else:
             out = max(_magnitude(a, depth + 1) for a in args) + 1
     elif isinstance(e, sp.Pow):
-        lb = max(_magnitude(args[0], depth + 1), 0.5)
-        lx = _magnitude(args[1], depth + 1)
-        if lx > 7:
-            raise _Rejected("exponent")
-        out = lb * 10 ** lx
+        out = max(_magnitude(args[0], depth + 1), 0.5) * power(args[1])
     elif isinstance(e, (sp.Integral, sp.Sum, sp.Product, sp.Limit, sp.Derivative)):
         raise _Rejected("unevaluated operator")
     elif isinstance(e, sp.Add):
@@ -1436,8 +1282,7 @@ def _magnitude(e, depth: int = 0) -> float:
 def _points(syms):
     order = sorted(syms, key=lambda x: x.name)
     for pt in _SAMPLE_POINTS:
-        yield {x: _sympy.Rational(pt[i % len(pt)].numerator, pt[i % len(pt)].denominator) + i // len(pt)
-               for i, x in enumerate(order)}
+        yield {x: pt[i % len(pt)] + i // len(pt) for i, x in enumerate(order)}
 
 
 def _num(e, subs, digits: int):
@@ -1449,14 +1294,6 @@ def _num(e, subs, digits: int):
     return (re_, im_) if re_.is_Number and im_.is_Number else None
 
 
-def _close(a, b, digits: int) -> bool:
-    """Relative agreement to all but NUMERIC_SLACK_DIGITS of the evaluated digits."""
-    (ar, ai), (br, bi) = a, b
-    d = abs(ar - br) + abs(ai - bi)
-    m = max(abs(ar) + abs(ai), abs(br) + abs(bi))
-    return m == 0 or bool(d <= _sympy.Float(10, digits) ** (NUMERIC_SLACK_DIGITS - digits) * m)
-
-
 def _rational_value(e) -> Optional[Fraction]:
     """The exact value of a symbol-free rational expression, else None (2^{200}+1 is not 2^{200})."""
     sp = _sympy
@@ -1466,10 +1303,7 @@ def _rational_value(e) -> Optional[Fraction]:
         vals = [_rational_value(x) for x in e.args]
         if any(v is None for v in vals):
             return None
-        out = Fraction(0) if isinstance(e, sp.Add) else Fraction(1)
-        for v in vals:
-            out = out + v if isinstance(e, sp.Add) else out * v
-        return out
+        return sum(vals, Fraction(0)) if isinstance(e, sp.Add) else math.prod(vals, start=Fraction(1))
     if isinstance(e, (sp.factorial, sp.binomial)):  # arguments checked by _magnitude
         vals = [_rational_value(x) for x in e.args]
         if any(v is None or v.denominator != 1 or not 0 <= v <= MAX_FACTORIAL_ARG for v in vals):
@@ -1504,7 +1338,9 @@ def _numeric_equal(a, b, deadline: float) -> Optional[bool]:
         va, vb = _num(a, pt, digits), _num(b, pt, digits)
         if va is None or vb is None:
             continue
-        if not _close(va, vb, digits):
+        (ar, ai), (br, bi) = va, vb  # relative agreement to all but NUMERIC_SLACK_DIGITS of the evaluated digits
+        d, m = abs(ar - br) + abs(ai - bi), max(abs(ar) + abs(ai), abs(br) + abs(bi))
+        if not (m == 0 or bool(d <= _sympy.Float(10, digits) ** (NUMERIC_SLACK_DIGITS - digits) * m)):
             return False
         decided += 1
         if not a.free_symbols:
@@ -1529,10 +1365,8 @@ def _cas_equal(p: str, g: str, deadline: float) -> bool:
 def _equations_equal(p: str, g: str, deadline: float, same_scale: bool = False) -> bool:
     """lhs - rhs proportional at every sample point (``same_scale``: by 1, or -1 with the sides swapped)."""
     pp, gp = _top_level_eq(p), _top_level_eq(g)
-    if len(pp) != 2 or len(gp) != 2:
-        return False
-    parts = [_parse(x) for x in (pp[0], pp[1], gp[0], gp[1])]
-    if any(x is None or not isinstance(x, _sympy.Expr) for x in parts):
+    parts = [_parse(x) for x in pp + gp] if len(pp) == len(gp) == 2 else [None]  # lhs, rhs of each
+    if not all(isinstance(x, _sympy.Expr) for x in parts):
         return False
     e1, e2 = parts[0] - parts[1], parts[2] - parts[3]
     if e1.free_symbols != e2.free_symbols or not e1.free_symbols:
@@ -1562,18 +1396,12 @@ def _equations_equal(p: str, g: str, deadline: float, same_scale: bool = False) 
     return abs(ratio + 1) < 1e-12 and not parts[0].free_symbols and bool(parts[2].free_symbols)
 
 # (e) The wall-clock guard, in the main thread only.
-def _alarm_usable() -> bool:
-    """In the main thread, with no timer armed and SIGALRM not owned by the host (a handler of its own)."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
-        return False
-    if signal.getsignal(signal.SIGALRM) not in (signal.SIG_DFL, signal.SIG_IGN):
-        return False
-    return signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
-
-
 def _run_guarded(fn, *args):
-    """fn(*args) under a SIGALRM limit of HARD_TIMEOUT_S when usable, the host's disposition always restored."""
-    if not _alarm_usable():
+    """fn(*args) under a SIGALRM limit of HARD_TIMEOUT_S in the main thread, unless the host owns SIGALRM (a handler of
+    its own) or has a timer armed; the host's disposition is always restored."""
+    if not (threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
+            and signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, signal.SIG_IGN)
+            and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)):
         return fn(*args)
     armed = [True]
 
@@ -1597,8 +1425,8 @@ def _run_guarded(fn, *args):
 # ======================================================================================
 # 5. Policy: what extra_info["question"] demands beyond the value, rule by rule with sources and examples in
 #    docs/reward_policy.md; between a false negative and a false positive it takes the side GRPO cannot farm.
-#: A task that asks to rewrite the expression it states, in the problem or in the response's own restatement of it
-#: ("We need to expand ..."); "factor" as a verb only (not "factors", "factorial").
+#: A task to rewrite the expression it states, in the problem or the response's restatement ("We need to expand");
+#: "factor" as a verb only (not "factors", "factorial").
 _TASK_RE = re.compile(r"\b(expand|factor(?=(?:ed|ing|i[sz](?:e|ation)\w*)?\b)|simplify|combine|rationali[sz]e|"
                       r"multiply\s+out|reduce|evaluate|compute|calculate|what\s+is|find|express|write|convert|"
                       r"rewrite)\w*", re.I)
@@ -1610,31 +1438,29 @@ _SENTENCE_END_RE = re.compile(r"[.!?](?:\s|$)|\n")
 _SUM_GROUP_RE = re.compile(r"\([^()]*[\w}][^()]*?[+-][^()]*\)")
 #: Question phrases that state a demand. "ordered", "normalised" and "list" change the comparison; the others name
 #: forms, refused by _DEMAND_FORBIDS when the gold does not have them.
-_DEMAND_RES = (
-    ("ordered", re.compile(
-        r"\bin\s+(?:increasing|decreasing|ascending|descending|numerical)\s+order|"
-        r"\b(?:least|smallest|lowest)\s+to\s+(?:greatest|largest|highest)\b|"
-        r"\b(?:greatest|largest|highest)\s+to\s+(?:least|smallest|lowest)\b|\bin\s+order\s+from\b", re.I)),
-    ("rationalised", re.compile(r"\brationali[sz]|\b(?:integer|rational)\s+denominator", re.I)),
-    ("radical form", re.compile(r"\bsimplest\s+radical\s+form|\bin\s+the\s+form\s*\$[^$]{0,60}\\sqrt", re.I)),
-    ("common fraction", re.compile(r"\b(?:common|improper)\s+fractions?\b|\bfractions?\s+in\s+(?:simplest|lowest)|"
-                                   r"\bin\s+the\s+form\s*\$\s*-?\s*\\d?frac\s*\{?\s*[a-z]\s*\}?\s*\{?\s*[a-z]\s*\}?\s*\$|"
-                                   r"\b(?:express|expressed|give|convert|enter|leave|answer)\b[^.?!$]{0,40}?"
-                                   r"\b(?:as|to|into)\s+(?:an?\s+)?(?:simple\s+|proper\s+)?fractions?\b", re.I)),
-    ("lowest terms", re.compile(r"\blowest\s+terms|\bsimplest\s+form|\breduced\s+fraction", re.I)),
-    ("mixed number", re.compile(r"\bmixed\s+numbers?\b", re.I)),
-    ("decimal", re.compile(r"\b(?:as|to|in)\s+(?:an?\s+)?(?:terminating\s+)?decimals?\b"
-                           r"(?!\s+(?:point|places?|digits?|expansion|representation|equivalent|notation))|"
-                           r"\bdecimal\s+form\b|\(\s*as\s+a\s+decimal\s*\)", re.I)),
-    ("exponential", re.compile(r"\b(?:exponential|scientific)\s+notation|\bas\s+a\s+power\s+of\b", re.I)),
-    ("normalised", re.compile(r"\\gcd\s*\(\s*\|\s*A\s*\|", re.I)),
-    ("list", re.compile(r"\bseparated\s+by\s+commas|\bcomma[-\s]separated|\benter\s+all\b", re.I)),
-    ("percent", re.compile(r"\b(?:as|in)\s+(?:a\s+)?percent(?:age)?\b|\bwhat\s+percent", re.I)),
-    ("simplified", re.compile(r"\bsimplif(?:y|ied)\b", re.I)),
-    ("solved for y", re.compile(r"\bin\s+the\s+form\s*[\"'`]*\s*\$?\s*y\s*=", re.I)),
-    ("interval", re.compile(r"\binterval\s+notation|\b(?:as|in)\s+(?:an?\s+)?(?:interval|union\s+of\s+intervals)\b",
-                            re.I)),
-)
+_DEMAND_RES = tuple((name, re.compile(rx, re.I)) for name, rx in (
+    ("ordered", r"\bin\s+(?:increasing|decreasing|ascending|descending|numerical)\s+order|"
+                r"\b(?:least|smallest|lowest)\s+to\s+(?:greatest|largest|highest)\b|"
+                r"\b(?:greatest|largest|highest)\s+to\s+(?:least|smallest|lowest)\b|\bin\s+order\s+from\b"),
+    ("rationalised", r"\brationali[sz]|\b(?:integer|rational)\s+denominator"),
+    ("radical form", r"\bsimplest\s+radical\s+form|\bin\s+the\s+form\s*\$[^$]{0,60}\\sqrt"),
+    ("common fraction", r"\b(?:common|improper)\s+fractions?\b|\bfractions?\s+in\s+(?:simplest|lowest)|"
+                        r"\bin\s+the\s+form\s*\$\s*-?\s*\\d?frac\s*\{?\s*[a-z]\s*\}?\s*\{?\s*[a-z]\s*\}?\s*\$|"
+                        r"\b(?:express|expressed|give|convert|enter|leave|answer)\b[^.?!$]{0,40}?"
+                        r"\b(?:as|to|into)\s+(?:an?\s+)?(?:simple\s+|proper\s+)?fractions?\b"),
+    ("lowest terms", r"\blowest\s+terms|\bsimplest\s+form|\breduced\s+fraction"),
+    ("mixed number", r"\bmixed\s+numbers?\b"),
+    ("decimal", r"\b(?:as|to|in)\s+(?:an?\s+)?(?:terminating\s+)?decimals?\b"
+                r"(?!\s+(?:point|places?|digits?|expansion|representation|equivalent|notation))|"
+                r"\bdecimal\s+form\b|\(\s*as\s+a\s+decimal\s*\)"),
+    ("exponential", r"\b(?:exponential|scientific)\s+notation|\bas\s+a\s+power\s+of\b"),
+    ("normalised", r"\\gcd\s*\(\s*\|\s*A\s*\|"),
+    ("list", r"\bseparated\s+by\s+commas|\bcomma[-\s]separated|\benter\s+all\b"),
+    ("percent", r"\b(?:as|in)\s+(?:a\s+)?percent(?:age)?\b|\bwhat\s+percent"),
+    ("simplified", r"\bsimplif(?:y|ied)\b"),
+    ("solved for y", r"\bin\s+the\s+form\s*[\"'`]*\s*\$?\s*y\s*="),
+    ("interval", r"\binterval\s+notation|\b(?:as|in)\s+(?:an?\s+)?(?:interval|union\s+of\s+intervals)\b"),
+))
 #: Words in a demand's clause that undo it: "(not mixed numbers or decimals)".
 _DEMAND_NEGATION_RE = re.compile(r"\b(?:not|no|nor|never|instead\s+of|rather\s+than|without)\b", re.I)
 #: Form words: a clause that offers two of them joined by "or" demands neither.
@@ -1651,22 +1477,19 @@ _FRACTION_FORM_RE = re.compile(r"\\frac|\d\s*/\s*\d")
 _QUESTION_MOD_RE = re.compile(r"(?:\\[pb]?mod(?![A-Za-z])|\bmod(?:ulo)?\b)\s*\{?\s*(\d+)")
 _ASKED_UNIT_RE = re.compile(r"\b(?=(?:in|how\s+many)\s+((?:square\s+|cubic\s+)?[A-Za-z]+(?:\s+per\s+[A-Za-z]+)?))",
                             re.I)  # a lookahead: "in how many seconds" holds two phrases
-#: Option labels, three layouts: "(A)" (also in \\textbf{}, \\text{}, \\mathrm{}), a letter opening a line ("A.
-#: 67.332", "B) $f(0)=0$") and a letter given a meaning ('Enter "C" for circle').
-_OPTION_LABEL_RES = (
-    re.compile(r"(?:\\(?:textbf|text|mathrm|textrm)\s*\{\s*)?\(\s*([A-J])\s*\)\s*\}?"),
-    re.compile(r"(?m)^[ \t]*(?:\$?\\bullet\$?|[-*\u2022])?[ \t]*(?:\\textbf\{)?([A-J])[.):]\}?(?=[ \t$])"),
-)
+#: Option labels: "(A)" (also in \\textbf{}, \\text{}, \\mathrm{}) or a letter opening a line ("A. 67.3", "B) f(0)=0").
+_OPTION_LABEL_RES = (re.compile(r"(?:\\(?:textbf|text|mathrm|textrm)\s*\{\s*)?\(\s*([A-J])\s*\)\s*\}?"),
+                     re.compile(r"(?m)^[ \t]*(?:\$?\\bullet\$?|[-*\u2022])?[ \t]*(?:\\textbf\{)?([A-J])[.):]\}?"
+                                r"(?=[ \t$])"))
 _OPTION_ASSIGN_RE = re.compile(r"(?<![A-Za-z\\])([A-J])\s*=\s*")
 #: "Enter your answer as $A$, $B$, or $C$": the question demands the letter itself, not the value it names.
 _LETTER_DEMAND_RE = re.compile(r"\benter\b[^.\n]{0,30}?(?:\$\(?[A-J]\)?\$|\bletters?\b)", re.IGNORECASE)
 _OPTION_MEANING_RE = re.compile(r"[\"'`]{1,2}([A-Z])[\"'`]{1,2}\s+(?:for|if|means)\s+(?:an?\s+|the\s+)?"
-                                r"([A-Za-z][A-Za-z -]*[A-Za-z])")
+                                r"([A-Za-z][A-Za-z -]*[A-Za-z])")  # 'Enter "C" for circle'
 _OPTION_JUNK_RE = re.compile(r"\\q?quad(?![A-Za-z])|\\\\|\$|\\[ ,;!]|\\hspace\s*\{[^{}]*\}|~")
 _OPTION_LETTER_RE = re.compile(r"^[(\[]?([A-Za-z])[)\]]?$")
 _LETTER_SEP_RE = re.compile(r"\s*(?:,|;|\band\b|&)\s*|\s+")
-_TUPLE_NAME = r"(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?\w+\}?)?"
-_NAME_TUPLE_RE = re.compile(r"\(\s*(" + _TUPLE_NAME + r"(?:\s*,\s*" + _TUPLE_NAME + r")+)\s*\)")
+_NAME_TUPLE_RE = re.compile(r"\(\s*(" + _SYMBOL + r"(?:\s*,\s*" + _SYMBOL + r")+)\s*\)")
 _LIST_COMMA_RE = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 #: One word in text before a value: "\\text{base } 7", "\\text{day 12}".
 _WORD_LABEL_RE = re.compile(r"^\\(?:text|textrm|mathrm|mbox)\s*\{\s*(?P<w>[A-Za-z]+)\s*(?:\}\s*(?P<v>[^\s{].*)|"
@@ -1675,8 +1498,7 @@ _WORD_LABEL_RE = re.compile(r"^\\(?:text|textrm|mathrm|mbox)\s*\{\s*(?P<w>[A-Za-
 
 def _task_expressions(text: str, own: bool) -> Tuple[frozenset, Tuple[str, ...]]:
     """The normalised math spans of sentences with a task verb (``own``: the response's "we need to"), and the verbs."""
-    verb_re = _OWN_TASK_RE if own else _TASK_RE
-    text = text[:4000]
+    verb_re, text = (_OWN_TASK_RE if own else _TASK_RE), text[:4000]
     exprs, verbs = set(), tuple(v.lower() for v in verb_re.findall(_MATH_SPAN_RE.sub(" ", text)))
     for m in _MATH_SPAN_RE.finditer(text) if verbs else ():
         start = max((e.end() for e in _SENTENCE_END_RE.finditer(text, max(m.start() - 200, 0), m.start())),
@@ -1697,8 +1519,7 @@ def _top_terms(s: str) -> int:
     return len(_split_top(s.lstrip("+-"), seps="+-", words=False))
 
 
-def _restates_task(pred: str, gold: str, text: str, question: Optional[str],
-                   deadline: Optional[float] = None) -> bool:
+def _restates_task(pred: str, gold: str, text: str, question: Optional[str], deadline: Optional[float] = None) -> bool:
     """Prompt echo: the answer is the task's own expression, or a factor / expand task not done; never the gold."""
     pn, gn = _normalise(pred).s, _normalise(gold).s
     if pn == gn:
@@ -1711,9 +1532,8 @@ def _restates_task(pred: str, gold: str, text: str, question: Optional[str],
         deadline = deadline or _cpu_clock() + CAS_BUDGET_S  # a factor left to split when the gold has none
         return _top_terms(pn) > 1 or (_factored_completely(gn, deadline) is True
                                       and _factored_completely(pn, deadline) is False)
-    if any(v.startswith("expand") or v.startswith("multiply") for v in verbs) and "(" not in gn:
-        return bool(_SUM_GROUP_RE.search(pn))  # a product of a sum answers no "expand" task; (2/x) is no sum
-    return False
+    # a product of a sum answers no "expand" task; (2/x) is no sum
+    return any(v.startswith(("expand", "multiply")) for v in verbs) and "(" not in gn and bool(_SUM_GROUP_RE.search(pn))
 
 
 def _degree(e) -> float:
@@ -1737,68 +1557,55 @@ def _factored_completely(s: str, deadline: float) -> Optional[bool]:
     e = _parse(s)
     if not isinstance(e, _sympy.Expr):
         return None
-    todo, factors = [e], []
-    while todo:
-        f = todo.pop()
-        if isinstance(f, _sympy.Mul):
-            todo.extend(f.args)
-        elif isinstance(f, _sympy.Pow) and f.exp.is_Integer and f.exp > 0:
-            todo.append(f.base)
-        elif f.free_symbols:
-            factors.append(f)
+    todo = [e]
     try:
-        for f in factors:
-            syms = sorted(f.free_symbols, key=str)
-            if len(syms) > MAX_FACTOR_VARIABLES or _degree(f) > MAX_FACTOR_DEGREE or _cpu_clock() > deadline:
-                return None
-            poly = _sympy.Poly(f, *syms)
-            if not poly.domain.is_ZZ:
-                return False  # a rational, radical or complex coefficient: not a factor over Z
-            content, parts = poly.factor_list()
-            if abs(content) != 1 or len(parts) != 1 or parts[0][1] != 1:
-                return False
+        while todo:
+            f = todo.pop()
+            if isinstance(f, _sympy.Mul):
+                todo.extend(f.args)
+            elif isinstance(f, _sympy.Pow) and f.exp.is_Integer and f.exp > 0:
+                todo.append(f.base)
+            elif f.free_symbols:  # a factor: irreducible over Z, once
+                syms = sorted(f.free_symbols, key=str)
+                if len(syms) > MAX_FACTOR_VARIABLES or _degree(f) > MAX_FACTOR_DEGREE or _cpu_clock() > deadline:
+                    return None
+                poly = _sympy.Poly(f, *syms)
+                if not poly.domain.is_ZZ:
+                    return False  # a rational, radical or complex coefficient: not a factor over Z
+                content, parts = poly.factor_list()
+                if abs(content) != 1 or len(parts) != 1 or parts[0][1] != 1:
+                    return False
         return True
     except Exception:  # noqa: BLE001 - sympy's failure leaves the question open
         return None
 
 
-def _demand_stated(q: str, m) -> bool:
-    """A demand phrase is a demand unless its clause negates it or offers another form instead."""
-    start = max((e.end() for e in _CLAUSE_END_RE.finditer(q, max(m.start() - 80, 0), m.start())),
-                default=max(m.start() - 80, 0))
-    after = _CLAUSE_END_RE.search(q, m.end())
-    clause = q[start:after.start() if after else len(q)]
-    if _DEMAND_NEGATION_RE.search(q[start:m.start()]):
-        return False
-    return not (re.search(r"\bor\b", clause) and len({w.lower() for w in _FORM_WORD_RE.findall(clause)}) > 1)
-
-
 @lru_cache(maxsize=4096)
 def question_demands(question: Optional[str]) -> frozenset:
-    """The demands a problem states (names of _DEMAND_RES)."""
-    if not question:
-        return frozenset()
-    q = question[:6000]
-    return frozenset(name for name, rx in _DEMAND_RES if any(_demand_stated(q, m) for m in rx.finditer(q)))
+    """The demands a problem states (_DEMAND_RES), each unless its clause negates it or offers another form too."""
+    q = (question or "")[:6000]
+
+    def stated(m) -> bool:
+        start = max((e.end() for e in _CLAUSE_END_RE.finditer(q, max(m.start() - 80, 0), m.start())),
+                    default=max(m.start() - 80, 0))
+        clause = q[start:after.start() if (after := _CLAUSE_END_RE.search(q, m.end())) else len(q)]
+        return not _DEMAND_NEGATION_RE.search(q[start:m.start()]) and not (
+            re.search(r"\bor\b", clause) and len({w.lower() for w in _FORM_WORD_RE.findall(clause)}) > 1)
+    return frozenset(name for name, rx in _DEMAND_RES if any(stated(m) for m in rx.finditer(q)))
 
 
 def _radical_denominator(s: str) -> bool:
     """A radical in a denominator: ``\\frac{1}{\\sqrt{2}}``, ``3/\\sqrt{5}``, ``1/(2\\sqrt{3})``."""
-    if _SLASH_SQRT_RE.search(s):
-        return True
     for m in re.finditer(r"\\frac\s*\{", s):
         num_end = _match_brace(s, m.end() - 1)
-        if num_end < 0 or s[num_end + 1:num_end + 2] != "{":
-            continue
-        den_end = _match_brace(s, num_end + 1)
+        den_end = _match_brace(s, num_end + 1) if num_end >= 0 and s[num_end + 1:num_end + 2] == "{" else -1
         if den_end > 0 and "\\sqrt" in s[num_end + 1:den_end]:
             return True
-    return False
+    return bool(_SLASH_SQRT_RE.search(s))
 
 
 def _power_factor(s: str) -> bool:
-    """A radicand whose integer factor holds a power of the root's index: ``\\sqrt{8}``, ``\\sqrt{1260x}``,
-    ``\\sqrt[3]{8}`` (a perfect power is one: its root is a number)."""
+    """A radicand with a power of the root's index as a factor: ``\\sqrt{8}``, ``\\sqrt{1260x}``, ``\\sqrt[3]{8}``."""
     for m in _RADICAND_RE.finditer(s):
         n, k = int(m.group(1) or 2), int(m.group(2))
         if n >= 2 and any(k % d ** n == 0 for d in range(2, int(k ** (1 / n)) + 2)):
@@ -1810,11 +1617,6 @@ def _int_fractions(s: str):
     """(numerator, denominator, match) of every integer fraction, ``\\frac{a}{b}`` or ``a/b``."""
     for m in _INT_FRAC_RE.finditer(s):
         yield (int(m.group(1)), int(m.group(2)), m) if m.group(1) else (int(m.group(3)), int(m.group(4)), m)
-
-
-def _improper_fraction(s: str) -> bool:
-    """An integer fraction above 1 that is not the tail of a mixed number (``6\\frac{1}{5}``)."""
-    return any(a > b > 1 for a, b, m in _int_fractions(s) if not (m.group(1) and s[:m.start()][-1:].isdigit()))
 
 
 def _unsolved_for_y(s: str) -> bool:
@@ -1829,7 +1631,8 @@ _FORM_FEATURES = {
     "unreduced fraction": lambda n: any(b > 1 and math.gcd(a, b) > 1 for a, b, _ in _int_fractions(n.s)),
     "decimal": lambda n: bool(_DECIMAL_FORM_RE.search(n.s)),
     "mixed number": lambda n: any(int(m.group(1)) < int(m.group(2)) for m in _MIXED_FORM_RE.finditer(n.s)),
-    "improper fraction": lambda n: _improper_fraction(n.s),
+    "improper fraction": lambda n: any(a > b > 1 for a, b, m in _int_fractions(n.s)  # not a mixed number's tail
+                                       if not (m.group(1) and n.s[:m.start()][-1:].isdigit())),
     "fraction": lambda n: bool(_FRACTION_FORM_RE.search(n.s)),
     "percent": lambda n: n.pct,
     "no exponent": lambda n: "^" not in n.s and bool(n.s),
@@ -1853,37 +1656,20 @@ _DEMAND_FORBIDS = {
 
 def _form_violation(pred: str, gold: str, demands: frozenset) -> Optional[str]:
     """"demand: feature" for a form of the answer that a demand forbids and the gold has not."""
-    names = sorted(demands & set(_DEMAND_FORBIDS))
-    if not names:
+    if not (names := sorted(demands & set(_DEMAND_FORBIDS))):
         return None
     pn, gn = _normalise(pred), _normalise(gold)
-    for name in names:
-        for feature in _DEMAND_FORBIDS[name]:
-            check = _FORM_FEATURES[feature]
-            if check(pn) and not check(gn):
-                return name + ": " + feature
-    return None
-
-
-@lru_cache(maxsize=4096)
-def _question_modulus(question: str) -> Optional[str]:
-    """The one modulus a problem works with ("$\\pmod{11}$", "modulo 11"); None for none or several."""
-    moduli = set(_QUESTION_MOD_RE.findall(question[:6000]))
-    return moduli.pop() if len(moduli) == 1 else None
+    return next((name + ": " + feature for name in names for feature in _DEMAND_FORBIDS[name]
+                 if _FORM_FEATURES[feature](pn) and not _FORM_FEATURES[feature](gn)), None)
 
 
 def _foreign_modulus(pred: str, gold: str, question: Optional[str]) -> bool:
-    """A congruence modulo another number than the question's one modulus (and the gold's)."""
+    """A congruence modulo another number than the gold's and the one modulus the question works with ("modulo 11")."""
     mod = _normalise(pred).mod if question and "mod" in pred else None
-    return bool(mod and mod.isdigit() and mod != _normalise(gold).mod
-                and _question_modulus(question) not in (None, mod))
-
-
-@lru_cache(maxsize=4096)
-def _question_units(question: str) -> frozenset:
-    """The units of measure a problem asks for ("in dollars", "how many seconds"), canonical."""
-    keys = {_unit_key(m.group(1)) for m in _ASKED_UNIT_RE.finditer(question[:6000])}
-    return frozenset(k for k in keys if k.split()[-1] in _MEASURES)
+    if not (mod and mod.isdigit() and mod != _normalise(gold).mod):
+        return False
+    moduli = set(_QUESTION_MOD_RE.findall(question[:6000]))
+    return len(moduli) == 1 and mod not in moduli
 
 
 def _foreign_unit(pred: str, gold: str, question: Optional[str]) -> bool:
@@ -1892,7 +1678,8 @@ def _foreign_unit(pred: str, gold: str, question: Optional[str]) -> bool:
     unit = _normalise(pred).unit if question else None
     if not unit or unit.split()[-1] not in _MEASURES or unit == _normalise(gold).unit:
         return False
-    asked = _question_units(question)
+    asked = {k for k in (_unit_key(m.group(1)) for m in _ASKED_UNIT_RE.finditer(question[:6000]))
+             if k.split()[-1] in _MEASURES}  # "in dollars", "how many seconds"
     if asked and unit not in asked | {a.split(" per ")[0] for a in asked}:
         return True
     base = unit.split()[-1] if " per " not in unit else ""  # the question's units of its kind, if any
@@ -1901,16 +1688,12 @@ def _foreign_unit(pred: str, gold: str, question: Optional[str]) -> bool:
     return bool(named) and base not in named
 
 
-def _asked_noun_dropped(answer: str, question: Optional[str]) -> str:
-    """``\\text{base } 7`` for "In what base ...?": the noun the question asks for labels the value."""
+def _as_asked(answer: str, question: Optional[str]) -> str:
+    """The answer in the question's terms: ``\\text{base } 7`` for "In what base ...?" is 7 (the noun asked for labels
+    the value); ``p = 6, q = 31, r = -1`` for "the ordered triple $(p,q,r)$" is that tuple, in its order."""
     m = _WORD_LABEL_RE.match(answer.strip()) if question else None
     if m and re.search(r"\b(?:what|which)\s+%s\b" % m.group("w"), question, re.I):
-        return (m.group("v") or m.group("v2")).strip()
-    return answer
-
-
-def _labels_in_question_order(answer: str, question: Optional[str]) -> str:
-    """``p = 6, q = 31, r = -1`` for "the ordered triple $(p,q,r)$": the labelled values as that tuple, in its order."""
+        answer = (m.group("v") or m.group("v2")).strip()
     pairs = [_top_level_eq(it) for it in _split_top(answer, words=False)] if question and answer.count("=") > 1 else []
     named = {p[0].replace(" ", ""): p[1] for p in pairs if len(p) == 2 and _ASSIGN_LHS_RE.match(p[0].replace(" ", ""))}
     for m in _NAME_TUPLE_RE.finditer(question[:6000]) if len(pairs) > 1 and len(named) == len(pairs) else ():
@@ -1919,22 +1702,10 @@ def _labels_in_question_order(answer: str, question: Optional[str]) -> str:
     return answer
 
 
-def _option_run(q: str, rx) -> list:
-    """The last run of labels A, B, C, ... in order (at least three) that rx finds in q."""
-    run: list = []
-    for m in rx.finditer(q):
-        if len(run) < 10 and m.group(1) == "ABCDEFGHIJ"[len(run)]:
-            run.append(m)
-        elif m.group(1) == "A":
-            run = [m]
-    return run if len(run) >= 3 else []
-
-
 @lru_cache(maxsize=4096)
 def named_options(question: str) -> dict:
-    """Letter -> value of the values a question names with letters ("$A=\\sqrt{2}, B=\\sqrt[4]{4}, C=\\sqrt[8]{8}$"),
-    at least 3, unless it demands the letter itself; {} otherwise. Cached per question, as :func:`question_options`
-    (a step scores each question's responses): do not modify the result."""
+    """Letter -> value for 3 or more values a question names ("$A=\\sqrt{2}, B=\\sqrt[4]{4}, C=\\sqrt[8]{8}$") unless
+    it demands the letter itself; {} otherwise (cached: do not modify)."""
     if _LETTER_DEMAND_RE.search(question):
         return {}
     out = _option_values(question[:6000], _OPTION_ASSIGN_RE)
@@ -1955,8 +1726,15 @@ def question_options(question: Optional[str]) -> dict:
 
 
 def _option_values(q: str, rx) -> dict:
-    """Letter -> the text after its label, up to the next label (the last one up to the end of its line or math)."""
-    run, out = _option_run(q, rx), {}
+    """Letter -> the text after its label up to the next label (the last one: to the end of its line or math), for the
+    last run of labels A, B, C, ... in order (at least three) that rx finds in q."""
+    run: list = []
+    for m in rx.finditer(q):
+        if len(run) < 10 and m.group(1) == "ABCDEFGHIJ"[len(run)]:
+            run.append(m)
+        elif m.group(1) == "A":
+            run = [m]
+    run, out = run if len(run) >= 3 else [], {}
     for i, m in enumerate(run):
         chunk = q[m.end():run[i + 1].start() if i + 1 < len(run) else len(q)]
         if i + 1 == len(run):
@@ -1970,10 +1748,9 @@ def _option_values(q: str, rx) -> dict:
 
 def _option_letter(n: _Norm, options: dict) -> Optional[str]:
     """The option an answer names by its letter alone ("D", "(d)", "\\text{(D)}"), else None."""
-    if n.choice and not n.s:
-        return n.choice if n.choice in options else None
     m = _OPTION_LETTER_RE.match(n.s)
-    return m.group(1).upper() if m and m.group(1).upper() in options else None
+    letter = n.choice if n.choice and not n.s else (m.group(1).upper() if m else None)
+    return letter if letter in options else None
 
 
 def _option_is_value(text: str) -> bool:
@@ -1986,17 +1763,14 @@ def _option_equal(pred: str, gold: str, options: dict, deadline: float) -> bool:
     """With the options known: an option's value for its letter, the letter for its value, a block of letters."""
     pn, gn = _normalise(pred), _normalise(gold)
     gl, pl = _option_letter(gn, options), _option_letter(pn, options)
-    if gl:
-        if pl or pn.choice:
-            return False  # a letter against a letter: decided by answers_match
-        return [k for k, v in sorted(options.items()) if answers_match(pred, v, deadline)] == [gl]
+    if gl:  # a letter against a letter is decided by answers_match
+        return not (pl or pn.choice) and [k for k, v in sorted(options.items())
+                                          if answers_match(pred, v, deadline)] == [gl]
     if pl:  # a letter of the options
         return answers_match(options[pl], gold, deadline)
     block = _LETTER_SEP_RE.sub("", gn.s).upper()  # "A,C,F" or "ACF"
-    if len(block) >= 2 and block.isalpha() and len(set(block)) == len(block) and set(block) <= set(options):
-        letters = _LETTER_SEP_RE.sub("", pn.s)
-        return letters.isalpha() and letters.upper() == block
-    return False
+    return (len(block) >= 2 and block.isalpha() and len(set(block)) == len(block) and set(block) <= set(options)
+            and (letters := _LETTER_SEP_RE.sub("", pn.s)).isalpha() and letters.upper() == block)
 
 
 # ======================================================================================
@@ -2035,9 +1809,8 @@ def contract_parts(text: str) -> dict:
     """Which CONTRACT_PARTS the response follows (name -> bool)."""
     _, in_order, before, after = _layout(text)
     parts = {name: in_order and text.count(tag) == 1 for name, tag in zip(CONTRACT_PARTS, _TAGS)}
-    parts["boxed"] = extract_final_answer(text)[0] is not None
-    parts["starts_with_think"] = before == 0
-    parts["ends_with_answer"] = after == 0
+    parts.update(boxed=extract_final_answer(text)[0] is not None, starts_with_think=before == 0,
+                 ends_with_answer=after == 0)
     return parts
 
 
@@ -2047,26 +1820,19 @@ def reasoning_credit(text: str) -> float:
     end = text.find(THINK_CLOSE, start + 1)
     if start < 0 or end < 0:
         return 0.0
-    steps, seen = [], set()
+    seen, run, best, prev = set(), (0, 0), (0, 0), None  # runs: (steps, steps with a keyword)
     for m in _STEP_RE.finditer(text, start + len(THINK_OPEN), end):
         body = m.group(4).strip()
         if len(body) < COT_MIN_STEP_CHARS or body.lower() in seen:
             continue
         seen.add(body.lower())
-        steps.append((int(m.group(1) or m.group(2) or m.group(3)), bool(_STEP_KEYWORD_RE.search(body))))
-    best_len, best_kw, run_len, run_kw, prev = 0, 0, 0, 0, None
-    for num, kw in steps:
-        if prev is not None and num == prev + 1:
-            run_len, run_kw = run_len + 1, run_kw + kw
-        else:
-            run_len, run_kw = 1, int(kw)
-        prev = num
-        if (run_len, run_kw) > (best_len, best_kw):
-            best_len, best_kw = run_len, run_kw
-    if best_len >= COT_FULL_MIN_STEPS and best_kw >= COT_FULL_MIN_KEYWORD_STEPS:
-        return COT_FULL_CREDIT
-    if best_len >= COT_PARTIAL_MIN_STEPS and best_kw >= COT_PARTIAL_MIN_KEYWORD_STEPS:
-        return COT_PARTIAL_CREDIT
+        num, kw = int(m.group(1) or m.group(2) or m.group(3)), bool(_STEP_KEYWORD_RE.search(body))
+        run = (run[0] + 1, run[1] + kw) if prev is not None and num == prev + 1 else (1, int(kw))
+        best, prev = max(best, run), num
+    for credit, steps, keyword_steps in ((COT_FULL_CREDIT, COT_FULL_MIN_STEPS, COT_FULL_MIN_KEYWORD_STEPS),
+                                         (COT_PARTIAL_CREDIT, COT_PARTIAL_MIN_STEPS, COT_PARTIAL_MIN_KEYWORD_STEPS)):
+        if best[0] >= steps and best[1] >= keyword_steps:
+            return credit
     return 0.0
 
 
@@ -2084,10 +1850,8 @@ def _judge(text: str, gold: str, question: Optional[str] = None) -> Tuple[bool, 
     pred = ", ".join(a.strip() for a in distinct)
     if (unpayable and len(distinct) > 1) or len(distinct) > MAX_FINAL_BOXES:
         return False, pred
-    answer = pred if len(distinct) > 1 else _labels_in_question_order(_asked_noun_dropped(distinct[0], question),
-                                                                       question)
-    deadline = _cpu_clock() + CAS_BUDGET_S
-    demands = question_demands(question)
+    answer = pred if len(distinct) > 1 else _as_asked(distinct[0], question)
+    deadline, demands = _cpu_clock() + CAS_BUDGET_S, question_demands(question)
     if "list" in demands:  # "Enter all the solutions, separated by commas": 70,110 is two numbers
         gold, answer = _LIST_COMMA_RE.sub(", ", gold), _LIST_COMMA_RE.sub(", ", answer)
     try:
@@ -2109,10 +1873,9 @@ def _judge(text: str, gold: str, question: Optional[str] = None) -> Tuple[bool, 
     if ok and "\\approx" in (n := _normalise(answer[:MAX_ANSWER_CHARS])).s:
         sides = n.s.split("\\approx")
         form = next((x for x in (sides[-1], sides[0]) if x and _restates(x, [gold], deadline)), answer)
-    if ok and len(answer) <= MAX_ANSWER_CHARS and (_restates_task(answer, gold, text, question, deadline)
-                                                   or _form_violation(form, gold, demands)
-                                                   or _foreign_modulus(answer, gold, question)
-                                                   or _foreign_unit(answer, gold, question)):
+    if ok and len(answer) <= MAX_ANSWER_CHARS and (
+            _restates_task(answer, gold, text, question, deadline) or _form_violation(form, gold, demands)
+            or _foreign_modulus(answer, gold, question) or _foreign_unit(answer, gold, question)):
         ok = False
     if ok and question and len(answer) <= MAX_ANSWER_CHARS:  # "(B) 2/3": the letter's option must be the value
         n, options = _normalise(answer), question_options(question)
@@ -2135,13 +1898,11 @@ def _weight(name: str, value) -> float:
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, *, correct_weight: float = SCORE_CORRECT,
                   format_weight: float = FORMAT_CREDIT_MAX, reasoning_weight: float = COT_FULL_CREDIT,
                   format_only: bool = False) -> dict:
-    """verl's reward for one response, in the order data flows: extract the final boxed answer (section 2), normalise
-    it and the gold (3), judge their equivalence (4), apply what ``extra_info["question"]`` demands (5); a correct
-    answer earns ``correct_weight`` plus the format and reasoning credit scaled to ``format_weight`` and
-    ``reasoning_weight`` (6), a wrong one 0. ``format_only``: ``score`` is the share of CONTRACT_PARTS followed instead,
-    whatever the answer (for a model too small for MATH). The keywords come from verl's ``reward_kwargs``. Returns
-    score, acc, format, cot (the credits granted) and pred on every call; raises ValueError for an unsupported
-    data_source or a bad keyword argument (configuration errors), never for model text."""
+    """verl's reward for one response: extract the final answer (section 2), normalise it and the gold (3), judge
+    them (4), apply what ``extra_info["question"]`` demands (5); a correct answer earns ``correct_weight`` plus the
+    format and reasoning credit (6) scaled to ``format_weight`` and ``reasoning_weight``, a wrong one 0. ``format_only``
+    (for a model too small for MATH): ``score`` is the share of CONTRACT_PARTS followed. Keywords: verl's reward_kwargs.
+    Returns score, acc, format, cot, pred; raises ValueError for a bad data_source or keyword, never for model text."""
     correct_weight, format_weight = _weight("correct_weight", correct_weight), _weight("format_weight", format_weight)
     reasoning_weight = _weight("reasoning_weight", reasoning_weight)
     if not isinstance(format_only, bool):
@@ -2160,7 +1921,6 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, *, c
             acc, pred = _run_guarded(_judge, *args)
         except _HardTimeout:
             STATS["hard_timeouts"] += 1
-            acc = False
         if acc:
             fmt = format_credit(text) * (format_weight / FORMAT_CREDIT_MAX)
             cot = reasoning_credit(text) * (reasoning_weight / COT_FULL_CREDIT)

@@ -18,7 +18,7 @@ from array import array
 from collections import namedtuple
 from fractions import Fraction
 from functools import lru_cache
-from itertools import accumulate
+from itertools import accumulate, combinations
 from typing import List, Optional, Tuple
 
 import sympy as _sympy
@@ -102,7 +102,7 @@ class _HardTimeout(BaseException):
 
 # ======================================================================================
 # 2. Extract the final boxed answer. None: a box copied from the prompt, a last box left unclosed, a hallucinated next
-#    problem, a hedge ("or" between boxes), cycled candidates, an echoed example (tests/test_reward.py: each hack).
+#    problem, a hedge ("or" between boxes), cycled candidates, an echoed example (tests/unit/test_reward.py: each hack).
 #: Box commands (with or without a brace), escaped braces (no groups) and braces: one linear pass.
 _BOX_TOKEN_RE = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])[ \t]*(\{)?|\\[{}]|[{}]")
 _BARE_BOX_ARG_RE = re.compile(r"[^\s$]+")
@@ -269,11 +269,11 @@ class _Norm(namedtuple("_Norm", "s pct unit text base choice mod", defaults=(Fal
         return self.s == other.s and self.pct == other.pct and self.compatible(other)
 
 # (a) Unicode maths as models write it -> LaTeX (latex2sympy2_extended's normaliser knows none of it).
-_UNICODE = {"π": "\\pi ", "∞": "\\infty ", "−": "-", "–": "-", "×": "\\times ", "·": "\\cdot ", "⋅": "\\cdot ",
-            "∙": "\\cdot ", "÷": "\\div ", "≤": "\\leq ", "≥": "\\geq ", "≠": "\\ne ", "∪": "\\cup ", "∩": "\\cap ",
-            "±": "\\pm ", "∓": "\\mp ", "∈": "\\in ", "≈": "\\approx ", "≡": "\\equiv ", "λ": "\\lambda ",
-            "…": "\\ldots ", "θ": "\\theta ", "α": "\\alpha ", "β": "\\beta ", "°": "^\\circ ", "\u00a0": " ",
-            "\u2009": " ", "\u202f": " "}
+_UNICODE = {"π": "\\pi ", "∞": "\\infty ", "−": "-", "–": "-", "×": "\\times ", "·": "\\cdot ",
+            "⋅": "\\cdot ", "∙": "\\cdot ", "÷": "\\div ", "≤": "\\leq ", "≥": "\\geq ", "≠": "\\ne ",
+            "∪": "\\cup ", "∩": "\\cap ", "±": "\\pm ", "∓": "\\mp ", "∈": "\\in ", "≈": "\\approx ",
+            "≡": "\\equiv ", "λ": "\\lambda ", "…": "\\ldots ", "θ": "\\theta ", "α": "\\alpha ", "β": "\\beta ",
+            "°": "^\\circ ", "\u00a0": " ", "\u2009": " ", "\u202f": " "}
 _UNICODE_CHAR_RE = re.compile("[" + "".join(_UNICODE) + "]")
 _SUPERSCRIPT = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻", "0123456789+-")
 _SUPERSCRIPT_RE = re.compile("[⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻]+")
@@ -335,8 +335,8 @@ _LABEL_RE = re.compile(
     r"^(?:\\(?:text|textbf|mbox|textrm|mathrm)\s*\{\s*(?P<t>[A-Za-z][A-Za-z ,'-]*?(?:\sis|\sare|\sequals?|"
     r"\swas|\swere|:|=))\s*\}|(?P<w>[A-Za-z][A-Za-z ]+):)\s*(?P<rest>\S.*)$", re.S)
 #: A choice label before a value: "(A) 12", "[B] 7"; lower case only before a space ("(a)(a+1)" is a product).
-_CHOICE_LABEL_RE = re.compile(r"^(?:[(\[]([A-E])[)\]]\s*|[(\[]([a-e])[)\]]\s+|([A-E])(?::\s*|[.)]\s+))"
-                              r"(?!.*\([A-Ea-e]\)|.*\b(?:and|or)\b)(?P<rest>\S.*)$", re.S)
+_CHOICE_LABEL_RE = re.compile(r"^(?:[(\[]([A-J])[)\]]\s*|[(\[]([a-e])[)\]]\s+|([A-J])(?::\s*|[.)]\s+))"
+                              r"(?!.*\([A-Ja-e]\)|.*\b(?:and|or)\b)(?P<rest>\S.*)$", re.S)
 _OPTION_WORD_RE = re.compile(r"^(?:option|choice|answer)\s*:?\s*(?=[(\[]?[A-Ea-e][)\]]?$)", re.I)  # "Option E"
 _THOUSANDS_SEP_RE = re.compile(r"(?<=\d),\s*\\!\s*(?=\d)")  # MATH's "11,\! 111" is one number
 #: A remark in words in brackets after a value ("5 (the smallest)"), unless it hedges or approximates.
@@ -345,6 +345,9 @@ _HEDGE_REMARK_RE = re.compile(r"\b(?:approx\w*|about|roughly|around|nearly|estim
                               r"possibly|if|unless|assum\w*|when|not|either|guess\w*|likely|probably|hundreds?|"
                               r"thousands?|millions?|billions?|dozens?|percent|times|squared|cubed|per|"
                               r"units?\s+of)\b", re.I)
+#: Words after a value that make it a bound or a guess, not a unit ("6 \\text{ or fewer}", "5 \\text{ at most}").
+_QUALIFIER_RE = re.compile(r"\b(?:or|and|fewer|less|more|than|least|most|approx\w*|about|roughly|around|nearly|"
+                           r"almost|over|under|up\s+to|maybe|perhaps|possibly)\b", re.I)
 _ORDINAL_RE = re.compile(r"(\d)\s*(?:\^\s*\{?\s*)?(?:st|nd|rd|th)\b\}?")
 _TIME_RE = re.compile(r"^(\d{1,2}(?::\d{2}){1,2})\s*(?:([ap])\s*\.?\s*m\.?)?$", re.I)
 #: The zero vector in bold or with an arrow (``\\mathbf{0}``, ``\\vec 0``): canonical ``\\vec{0}``.
@@ -489,7 +492,8 @@ def _normalise(raw: str) -> _Norm:
     m = _TRAIL_TEXT_UNIT_RE.match(s) if "{" in s else None  # "r = 3 \\text{ units}": the unit is its last side's
     if m and re.search(r"\d", m.group("v").rsplit("=", 1)[-1]) and not re.search(r"[<>]|\\[lg]eq", m.group("v")):
         u = " ".join(re.findall(r"\{([^{}]*)\}", m.group("u"))).strip()
-        if (re.match(r"^[A-Za-z][A-Za-z .]*$", u) and len(u.split()) <= 3 and u.lower() not in ("or", "and", "i", "e")
+        if (re.match(r"^[A-Za-z][A-Za-z .]*$", u) and len(u.split()) <= 3 and u.lower() not in ("i", "e")
+                and not _QUALIFIER_RE.search(u)
                 and "base" not in u):
             s, unit = m.group("v"), _unit_key(u, m.group("p"))
             if "," in s:  # a list with the unit on every item: "6\\text{ cm}, 8\\text{ cm}"
@@ -510,7 +514,7 @@ def _normalise(raw: str) -> _Norm:
         if words is not None:
             s, is_text = words, False
     choice = None
-    if (m := _CHOICE_LABEL_RE.match(s) if s[:1] in "([" or (s[:1] in "ABCDE" and s[1:2] in ":.)") else None):
+    if (m := _CHOICE_LABEL_RE.match(s) if s[:1] in "([" or (s[:1] in "ABCDEFGHIJ" and s[1:2] in ":.)") else None):
         choice, s = (m.group(1) or m.group(2) or m.group(3)).upper(), m.group("rest")
     if unit is None:
         m = _TRAIL_WORD_UNIT_RE.match(s)
@@ -812,8 +816,8 @@ def _order_chain(s: str) -> Optional[Tuple[str, List[str]]]:
     return ops.pop(), terms
 
 # (b) The comparison by type.
-_LETTER_RE = re.compile(r"^\(?([A-E])\)?$")
-_LETTER_PRED_RE = re.compile(r"^[(\[]?([A-Ea-e])[)\]](?:\S.*)?$|^([A-Ea-e])$")
+_LETTER_RE = re.compile(r"^\(?([A-J])\)?$")  # options A-J, as the option-label readers take them
+_LETTER_PRED_RE = re.compile(r"^[(\[]?([A-Ja-j])[)\]](?:\S.*)?$|^([A-Ja-j])$")
 _WORD_RE = re.compile(r"^[A-Za-z][A-Za-z' -]*[A-Za-z]$")
 #: Words that make a sentence around a text answer something else than that answer.
 _NOT_THE_ANSWER_RE = re.compile(r"\b(?:not|no|neither|nor|or|either|never|except|unless|and|but|maybe)\b", re.I)
@@ -821,7 +825,7 @@ _COPULAS = frozenset({"is", "was", "are", "were", "be"})
 _ARTICLES = frozenset({"a", "an", "the"})
 _COMMAND_RE = re.compile(r"\\[A-Za-z]+")
 _VARIABLE_RE = re.compile(r"[A-DF-HJ-Za-df-hj-z]")  # letters other than e and i (constants)
-_FUNC_LABEL_RE = re.compile(r"^" + _SYMBOL + r"'*\((?P<v>[A-Za-z])\)$")
+_FUNC_LABEL_RE = re.compile(r"^" + _SYMBOL + r"(?:\^\{?-1\}?)?'*\((?P<v>[A-Za-z])\)$")
 #: A structured answer's label: a tuple of names "(x, y) =", a capital "M =", an arrow "\\vec{v} =" (not "x =").
 _STRUCT_LABEL_RE = re.compile(r"^(?:\((?:[A-Za-z\\]+,)+[A-Za-z\\]+\)|[A-Z]\w*|\\(?:vec|overrightarrow)\{\w+\})=")
 #: A one-symbol name labels the value after it ("\\Delta = 8", "E = 4"): a letter but e and i, a Greek letter but \\pi.
@@ -1445,6 +1449,7 @@ _DEMAND_RES = tuple((name, re.compile(rx, re.I)) for name, rx in (
     ("rationalised", r"\brationali[sz]|\b(?:integer|rational)\s+denominator"),
     ("radical form", r"\bsimplest\s+radical\s+form|\bin\s+the\s+form\s*\$[^$]{0,60}\\sqrt"),
     ("common fraction", r"\b(?:common|improper)\s+fractions?\b|\bfractions?\s+in\s+(?:simplest|lowest)|"
+                        r"\bfractional\s+form\b|"
                         r"\bin\s+the\s+form\s*\$\s*-?\s*\\d?frac\s*\{?\s*[a-z]\s*\}?\s*\{?\s*[a-z]\s*\}?\s*\$|"
                         r"\b(?:express|expressed|give|convert|enter|leave|answer)\b[^.?!$]{0,40}?"
                         r"\b(?:as|to|into)\s+(?:an?\s+)?(?:simple\s+|proper\s+)?fractions?\b"),
@@ -1459,6 +1464,7 @@ _DEMAND_RES = tuple((name, re.compile(rx, re.I)) for name, rx in (
     ("percent", r"\b(?:as|in)\s+(?:a\s+)?percent(?:age)?\b|\bwhat\s+percent"),
     ("simplified", r"\bsimplif(?:y|ied)\b"),
     ("solved for y", r"\bin\s+the\s+form\s*[\"'`]*\s*\$?\s*y\s*="),
+    ("decreasing degree", r"\b(?:decreasing|descending)\s+(?:order\s+of\s+)?(?:degrees?|powers?|exponents?)\b"),
     ("interval", r"\binterval\s+notation|\b(?:as|in)\s+(?:an?\s+)?(?:interval|union\s+of\s+intervals)\b"),
 ))
 #: Words in a demand's clause that undo it: "(not mixed numbers or decimals)".
@@ -1474,7 +1480,7 @@ _INT_FRAC_RE = re.compile(r"\\frac\{-?(\d{1,12})\}\{(\d{1,12})\}|(?<![\d.}])(\d{
 _DECIMAL_FORM_RE = re.compile(r"\d?\.(?=\d*[1-9]|\d*\\(?:overline|bar|dot))")
 _MIXED_FORM_RE = re.compile(r"(?<![\w.}^_{])\d+\\frac\{(\d+)\}\{(\d+)\}")
 _FRACTION_FORM_RE = re.compile(r"\\frac|\d\s*/\s*\d")
-_QUESTION_MOD_RE = re.compile(r"(?:\\[pb]?mod(?![A-Za-z])|\bmod(?:ulo)?\b)\s*\{?\s*(\d+)")
+_QUESTION_MOD_RE = re.compile(r"(?:\\[pb]?mod(?![A-Za-z])|\bmod(?:ulo)?\b|\bdivided\s+by)\s*\$?\s*\{?\s*(\d+)")
 _ASKED_UNIT_RE = re.compile(r"\b(?=(?:in|how\s+many)\s+((?:square\s+|cubic\s+)?[A-Za-z]+(?:\s+per\s+[A-Za-z]+)?))",
                             re.I)  # a lookahead: "in how many seconds" holds two phrases
 #: Option labels: "(A)" (also in \\textbf{}, \\text{}, \\mathrm{}) or a letter opening a line ("A. 67.3", "B) f(0)=0").
@@ -1619,6 +1625,27 @@ def _int_fractions(s: str):
         yield (int(m.group(1)), int(m.group(2)), m) if m.group(1) else (int(m.group(3)), int(m.group(4)), m)
 
 
+#: A power with a fractional exponent, ``x^{1/2}``, ``2^{\frac{3}{2}}``, ``x^{0.5}``: not a radical form.
+_FRACTIONAL_EXPONENT_RE = re.compile(r"\^\s*\{?\s*-?\s*(?:\d+\s*/\s*\d|\\[dt]?frac|\d*\.\d)")
+#: A ratio written with a colon, ``1:10``: not a fraction.
+_RATIO_FORM_RE = re.compile(r"\d\s*:\s*\d")
+
+
+def _degrees_rise(s: str) -> bool:
+    """A polynomial whose top-level terms, left to right, rise in total degree somewhere (``-5+y+7y^2``); undecided
+    (not a polynomial, no parse) is False."""
+    terms = [t for t in re.split(r"(?<=[\w})])\s*(?=[+-])", s.replace(" ", "")) if t.strip("+-")]
+    degrees = []
+    for t in terms if 1 < len(terms) <= 40 and "=" not in s else ():
+        try:
+            expr = _parse(t)
+            degrees.append(_sympy.Poly(expr, *sorted(expr.free_symbols, key=str)).total_degree() if expr.free_symbols
+                           else 0)
+        except Exception:
+            return False
+    return any(a < b for a, b in zip(degrees, degrees[1:]))
+
+
 def _unsolved_for_y(s: str) -> bool:
     """An equation that is not y on one side and an expression without y on the other."""
     sides = _top_level_eq(s)
@@ -1638,19 +1665,23 @@ _FORM_FEATURES = {
     "no exponent": lambda n: "^" not in n.s and bool(n.s),
     "inequality": lambda n: bool(_INEQ_RE.search(n.s)),
     "equation not solved for y": lambda n: _unsolved_for_y(n.s),
+    "fractional exponent": lambda n: bool(_FRACTIONAL_EXPONENT_RE.search(n.s)),
+    "ratio": lambda n: bool(_RATIO_FORM_RE.search(n.s)),
+    "terms not in decreasing degree": lambda n: _degrees_rise(n.s),
 }
 #: What each stated form forbids (MATH: the form the question asks for is the answer).
 _DEMAND_FORBIDS = {
     "rationalised": ("radical in a denominator",),
-    "radical form": ("radical in a denominator", "power factor under a root", "decimal"),
+    "radical form": ("radical in a denominator", "power factor under a root", "decimal", "fractional exponent"),
     "simplified": ("unreduced fraction", "power factor under a root", "radical in a denominator"),
     "interval": ("inequality",),
     "solved for y": ("equation not solved for y",),
-    "common fraction": ("unreduced fraction", "decimal", "mixed number", "percent"),
+    "common fraction": ("unreduced fraction", "decimal", "mixed number", "percent", "ratio"),
     "lowest terms": ("unreduced fraction", "power factor under a root"),
     "mixed number": ("improper fraction", "decimal", "percent"),
     "decimal": ("fraction", "percent"),
     "exponential": ("no exponent",),
+    "decreasing degree": ("terms not in decreasing degree",),
 }
 
 
@@ -1664,12 +1695,14 @@ def _form_violation(pred: str, gold: str, demands: frozenset) -> Optional[str]:
 
 
 def _foreign_modulus(pred: str, gold: str, question: Optional[str]) -> bool:
-    """A congruence modulo another number than the gold's and the one modulus the question works with ("modulo 11")."""
+    """A congruence modulo another number than the gold's, the moduli the question names ("modulo 11", "divided by 6")
+    and their least common multiples (a system solved by the Chinese remainder theorem)."""
     mod = _normalise(pred).mod if question and "mod" in pred else None
     if not (mod and mod.isdigit() and mod != _normalise(gold).mod):
         return False
-    moduli = set(_QUESTION_MOD_RE.findall(question[:6000]))
-    return len(moduli) == 1 and mod not in moduli
+    moduli = sorted({int(m) for m in _QUESTION_MOD_RE.findall(question[:6000]) if 0 < int(m) < 10 ** 9})[:6]
+    combined = {math.lcm(*c) for k in range(1, len(moduli) + 1) for c in combinations(moduli, k)}  # CRT: 3, 5 -> 15
+    return bool(combined) and int(mod) not in combined
 
 
 def _foreign_unit(pred: str, gold: str, question: Optional[str]) -> bool:

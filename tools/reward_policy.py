@@ -55,28 +55,33 @@ POLICY_RULES = (
                    ("", "\\frac{1}{\\sqrt{2}}", "\\frac{\\sqrt{2}}{2}", True)]),
     dict(rule="simplest radical form", when="the question says \"simplest radical form\"",
          decision="A root whose radicand's integer factor holds a power of the root's index (\\sqrt{8}, "
-                  "\\sqrt{1260x} with its factor 36, \\sqrt[3]{16}) or a radical in a denominator is not paid "
-                  "(unless the gold has one).",
+                  "\\sqrt{1260x} with its factor 36, \\sqrt[3]{16}), a radical in a denominator or a power with a "
+                  "fractional exponent (x^{1/2}) is not paid (unless the gold has one).",
          choice="Refuse: simplifying the radical is the task.",
          source="MATH; OpenCompass pays any equal value",
          examples=[("Express your answer in simplest radical form.", "\\sqrt{8}", "2\\sqrt{2}", False),
                    ("Express your answer in simplest radical form.", "2\\sqrt{2}", "2\\sqrt2", True),
                    ("Express your answer in simplest radical form.", "6x\\sqrt{1260x}", "36x\\sqrt{35x}", False),
-                   ("Express your answer in simplest radical form.", "36x\\sqrt{35x}", "36x \\sqrt{35x}", True)]),
+                   ("Express your answer in simplest radical form.", "36x\\sqrt{35x}", "36x \\sqrt{35x}", True),
+                   ("Express your answer in simplest radical form.", "x^{1/2}", "\\sqrt{x}", False),
+                   ("", "x^{1/2}", "\\sqrt{x}", True)]),
     dict(rule="stated form", when="the question names a form: \"(common / improper) fraction\", \"fraction in "
                                    "simplest form\", \"lowest terms\", \"mixed number\", \"as a decimal\", \"as a "
                                    "percent\", \"exponential notation\", \"simplify\", \"integer denominator\", "
+                                   "\"(simplest) fractional form\", \"terms of decreasing degree\", "
                                    "\"interval notation\" (\"as an interval or a union of intervals\"), \"in the "
                                    "form y = mx + b\", a template (\"in the form $a\\sqrt{b}$\", "
                                    "\"$\\frac{a}{b}$\") (not when negated or offered as one of two forms)",
          decision="An answer of the right value in a form the named one rules out is not paid (unless the gold has "
-                  "that form): for a fraction a decimal (also repeating), a percent, a mixed number or an unreduced "
-                  "fraction; for a mixed number an improper fraction or a decimal; for a decimal a fraction; for a "
+                  "that form): for a fraction a decimal (also repeating), a percent, a mixed number, an unreduced "
+                  "fraction or a ratio with a colon (1:10); "
+                  "for a mixed number an improper fraction or a decimal; for a decimal a fraction; for a "
                   "percent the value as a fraction of one (0.25 for 25%); for exponential notation a number written "
                   "out; for \"simplify\" an unreduced fraction, a power factor under a root (as for simplest "
                   "radical form) or a radical in a denominator; for \"simplest form\" or \"lowest terms\" an "
                   "unreduced fraction or a power factor under a root (\\sqrt[3]{8} for 2); for interval notation "
-                  "an inequality; for \"y = ...\" an equation not solved for y. "
+                  "an inequality (also in set-builder notation); for \"y = ...\" an equation not solved for y; for "
+                  "decreasing degree terms whose total degree rises from left to right. "
                   "One table (_DEMAND_FORBIDS) holds these.",
          choice="Refuse (FN against a lenient grader): the form is part of the task, as MATH grades it.",
          source="MATH (the requested form is the answer; its grader compares strings); OpenCompass pays any equal value",
@@ -99,7 +104,13 @@ POLICY_RULES = (
                    ("Give the endpoints as common fractions (not mixed numbers or decimals).", "\\frac{4}{3}",
                     "\\frac43", True),
                    ("", "0.75", "\\frac34", True), ("", "\\frac{6}{8}", "\\frac34", True),
-                   ("Your answer should use exponential notation.", "1024", "2^{10}", False)]),
+                   ("Your answer should use exponential notation.", "1024", "2^{10}", False),
+                   ("Express your answer as a common fraction.", "1:10", "\\frac{1}{10}", False),
+                   ("", "1:10", "\\frac{1}{10}", True),
+                   ("Express your answer in simplest fractional form.", "1.8", "\\frac9{5}", False),
+                   ("Express your answer in interval notation.", "\\{y : -10 \\le y \\le 4\\}", "[-10,4]", False),
+                   ("Write the sum as a polynomial with terms of decreasing degree.", "-5+y+y^4", "y^4+y-5", False),
+                   ("Write the sum as a polynomial with terms of decreasing degree.", "y^4+y-5", "y^4+y-5", True)]),
     dict(rule="normalised equation", when="the question fixes a normalisation (\"A > 0 and gcd(|A|,|B|,|C|,|D|) = 1\")",
          decision="Only the normalised equation is paid (sides may be swapped); without it any nonzero multiple of "
                   "the equation is paid.",
@@ -153,9 +164,11 @@ POLICY_RULES = (
                   "`E =`, `\\Delta =`: any letter but the constants e and i, any Greek letter but \\pi; the name is "
                   "not checked against the one the question uses, the value is graded); a chain of "
                   "constant sides (`\\binom{5}{4}\\binom{10}{8} = 225`) states its last side when every side has "
-                  "its value, and a false numeric side is refused.",
+                  "its value, and a false numeric side is refused. Words after a value that bound or hedge it (`6 "
+                  "\\text{ or fewer}`, `\\text{ at most}`) are no unit: the answer is refused.",
          choice="Pay (MATH's graders drop units and labels); a different unit or modulus is refused, also a "
-                "modulus other than the one the question works with.",
+                "modulus other than those the question names (\"mod 7\", \"divided by 6\") and their least "
+                "common multiples.",
          source="MATH (its grader strips units and \"\\text{ }\" labels); OpenCompass likewise",
          examples=[("", "r = 3 \\text{ units}", "3", True), ("", "10\\ \\mathrm{in}", "10\\text{ inches}", True),
                    ("", "x \\equiv 8 \\pmod{13}", "8", True), ("", "\\lambda \\in (3,4]", "(3,4]", True),
@@ -173,7 +186,10 @@ POLICY_RULES = (
                    ("", "\\binom{5}{4}\\binom{10}{8} = 225", "225", True),
                    ("", "\\binom{5}{4}\\binom{10}{8} = 50", "50", False),
                    ("What digit is $\\Delta$?", "\\Delta = 8", "8", True), ("", "E = 4", "4", True),
-                   ("", "\\pi = 3", "3", False)]),
+                   ("", "\\pi = 3", "3", False),
+                   ("Find the number of ordered triples.", "6 \\text{ or fewer}", "6", False),
+                   ("If $3^i\\equiv 5\\pmod 7$, what is the remainder when $i^2$ is divided by $6$?", "1 \\pmod{6}",
+                    "1", True)]),
     dict(rule="labelled values", when="the answer names each value (`x = -1, y = 6`, `n_1 = 19, n_2 = 22`)",
          decision="Values labelled with distinct names state the tuple of the values in the order of their names: "
                   "the order of the tuple of those names the question states (\"Enter the ordered triple "
@@ -188,7 +204,8 @@ POLICY_RULES = (
                    ("Enter the ordered triple $(p,q,r)$.", "p = 6, q = 31, r = -1", "(6,31,-1)", True),
                    ("Enter the ordered pair $(b,a)$.", "a = 2, b = 1", "(1,2)", True),
                    ("Enter the ordered triple $(p,q,r)$.", "q = 6, p = 31, r = -1", "(6,31,-1)", False)]),
-    dict(rule="renamed function variable", when="the answer defines a function, `NAME(v) = expression`",
+    dict(rule="renamed function variable", when="the answer defines a function, `NAME(v) = expression` (also an "
+                                                 "inverse, `NAME^{-1}(v) = expression`)",
          decision="The variable the label binds is a placeholder: `f(t) = t^2 - 7t + 12` states x^2 - 7x + 12 when "
                   "t is the expression's one variable and the gold's one variable is x. A bare expression in "
                   "another variable binds nothing and is another expression.",
@@ -197,7 +214,8 @@ POLICY_RULES = (
          examples=[("", "f(t) = t^2 - 7t + 12", "x^2 - 7x + 12", True),
                    ("", "k(u) = 3 - \\sqrt{u - 3}", "-\\sqrt{x-3}+3", True),
                    ("", "3 - \\sqrt{t-3}", "-\\sqrt{x-3}+3", False),
-                   ("", "f(t) = x^2 - 7t + 12", "x^2 - 7x + 12", False)]),
+                   ("", "f(t) = x^2 - 7t + 12", "x^2 - 7x + 12", False),
+                   ("", "h^{-1}(y) = \\frac{y+2}{7}", "\\frac{x+2}{7}", True)]),
     dict(rule="zero vector", when="the gold or the answer is a vector or matrix",
          decision="The zero vector in bold or with an arrow (\\mathbf{0}, \\vec{0}, \\boldsymbol{0}) is a vector "
                   "or matrix whose entries are all 0; the number 0 is no vector, nor the zero vector a number.",

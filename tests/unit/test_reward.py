@@ -1214,6 +1214,12 @@ def test_final_statement_alternatives(resp, gold, expected):
     assert (score(resp, gold)["acc"] == 1.0) is expected
 
 
+#: A question whose options run past E, each a value: "F) 10^5".
+CLOSEST = ("Which of the following is closest to $10^0 + 10^1 + 10^2 + 10^3 + 10^4 + 10^5$?"
+           + "".join(f"\n\n$\\bullet$ {letter}) $10^{k}$" for k, letter in enumerate("ABCDEFG"))
+           + "\n\nWrite your answer as A, B, C, D, E, F, or G.")
+
+
 @pytest.mark.parametrize("question,answer,gold,expected", [
     ("What percent of the class? Express your answer as a percent.", "0.25", "25\\%", False),
     ("What percent of the class? Express your answer as a percent.", "25", "25\\%", True),
@@ -1250,6 +1256,40 @@ def test_final_statement_alternatives(resp, gold, expected):
     ("Write your answer in the form $a\\sqrt{b}$.", "2 \\sqrt{3}", "2\\sqrt3", True),
     ("Express it in the form $\\frac{a}{b}$.", "0.75", "\\frac34", False),
     ("Write it in the form $\\frac{a\\sqrt{b}}{c}$. Find $a+b+c$.", "12", "12", True),
+    # a fractional exponent is no radical form; without that demand it is the same value
+    ("Express your answer in simplest radical form in terms of $x$.", "x^{1/2}", "\\sqrt{x}", False),
+    ("Express your answer in simplest radical form in terms of $x$.", "\\sqrt{x}", "\\sqrt{x}", True),
+    ("Write $\\sqrt{x^3}/x$ as a power of $x$ or a root.", "x^{\\frac{1}{2}}", "\\sqrt{x}", True),
+    # a ratio with a colon is no common fraction; without that demand it states the ratio
+    ("What is the ratio? Express your answer as a common fraction.", "1:10", "\\frac{1}{10}", False),
+    ("What is the ratio? Express your answer as a common fraction.", "\\frac{1}{10}", "\\frac{1}{10}", True),
+    ("What is the ratio of the areas?", "1:10", "\\frac{1}{10}", True),
+    # "simplest fractional form" demands a fraction, unless the clause offers a decimal too
+    ("Solve for $x$. Express your answer in simplest fractional form.", "1.8", "\\frac9{5}", False),
+    ("Solve for $x$. Express your answer in simplest fractional form.", "\\frac{9}{5}", "\\frac9{5}", True),
+    ("Solve for $x$. Give your answer as a decimal or in fractional form.", "1.8", "\\frac9{5}", True),
+    # "terms of decreasing degree": the terms' total degrees may not rise left to right
+    ("Write your answer as a polynomial with terms of decreasing degree.", "-5+y+7y^2-2y^3+y^4",
+     "y^4-2y^3+7y^2+y-5", False),
+    ("Write your answer as a polynomial with terms of decreasing degree.", "y^4 - 2y^3 + 7y^2 + y - 5",
+     "y^4-2y^3+7y^2+y-5", True),
+    ("Write the answer in descending order of degree.", "x^2y - 3xy + 2", "x^2y-3xy+2", True),
+    # a word after the value that bounds or hedges it is no unit
+    ("Find the number of ordered triples.", "6 \\text{ or fewer}", "6", False),
+    ("Find the number of ordered triples.", "6 \\text{ triples}", "6", True),
+    ("How fast does it go, in miles per hour?", "5 \\text{ miles per hour}", "5", True),
+    # "divided by 6" names the modulus of the remainder, beside a \\pmod 7 in the data
+    ("Let $3^i\\equiv 5\\pmod 7.$ What is the remainder when $ij$ is divided by $6?$", "1 \\pmod{6}", "1", True),
+    ("Let $3^i\\equiv 5\\pmod 7.$ What is the remainder when $ij$ is divided by $6?$", "1 \\pmod{5}", "1", False),
+    ("Let $3^i\\equiv 5\\pmod 7.$ What is the smallest such $i$?", "5 \\pmod{6}", "5", False),
+    # option letters past E, with their own text
+    (CLOSEST, "\\text{F) } 10^5", "F", True),
+    (CLOSEST, "\\text{G) } 10^6", "F", False),
+    (CLOSEST, "\\text{F) } 10^6", "F", False),
+    # an inverse function's label binds its variable as f(t) does
+    ("If $h(x)=f(g(x))$, what is the inverse of $h(x)$?", "h^{-1}(y) = \\frac{y+2}{7}", "\\frac{x+2}{7}", True),
+    ("If $h(x)=f(g(x))$, what is the inverse of $h(x)$?", "h^{-1}(y) = \\frac{y-2}{7}", "\\frac{x+2}{7}", False),
+    ("If $h(x)=f(g(x))$, what is the inverse of $h(x)$?", "h^{-1}(x) = \\frac{x+2}{7}", "\\frac{x+2}{7}", True),
 ])
 def test_named_forms_and_notations(question, answer, gold, expected):
     assert (R.compute_score(SRC, contract(answer), gold, {"question": question})["acc"] == 1.0) is expected

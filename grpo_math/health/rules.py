@@ -919,7 +919,7 @@ def evaluate(run: Run, th: Thresholds, ctx: Context, rules: Sequence[Rule] = RUL
 
 
 def rules_markdown() -> str:
-    """The rules and thresholds as markdown (``--list-rules``; tools/sync_readme.py copies it into
+    """The rules and thresholds as markdown (``--list-rules``; maintenance/sync_readme.py copies it into
     docs/health_rules.md), with the defaults of DEFAULT_THRESHOLDS."""
     th = DEFAULT_THRESHOLDS
     lines = ["| id | metric | fires when (defaults) | source |", "|---|---|---|---|",

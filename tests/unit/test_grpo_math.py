@@ -186,11 +186,11 @@ def test_matrix_tables_number_each_source_once_and_cite_them_all():
 
 def test_a_changed_pin_makes_the_readmes_stale(monkeypatch):
     """README.md and docker/README.md hold the generated tables; a matrix change without
-    'python -m tools.sync_readme' fails tests/unit/test_readme.py's sync check."""
+    'python -m maintenance.sync_readme' fails tests/unit/test_readme.py's sync check."""
     import dataclasses
 
     from conftest import REPO
-    from tools import sync_readme
+    from maintenance import sync_readme
 
     readme, docker = (REPO / "README.md").read_text(), (REPO / "docker" / "README.md").read_text()
     assert sync_readme.synced(readme) == readme and sync_readme.synced(docker) == docker

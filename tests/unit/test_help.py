@@ -50,7 +50,7 @@ def test_discovery_finds_the_pipeline_and_support_scripts():
     names = {name for name, _ in ENTRY_POINTS}
     assert {"setup.sh", "run_qwen2_5_1_5b.sh", "merge_checkpoint.sh", "evaluate_opencompass.sh",
             "prepare_math.py", "evaluate.py", "health_report.py", "parquet2json.py", "preflight.py",
-            "tools/sync_readme.py", "tools/devices.sh", "benchmarks/bench_reward.py",
+            "maintenance/sync_readme.py", "tools/devices.sh", "benchmarks/bench_reward.py",
             "cpu_support/prepare_smollm2.py"} <= names
     assert not any(name.startswith("tests/") for name in names)
 

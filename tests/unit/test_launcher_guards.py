@@ -120,7 +120,7 @@ def test_the_guard_imports_no_maintenance_script():
     the standard library and grpo_math (the system's python3 runs it before any environment)."""
     code = ("import runpy, sys\nsys.argv = ['tools/launch_guard.py', 'typos', 'setup.sh']\n"
             "try:\n    runpy.run_path(sys.argv[0], run_name='__main__')\nexcept SystemExit:\n    pass\n"
-            "print(sorted(m for m in sys.modules if m.startswith(('tools', 'grpo_math'))))")
+            "print(sorted(m for m in sys.modules if m.startswith(('tools', 'grpo_math', 'maintenance'))))")
     proc = subprocess.run([sys.executable, "-S", "-c", code], cwd=REPO, capture_output=True, text=True,
                           env={"PATH": os.environ["PATH"]})
     assert proc.returncode == 0, proc.stderr

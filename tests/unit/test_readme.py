@@ -82,7 +82,7 @@ def test_ci_runs_the_readme_test_line_verbatim():
 
 
 def test_generated_tables_are_in_sync():
-    proc = subprocess.run([sys.executable, "-m", "tools.sync_readme", "--check"], cwd=REPO,
+    proc = subprocess.run([sys.executable, "-m", "maintenance.sync_readme", "--check"], cwd=REPO,
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
 
@@ -101,7 +101,7 @@ def test_a_changed_threshold_or_knob_makes_the_docs_stale(monkeypatch):
 
     import grpo_math.knobs
     from grpo_math.health import rules
-    from tools import sync_readme
+    from maintenance import sync_readme
 
     rules_doc = (REPO / "docs" / "health_rules.md").read_text()
     knobs_doc = (REPO / "docs" / "knobs.md").read_text()
@@ -115,7 +115,7 @@ def test_a_changed_threshold_or_knob_makes_the_docs_stale(monkeypatch):
 def test_every_generated_table_is_synced_somewhere():
     """Each benchmarks/results/*.md is shown in exactly one page (one home for every figure),
     except the blind set's first score, which the reward table quotes."""
-    from tools import sync_readme
+    from maintenance import sync_readme
 
     blocks = [m.group("file") for page in sync_readme.documents() for m in sync_readme.BLOCK_RE.finditer(page.read_text())]
     assert len(blocks) == len(set(blocks)), blocks
@@ -125,7 +125,7 @@ def test_every_generated_table_is_synced_somewhere():
 
 
 def test_a_stale_block_fails_the_check(tmp_path, monkeypatch):
-    from tools import sync_readme
+    from maintenance import sync_readme
 
     page = tmp_path / "page.md"
     page.write_text("<!-- BEGIN grpo_math/knobs.py:knobs_markdown -->\nold\n<!-- END grpo_math/knobs.py:knobs_markdown -->\n")

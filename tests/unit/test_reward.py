@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import new_math_reward as R
 from conftest import REPO
-from tools.reward_policy import POLICY_RULES, policy_markdown
+from maintenance.reward_policy import POLICY_RULES, policy_markdown
 
 SRC = "DigitalLearningGmbH/MATH-lighteval"
 KEYS = {"score": float, "acc": float, "format": float, "cot": float, "pred": str}
@@ -1083,7 +1083,7 @@ def test_hedged_bases_and_moduli_are_distinct_answers():
 
 
 # ======================================================================================
-# The written policy (tools/reward_policy.py POLICY_RULES, docs/reward_policy.md): every rule's examples
+# The written policy (maintenance/reward_policy.py POLICY_RULES, docs/reward_policy.md): every rule's examples
 # ======================================================================================
 @pytest.mark.parametrize("rule", POLICY_RULES, ids=[r["rule"] for r in POLICY_RULES])
 def test_policy_rule(rule, unhurried):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import write_tokenizer_config as W
+from maintenance import write_tokenizer_config as W
 from new_math_reward import ANSWER_CLOSE, ANSWER_OPEN, QWEN_STOCK_SYSTEM_PROMPT, SYSTEM_PROMPT, THINK_OPEN
 from conftest import REPO
 

@@ -1,6 +1,6 @@
 """The written policy of new_math_reward.py: what it demands of an answer beyond its value, one rule a row.
 
-docs/reward_policy.md shows POLICY_RULES as a table (generated: ``python -m tools.sync_readme``) and
+docs/reward_policy.md shows POLICY_RULES as a table (generated: ``python -m maintenance.sync_readme``) and
 tests/unit/test_reward.py runs every rule's examples through compute_score: (question, boxed answer, gold, paid).
 Sources: "MATH" is Hendrycks et al. 2021's answer conventions and grader (is_equiv: the answer string after
 normalisation); "reference" the reference recipe's reward; "OpenCompass" its MATHVerifyEvaluator, i.e. math-verify
@@ -276,7 +276,7 @@ POLICY_RULES = (
 
 
 def policy_markdown() -> str:
-    """POLICY_RULES as the markdown table of docs/reward_policy.md (python -m tools.sync_readme)."""
+    """POLICY_RULES as the markdown table of docs/reward_policy.md (python -m maintenance.sync_readme)."""
     def cell(text: str) -> str:
         return text.replace("|", "\\|").replace("\n", " ")
 

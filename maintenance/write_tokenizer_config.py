@@ -3,7 +3,7 @@
 default system prompt replaced by ``new_math_reward.SYSTEM_PROMPT`` (both branches of the
 chat template: with tools and without), so the answer contract is defined in one place.
 
-    python -m tools.write_tokenizer_config [--stock PATH] [--out PATH] [--check]
+    python -m maintenance.write_tokenizer_config [--stock PATH] [--out PATH] [--check]
 
 The prompt is inserted into the template's single-quoted Jinja string literals, which
 Jinja decodes with Python's unicode-escape rules: backslashes are doubled (``\\boxed`` would
@@ -64,7 +64,7 @@ def main(argv=None) -> int:
     if args.check:
         current = args.out.read_text(encoding="utf-8") if args.out.exists() else None
         if current != text:
-            print(f"{args.out} is out of date: run python -m tools.write_tokenizer_config", file=sys.stderr)
+            print(f"{args.out} is out of date: run python -m maintenance.write_tokenizer_config", file=sys.stderr)
             return 1
         print(f"{args.out} is up to date")
         return 0

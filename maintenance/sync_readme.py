@@ -57,7 +57,7 @@ def synced(text: str, where: str = "README.md") -> str:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m tools.sync_readme",
+        prog="python -m maintenance.sync_readme",
         description=__doc__.split("\n\n", 1)[1].replace("``", ""),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Exit status: 0 in sync (or rewritten atomically), 1 out of date with --check, 2 a marker naming an "
@@ -78,7 +78,8 @@ def main(argv: list[str]) -> int:
             if not check:
                 write_text_atomic(doc, new)
     if stale and check:
-        print(f"sync_readme: {', '.join(map(str, stale))} out of date: run python -m tools.sync_readme", file=sys.stderr)
+        print(f"sync_readme: {', '.join(map(str, stale))} out of date: run python -m maintenance.sync_readme",
+              file=sys.stderr)
         return 1
     return 0
 

@@ -1634,9 +1634,9 @@ _RATIO_FORM_RE = re.compile(r"\d\s*:\s*\d")
 def _degrees_rise(s: str) -> bool:
     """A polynomial whose top-level terms, left to right, rise in total degree somewhere (``-5+y+7y^2``); undecided
     (not a polynomial, no parse) is False."""
-    terms = [t for t in re.split(r"(?<=[\w})])\s*(?=[+-])", s.replace(" ", "")) if t.strip("+-")]
+    terms = [] if "=" in s else re.split(r"(?<=[\w})])(?=[+-])", s.replace(" ", ""))
     degrees = []
-    for t in terms if 1 < len(terms) <= 40 and "=" not in s else ():
+    for t in terms if 1 < len(terms) <= 40 else ():
         try:
             expr = _parse(t)
             degrees.append(_sympy.Poly(expr, *sorted(expr.free_symbols, key=str)).total_degree() if expr.free_symbols

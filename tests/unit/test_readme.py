@@ -158,8 +158,9 @@ NO_FORM_COLUMN, NO_FORM_HEADER = "first, no form demanded", "whose question dema
 
 def overall_line(path: str, after: str = "") -> str:
     lines = (REPO / path).read_text().splitlines()
-    headers = [i for i, line in enumerate(lines) if line.startswith("# the same reward") and after in line]
-    start = headers[0] if after else 0
+    start = 0
+    if after:
+        start = next(i for i, line in enumerate(lines) if line.startswith("# the same reward") and after in line)
     return next(line for line in lines[start:] if line.startswith("OVERALL"))
 
 

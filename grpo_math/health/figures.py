@@ -83,9 +83,10 @@ def panels(run: Run, th: Thresholds, ctx: Context) -> List[Panel]:
         if run.get(TAG_ROLLOUT_PEARSON) is not None else
         Panel("rollout vs actor: actor/ppo_kl (no old-log-prob pass)", (TAG_PPO_KL,), "nats/token",
               ("rollout_actor_mismatch",), bands((-INF, th.rollout_ppo_kl_max, INF), "ok alert")),
-        Panel("perf/throughput", (TAG_THROUGHPUT,), "tokens/s/GPU", ("throughput_drop",)),
+        Panel("perf/throughput", (TAG_THROUGHPUT,), "tokens/s per device", ("throughput_drop",)),
         Panel("perf/mfu/actor", (TAG_MFU,), "fraction of peak", ("mfu",), zero_unmeasured=(TAG_MFU,)),
-        Panel("memory: device peak, host used", MEMORY_TAGS, "GB", ("memory_growth",),
+        Panel("memory: device peak, host used", MEMORY_TAGS,
+              "GB (device: the actor worker's RSS)" if ctx.on_cpu else "GB", ("memory_growth",),
               zero_unmeasured=(TAG_MAX_MEM, TAG_MAX_MEM_RESERVED)),
     ]
     return [p for p in every if any(run.get(t) is not None for t in p.tags)]
@@ -96,7 +97,7 @@ def unmeasured(run: Run, ctx: Context, panel: Panel) -> Dict[str, str]:
     out = {}
     for tag in (t for t in panel.zero_unmeasured if run.get(t) is not None):
         if tag == TAG_MFU and ctx.on_cpu:
-            out[tag] = f"a CPU run ({TAG_MAX_MEM} 0 at every step): verl divides by an accelerator's peak FLOPS"
+            out[tag] = "a CPU run: verl divides by an accelerator's peak FLOPS"
         elif all_zero(run.get(tag)) is not False:
             out[tag] = "verl logs 0 at every step: " + ("no peak FLOPS known for this device" if tag == TAG_MFU
                                                         else "no accelerator memory")
@@ -121,7 +122,7 @@ def verdict_lines(panel: Panel, findings: Sequence[Finding]) -> List[Tuple[str, 
              for f in sorted(mine, key=lambda f: -SEVERITY[f.level]) if f.level in ("info", "warn", "alert")]
     early = [f.rule for f in mine if f.level == "ok" and any(w in f.message for w in TOO_EARLY)]
     ok = [f.rule for f in mine if f.level == "ok" and f.rule not in early]
-    return (lines + ([("ok: " + ", ".join(ok), "ok")] if ok else [])
+    return (lines + ([("passed: " + ", ".join(ok), "ok")] if ok else [])
             + ([("too few steps to judge: " + ", ".join(early), "early")] if early else []))
 
 
@@ -215,12 +216,13 @@ def health_grid(run: Run, findings: Sequence[Finding], th: Thresholds, ctx: Cont
         draw(ax, run, panel, findings, th, ctx)
     for ax in list(axes.flat)[len(shown):]:
         ax.set_visible(False)
-    counts = {lvl: sum(f.level == lvl for f in findings) for lvl in ("alert", "warn")}
+    counts = {lvl: sum(f.level == lvl for f in findings) for lvl in ("alert", "warn", "info")}
     fig.suptitle(f"GRPO health: {ctx.experiment}", fontsize=12, fontweight="bold")
     log = os.path.relpath(run.path) if Path(os.path.abspath(run.path)).is_relative_to(Path.cwd()) else run.path
     fig.text(0.5, 1 - 0.45 / height, f"log {log}; training steps {step_range(run)}; {counts['alert']} alert, "
-             f"{counts['warn']} warn\neach panel lists its rules' verdicts and is shaded where they read a value as "
-             "ok (green), info (blue), warn (orange) or alert (red); warn and alert circled where they fired",
+             f"{counts['warn']} warn, {counts['info']} info\neach panel lists its rules' verdicts and is shaded where they read a value as "
+             "ok (green), info (blue), warn (orange) or alert (red); warn and alert circled where they first fired; "
+             "\"passed: <rule>\" names a check that found nothing wrong",
              ha="center", va="top", fontsize=8, color="dimgray")
     fig.subplots_adjust(left=0.06, right=0.98, bottom=0.5 / height, top=1 - 1.2 / height, wspace=0.25, hspace=0.5)
     return fig

@@ -19,7 +19,7 @@ from grpo_math.io import DataError, one_line
 
 # Metric tags as verl logs them (0.6.0 file names; 0.9.1 logs the same names unless noted).
 TAG_ENTROPY = "actor/entropy"  # ray_trainer.py, from the old-log-prob pass
-TAG_MAX_MEM = "perf/max_memory_allocated_gb"  # fsdp_workers.py; 0 at every step on a CPU run
+TAG_MAX_MEM = "perf/max_memory_allocated_gb"  # fsdp_workers.py; on CPU 0 (verl 0.6.0) or the worker's RSS
 TAG_MAX_MEM_RESERVED = "perf/max_memory_reserved_gb"  # the device allocator's peak
 TAG_CPU_MEM = "perf/cpu_memory_used_gb"  # the host's used memory (psutil)
 MEMORY_TAGS = (TAG_MAX_MEM_RESERVED, TAG_MAX_MEM, TAG_CPU_MEM)
@@ -44,7 +44,7 @@ TAG_SCORE_MAX = "critic/score/max"
 TAG_SCORE_MIN = "critic/score/min"
 TAG_ADV_MAX = "critic/advantages/max"
 TAG_ADV_MIN = "critic/advantages/min"
-TAG_THROUGHPUT = "perf/throughput"  # tokens / (s * GPU)
+TAG_THROUGHPUT = "perf/throughput"  # tokens / (s * device)
 TAG_MFU = "perf/mfu/actor"  # fraction of peak FLOPS
 # Rollout vs actor on the rollout's sampled tokens (verl/utils/debug/metrics.py, logged with
 # rollout.calculate_log_probs=True): Pearson correlation and mean absolute difference of the
@@ -317,6 +317,7 @@ class RunConfig:
     reward_file: Optional[str]
     reward_name: Optional[str]
     ckpt_dir: Optional[str] = None
+    device: Optional[str] = None  # trainer.device
 
     @property
     def reward(self) -> str:
@@ -359,8 +360,9 @@ def read_run_config(path: Path) -> RunConfig:
         else "custom_reward_function"
     crf = section(reward if key.startswith("reward.") else cfg, "custom_reward_function")
     text = {k: str(v) if v else None for k, v in (("name", trainer.get("experiment_name")), ("path", crf.get("path")),
-                                                   ("fn", crf.get("name")), ("ckpt", trainer.get("default_local_dir")))}
-    return RunConfig(Path(path), text["name"], key, text["path"], text["fn"], text["ckpt"])
+                                                   ("fn", crf.get("name")), ("ckpt", trainer.get("default_local_dir")),
+                                                   ("device", trainer.get("device")))}
+    return RunConfig(Path(path), text["name"], key, text["path"], text["fn"], text["ckpt"], text["device"])
 
 
 def experiment_name(run: Run, config: Optional[RunConfig]) -> Tuple[str, str]:

@@ -93,7 +93,7 @@ class Thresholds:
     resp_decline_tau: float = -0.6
     resp_decline_frac: float = 0.15
     resp_decline_step_share: float = 0.5
-    # perf/throughput, tokens/s/GPU: a step below this x its trailing median.
+    # perf/throughput, tokens/s per device: a step below this x its trailing median.
     perf_drop_factor: float = 0.5
     perf_window: int = 5
     perf_min_history: int = 2
@@ -192,7 +192,7 @@ def build_context(run: Run, th: Thresholds, *, updates_per_step: Optional[int] =
     ctx = Context(loss_scale=loss_scale, rollout_groups=rollout_groups, config=config)
     ctx.experiment, ctx.experiment_note = experiment_name(run, config)
     ctx.stack, ctx.stack_note = run_stack(run, config)
-    ctx.on_cpu = all_zero(run.get(TAG_MAX_MEM)) is True
+    ctx.on_cpu = (config is not None and config.device == "cpu") or all_zero(run.get(TAG_MAX_MEM)) is True
     zc, zk = all_zero(run.get(TAG_CLIPFRAC)), all_zero(run.get(TAG_PPO_KL))
     if updates_per_step is not None:
         ctx.updates_per_step, ctx.updates_note = updates_per_step, "--updates-per-step"
@@ -703,14 +703,14 @@ def check_zero_var_groups(run: Run, th: Thresholds, ctx: Context) -> CheckResult
 
 
 jump_rule("throughput_drop", TAG_THROUGHPUT, False, "perf_drop_factor perf_window perf_min_history",
-          "throughput fell to {v} tokens/s/GPU, {ratio:.2f}x the trailing median {med} (contention, swapping, "
+          "throughput fell to {v} tokens/s per device, {ratio:.2f}x the trailing median {med} (contention, swapping, "
           "longer responses?)",
-          lambda s, th: (_median(s), f"median {fmt(_median(s))} tokens/s/GPU (higher is better)"),
+          lambda s, th: (_median(s), f"median {fmt(_median(s))} tokens/s per device (higher is better)"),
           f"{SRC_GUIDE}; {SRC_METRIC_UTILS}", also="; else report the median (higher is better)")
 
 
 @rule("mfu", TAG_MFU, (TAG_MFU,), lambda t: "informational: median (higher is better); info when 0 (not "
-      f"measured) or when {TAG_MAX_MEM} is 0 at every step (a CPU run: not meaningful)",
+      f"measured) or on a CPU run (trainer.device cpu, or {TAG_MAX_MEM} 0 at every step: not meaningful)",
       f"{SRC_GUIDE}; {SRC_FSDP_WORKERS}")
 def check_mfu(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
     m = _median(run.get(TAG_MFU))
@@ -718,8 +718,8 @@ def check_mfu(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
         return ("info", None, 0.0, "MFU 0: verl's flops counter has no peak-FLOPS entry for this device "
                 "(get_device_flops returns inf, e.g. CPU) - not measured")
     if m is not None and ctx.on_cpu:
-        return ("info", None, m, f"median actor MFU {fmt(100 * m)} % is not meaningful on CPU: {TAG_MAX_MEM} is 0 "
-                "at every step (no accelerator memory used), and verl divides by an accelerator's peak FLOPS")
+        return ("info", None, m, f"median actor MFU {fmt(100 * m)} % is not meaningful on a CPU run: verl divides "
+                "by an accelerator's peak FLOPS")
     return "ok", None, m, f"median actor MFU {fmt(None if m is None else 100 * m)} % (higher is better)"
 
 

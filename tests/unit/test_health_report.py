@@ -472,7 +472,7 @@ def test_mfu_on_a_cpu_run_is_info(tmp_path):
     write_run(tmp_path / "cpu", override=_set("perf/max_memory_allocated_gb", 0.0, 1))
     _, entries = report(tmp_path / "cpu")
     assert entries["mfu"]["level"] == "info"
-    assert "not meaningful on CPU" in entries["mfu"]["message"]
+    assert "not meaningful on a CPU run" in entries["mfu"]["message"]
     write_run(tmp_path / "gpu", override=_set("perf/max_memory_allocated_gb", 30.0, 1))
     _, entries = report(tmp_path / "gpu")
     assert entries["mfu"]["level"] == "ok"

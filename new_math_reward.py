@@ -353,6 +353,7 @@ _TIME_RE = re.compile(r"^(\d{1,2}(?::\d{2}){1,2})\s*(?:([ap])\s*\.?\s*m\.?)?$", 
 #: The zero vector in bold or with an arrow (``\\mathbf{0}``, ``\\vec 0``): canonical ``\\vec{0}``.
 _ZERO_VECTOR_RE = re.compile(r"^\\(?:mathbf|boldsymbol|bm|vec|overrightarrow)\s*(?:\{\s*0\s*\}|0)$")
 _ZERO_VECTOR = "\\vec{0}"
+_IDENTITY_RE = re.compile(r"^(?P<c>[-+]?\d*)\s*\\(?:mathbf|boldsymbol|bm)\s*(?:\{\s*I\s*\}|I)$")  # -\mathbf{I}
 _REALS = r"\\mathbb\{R\}|\\mathbb R|\\R|\\reals"
 _REALS_RE = re.compile(r"^(?:" + _REALS + r"|\\text\{all real numbers\}|all real numbers)$")
 #: A name, for every step that tells a name from a value: ``a_1``, ``f'``, ``F(x)``, ``\\lambda``.
@@ -488,6 +489,8 @@ def _normalise(raw: str) -> _Norm:
     pct, s = s2 != s, s2.replace("\\$", "").replace("$", "").strip()
     if _ZERO_VECTOR_RE.match(s):  # before the font wrappers go: bold 0 is a vector, not the number
         return _Norm(_ZERO_VECTOR)
+    if m := _IDENTITY_RE.match(s):  # and bold I the identity matrix, not a variable
+        return _Norm(m.group("c") + "\\mathbf{I}")
     unit = None
     m = _TRAIL_TEXT_UNIT_RE.match(s) if "{" in s else None  # "r = 3 \\text{ units}": the unit is its last side's
     if m and re.search(r"\d", m.group("v").rsplit("=", 1)[-1]) and not re.search(r"[<>]|\\[lg]eq", m.group("v")):
@@ -623,6 +626,8 @@ _NOT_SCALAR_RE = re.compile(r"[=<>,;&]|\\\\|\\begin|\\end|\\[lg]eq|\\ne(?![A-Za-
 _SETMINUS_RE = re.compile(r"^(?P<a>.+?)(?:\\setminus|\\backslash)(?P<b>\\\{.*\\\})$", re.S)
 _SET_BUILDER_RE = re.compile(r"^\\\{\s*(?P<v>" + _NAME + r")\s*(?:\\in\s*(?:" + _REALS + r"))?"
                              r"\s*(?:\\mid|\||:)\s*(?P<c>.+)\\\}$", re.S)
+#: A bound on an absolute value, ``|x| \\geq 5``, the bound one constant term.
+_ABS_BOUND_RE = re.compile(r"^\|\s*(?P<v>" + _NAME + r")\s*\|\s*(?P<op>\\[lg]eq|<|>)\s*(?P<k>[^<>|=,+-]+)$")
 
 #: A parse: 'scalar' (s), 'list' (items), 'tuple' (items, ``brackets``: pairs, vectors, intervals), 'union', 'matrix'.
 _Struct = namedtuple("_Struct", "kind s items ordered brackets", defaults=("", (), False, ""))
@@ -737,9 +742,12 @@ def _set_builder(s: str) -> Optional[_Struct]:
     m = _SET_BUILDER_RE.match(s)
     if not m or not _INEQ_RE.search(m.group("c")) or re.search(r"\band\b|,", m.group("c")):
         return None
-    names = {t.strip() for it in _split_top(m.group("c")) for t in _INEQ_RE.split(it)[0::2]
-             if _VAR_RE.match(t.strip())}
-    st = _structure(m.group("c"))
+    cond = m.group("c").strip()
+    if (a := _ABS_BOUND_RE.match(cond)) and not _letters(a.group("k")):  # |x| < 5: -5 < x < 5; |x| >= 5: two rays
+        v, op, k = a.group("v"), a.group("op"), a.group("k").strip()
+        cond = (f"-{k} {op} {v} {op} {k}" if op in ("<", "\\leq") else f"{v} {_FLIP[op]} -{k} or {v} {op} {k}")
+    names = {t.strip() for it in _split_top(cond) for t in _INEQ_RE.split(it)[0::2] if _VAR_RE.match(t.strip())}
+    st = _structure(cond)
     return st if names == {m.group("v")} and st.kind in ("tuple", "union") else None
 
 
@@ -817,6 +825,7 @@ def _order_chain(s: str) -> Optional[Tuple[str, List[str]]]:
 
 # (b) The comparison by type.
 _LETTER_RE = re.compile(r"^\(?([A-J])\)?$")  # options A-J, as the option-label readers take them
+_OTHER_LETTER_RE = re.compile(r"(?<![A-Za-z\\])[A-J](?![A-Za-z])")  # an option letter in a choice's description
 _LETTER_PRED_RE = re.compile(r"^[(\[]?([A-Ja-j])[)\]](?:\S.*)?$|^([A-Ja-j])$")
 _WORD_RE = re.compile(r"^[A-Za-z][A-Za-z' -]*[A-Za-z]$")
 #: Words that make a sentence around a text answer something else than that answer.
@@ -982,6 +991,8 @@ def _match(p: _Norm, g: _Norm, ctx) -> bool:
         return _approx_equal(p, g, ctx)
     if _item_kind(g) == "text":  # a word answer has no structure: "Friday" vs a sentence
         return _values_equal(p, g, ctx)
+    if p.choice and _item_kind(g) == "choice" and not _OTHER_LETTER_RE.search(p.s):  # "A: rises, then stays"
+        return _values_equal(p, g, ctx)
     ps, gs = _structure(p.s), _structure(g.s)
     pc, gc = _order_chain(p.s), _order_chain(g.s)
     if pc or gc:  # "f(2) < f(1) < f(4)" states an order: the list of its terms as written
@@ -994,6 +1005,10 @@ def _match(p: _Norm, g: _Norm, ctx) -> bool:
     if _ZERO_VECTOR in (p.s, g.s):  # the zero vector is a vector or matrix of zeros, never the number 0
         m = _as_matrix(gs if p.s == _ZERO_VECTOR else ps, _Struct("scalar"))
         return m.kind == "matrix" and all(_exact_number(_normalise(x).s) == 0 for row in m.items for x in row)
+    if (m := _IDENTITY_RE.match(p.s)) and gs.kind == "matrix" and all(len(r) == len(gs.items) for r in gs.items):
+        c = {"": "1", "+": "1", "-": "-1"}.get(m.group("c"), m.group("c"))  # c times the identity of the gold's size
+        rows = "\\\\".join("&".join(c if i == j else "0" for j in range(len(gs.items))) for i in range(len(gs.items)))
+        return _match(_normalise(f"\\begin{{pmatrix}}{rows}\\end{{pmatrix}}"), g, ctx)
     if gs.kind == "scalar" and ps.kind == "scalar":
         return _values_equal(p, g, ctx)
     if ps.kind == "scalar" and _STRUCT_LABEL_RE.match(p.s):  # "(x, y) = (2, -3)"
@@ -1372,7 +1387,7 @@ def _equations_equal(p: str, g: str, deadline: float, same_scale: bool = False) 
     parts = [_parse(x) for x in pp + gp] if len(pp) == len(gp) == 2 else [None]  # lhs, rhs of each
     if not all(isinstance(x, _sympy.Expr) for x in parts):
         return False
-    e1, e2 = parts[0] - parts[1], parts[2] - parts[3]
+    e1, e2 = (parts[0] - parts[1]).doit(), (parts[2] - parts[3]).doit()  # "x + 0y - 3z" has no y
     if e1.free_symbols != e2.free_symbols or not e1.free_symbols:
         return False
     ratio, n = None, 0
@@ -1459,7 +1474,7 @@ _DEMAND_RES = tuple((name, re.compile(rx, re.I)) for name, rx in (
                 r"(?!\s+(?:point|places?|digits?|expansion|representation|equivalent|notation))|"
                 r"\bdecimal\s+form\b|\(\s*as\s+a\s+decimal\s*\)"),
     ("exponential", r"\b(?:exponential|scientific)\s+notation|\bas\s+a\s+power\s+of\b"),
-    ("normalised", r"\\gcd\s*\(\s*\|\s*A\s*\|"),
+    ("normalised", r"\\gcd\s*\(|\bas\s+small\s+as\s+possible\b|\b(?:relatively\s+prime|coprime)\b"),
     ("list", r"\bseparated\s+by\s+commas|\bcomma[-\s]separated|\benter\s+all\b"),
     ("percent", r"\b(?:as|in)\s+(?:a\s+)?percent(?:age)?\b|\bwhat\s+percent"),
     ("simplified", r"\bsimplif(?:y|ied)\b"),
@@ -1507,7 +1522,8 @@ def _task_expressions(text: str, own: bool) -> Tuple[frozenset, Tuple[str, ...]]
     verb_re, text = (_OWN_TASK_RE if own else _TASK_RE), text[:4000]
     exprs, verbs = set(), tuple(v.lower() for v in verb_re.findall(_MATH_SPAN_RE.sub(" ", text)))
     for m in _MATH_SPAN_RE.finditer(text) if verbs else ():
-        start = max((e.end() for e in _SENTENCE_END_RE.finditer(text, max(m.start() - 200, 0), m.start())),
+        before = len(text[:m.start()].rstrip())  # "Simplify\n\\[...\\]": the line break leads into the maths
+        start = max((e.end() for e in _SENTENCE_END_RE.finditer(text, max(m.start() - 200, 0), before)),
                     default=max(m.start() - 200, 0))
         if verb_re.search(_MATH_SPAN_RE.sub(" ", text[start:m.start()])):
             span = next(g for g in m.groups() if g is not None)
@@ -1722,10 +1738,11 @@ def _foreign_unit(pred: str, gold: str, question: Optional[str]) -> bool:
 
 
 def _as_asked(answer: str, question: Optional[str]) -> str:
-    """The answer in the question's terms: ``\\text{base } 7`` for "In what base ...?" is 7 (the noun asked for labels
-    the value); ``p = 6, q = 31, r = -1`` for "the ordered triple $(p,q,r)$" is that tuple, in its order."""
+    """The answer in the question's terms: ``\\text{base } 7`` for "Find the base ..." is 7 (a noun of the question
+    labels the value); ``p = 6, q = 31, r = -1`` for "the ordered triple $(p,q,r)$" is that tuple, in its order."""
     m = _WORD_LABEL_RE.match(answer.strip()) if question else None
-    if m and re.search(r"\b(?:what|which)\s+%s\b" % m.group("w"), question, re.I):
+    if m and re.search(r"\b(?:what|which|(?:find|determine|compute)\s+the)\s+(?:[a-z]+\s+)?%s\b" % m.group("w"),
+                       question, re.I):  # the noun asked for, maybe after one adjective
         answer = (m.group("v") or m.group("v2")).strip()
     pairs = [_top_level_eq(it) for it in _split_top(answer, words=False)] if question and answer.count("=") > 1 else []
     named = {p[0].replace(" ", ""): p[1] for p in pairs if len(p) == 2 and _ASSIGN_LHS_RE.match(p[0].replace(" ", ""))}

@@ -109,9 +109,11 @@ POLICY_RULES = (
                    ("", "1:10", "\\frac{1}{10}", True),
                    ("Express your answer in simplest fractional form.", "1.8", "\\frac9{5}", False),
                    ("Express your answer in interval notation.", "\\{y : -10 \\le y \\le 4\\}", "[-10,4]", False),
+                   ("", "\\{x : |x| \\geq 5\\}", "(-\\infty,-5]\\cup[5,\\infty)", True),
                    ("Write the sum as a polynomial with terms of decreasing degree.", "-5+y+y^4", "y^4+y-5", False),
                    ("Write the sum as a polynomial with terms of decreasing degree.", "y^4+y-5", "y^4+y-5", True)]),
-    dict(rule="normalised equation", when="the question fixes a normalisation (\"A > 0 and gcd(|A|,|B|,|C|,|D|) = 1\")",
+    dict(rule="normalised equation", when="the question fixes a normalisation (\"A > 0 and gcd(|A|,|B|,|C|,|D|) = 1\", "
+                                           "\"a > 0, and a is as small as possible\", \"relatively prime\")",
          decision="Only the normalised equation is paid (sides may be swapped); without it any nonzero multiple of "
                   "the equation is paid.",
          choice="Refuse other multiples: the normalisation is part of the stated answer.",
@@ -120,7 +122,9 @@ POLICY_RULES = (
                     "$\\gcd(|A|,|B|,|C|,|D|) = 1.$", "-2x - 4y + 6z - 2 = 0", "x + 2y - 3z + 1 = 0", False),
                    ("Enter your answer in the form $Ax + By + Cz + D = 0,$ where $A > 0$ and "
                     "$\\gcd(|A|,|B|,|C|,|D|) = 1.$", "x + 2y - 3z + 1 = 0", "x+2y-3z+1=0", True),
-                   ("Find the equation of the plane.", "-2x - 4y + 6z - 2 = 0", "x + 2y - 3z + 1 = 0", True)]),
+                   ("Find the equation of the plane.", "-2x - 4y + 6z - 2 = 0", "x + 2y - 3z + 1 = 0", True),
+                   ("Express your answer as $ax+by=c$, where $a$, $b$, and $c$ are integers, $a>0$, and $a$ is as "
+                    "small as possible.", "8x-10y=-100", "4x-5y=-50", False)]),
     dict(rule="prompt echo", when="the question is known (extra_info[\"question\"]) or the response states the task",
          decision="A final answer that restates an expression the question asks to compute, evaluate, simplify, "
                   "expand, factor (or find, express, convert) is not paid; the gold as written always is.",
@@ -162,7 +166,9 @@ POLICY_RULES = (
                   "answers no question that speaks of years only); a label, `x \\in`, "
                   "`x \\approx`, `\\equiv ... \\pmod{n}` or a one-symbol name before the answer states it (`r =`, "
                   "`E =`, `\\Delta =`: any letter but the constants e and i, any Greek letter but \\pi; the name is "
-                  "not checked against the one the question uses, the value is graded); a chain of "
+                  "not checked against the one the question uses, the value is graded); a word in the box before "
+                  "the value states it when it is the noun the question asks for (\"what base\", \"find the "
+                  "positive base\"); a chain of "
                   "constant sides (`\\binom{5}{4}\\binom{10}{8} = 225`) states its last side when every side has "
                   "its value, and a false numeric side is refused. Words after a value that bound or hedge it (`6 "
                   "\\text{ or fewer}`, `\\text{ at most}`) are no unit: the answer is refused.",
@@ -174,6 +180,8 @@ POLICY_RULES = (
                    ("", "x \\equiv 8 \\pmod{13}", "8", True), ("", "\\lambda \\in (3,4]", "(3,4]", True),
                    ("", "10\\text{ cm}", "10\\text{ m}", False), ("", "21 \\pmod{13}", "8", False),
                    ("In what base does $44 \\times 55 = 3506$?", "\\text{base } 7", "7", True),
+                   ("Find the positive base $b$ in which $5_b \\cdot 23_b = 151_b$.", "\\text{base } 7", "7", True),
+                   ("What is $44 \\times 55$ in base 10?", "\\text{base } 7", "7", False),
                    ("Solve $3n \\equiv 2 \\pmod{11}$.", "n \\equiv 8 \\pmod{13}", "8", False),
                    ("Solve $3n \\equiv 2 \\pmod{11}$.", "n \\equiv 8 \\pmod{11}", "8", True),
                    ("How much, in dollars, will 10 oranges cost?", "2.50 \\text{ cents}", "\\$2.50", False),
@@ -216,15 +224,19 @@ POLICY_RULES = (
                    ("", "3 - \\sqrt{t-3}", "-\\sqrt{x-3}+3", False),
                    ("", "f(t) = x^2 - 7t + 12", "x^2 - 7x + 12", False),
                    ("", "h^{-1}(y) = \\frac{y+2}{7}", "\\frac{x+2}{7}", True)]),
-    dict(rule="zero vector", when="the gold or the answer is a vector or matrix",
+    dict(rule="zero vector, identity matrix", when="the gold or the answer is a vector or matrix",
          decision="The zero vector in bold or with an arrow (\\mathbf{0}, \\vec{0}, \\boldsymbol{0}) is a vector "
-                  "or matrix whose entries are all 0; the number 0 is no vector, nor the zero vector a number.",
+                  "or matrix whose entries are all 0; the number 0 is no vector, nor the zero vector a number. A "
+                  "bold I with an integer factor (`-\\mathbf{I}`) is that multiple of the identity of the gold "
+                  "matrix's size.",
          choice="Pay the notation (the same object); refuse a type change (a scalar for a vector).",
          source="MATH (vector answers); OpenCompass reads \\mathbf{0} as the number 0",
          examples=[("", "\\mathbf{0}", "\\begin{pmatrix} 0 \\\\ 0 \\\\ 0 \\end{pmatrix}", True),
                    ("", "\\vec 0", "\\begin{pmatrix} 0 & 0 \\\\ 0 & 0 \\end{pmatrix}", True),
                    ("", "0", "\\begin{pmatrix} 0 \\\\ 0 \\\\ 0 \\end{pmatrix}", False),
-                   ("", "\\mathbf{0}", "\\begin{pmatrix} 0 \\\\ 1 \\end{pmatrix}", False)]),
+                   ("", "\\mathbf{0}", "\\begin{pmatrix} 0 \\\\ 1 \\end{pmatrix}", False),
+                   ("", "-\\mathbf{I}", "\\begin{pmatrix} -1 & 0 \\\\ 0 & -1 \\end{pmatrix}", True),
+                   ("", "\\mathbf{I}", "\\begin{pmatrix} -1 & 0 \\\\ 0 & -1 \\end{pmatrix}", False)]),
     dict(rule="number words, base subscripts", when="always",
          decision="A cardinal in words is its number (with or without a unit word); a base subscript is "
                   "optional in any brace style, another base is another answer.",
@@ -238,7 +250,8 @@ POLICY_RULES = (
                   "(labels \"(A)\", \"A.\" or \"A)\" opening a line, or letters given a meaning: 'Enter \"C\" for "
                   "circle'), the chosen option's value for its letter, the letter for its value, and a block of "
                   "option letters in any separation (\"A, C, F\" for \"ACF\" and \"ACF\" for \"A,C,F\", in the "
-                  "order given). Values the question names with letters (\"$A=\\sqrt{2}, B=\\sqrt[4]{4}, "
+                  "order given); a letter followed by a description (\"A: rises, then stays constant\") is that letter "
+                  "unless the description names another option. Values the question names with letters (\"$A=\\sqrt{2}, B=\\sqrt[4]{4}, "
                   "C=\\sqrt[8]{8}$\") are options only when the gold is one of those letters and the question "
                   "does not demand the letter (\"Enter your answer as $A$, $B$, or $C$\"): the named value answers "
                   "for its letter, not the letter for the value (such names are often points or sets).",

@@ -1312,6 +1312,8 @@ def test_order_chains(pred, gold, expected):
     ("Evaluate $\\left(\\frac{1}{2}\\right)^{2}$.", "(\\frac12)^2", "\\frac14"),
     ("Express $1.\\overline{27}$ as a common fraction in lowest terms.", "1.\\overline{27}", "\\frac{14}{11}"),
     ("Find $\\log_2 8$.", "\\log_2 8", "3"),
+    ("Simplify\n\\[\\frac{\\sec x}{\\sin x} - \\frac{\\sin x}{\\cos x}.\\]", "\\frac{\\sec x}{\\sin x} - \\frac{\\sin x}{\\cos x}",
+     "\\cot x"),  # the line break leads into the task's display maths
 ])
 def test_prompt_echo_with_the_question_is_not_paid(question, answer, gold):
     info = {"question": question}
@@ -1325,6 +1327,7 @@ def test_prompt_echo_with_the_question_is_not_paid(question, answer, gold):
     ("Compute $x$ if $x - 7 = 0$; is it $7$?", "7", "7"),
     ("Find $k$ such that the line passes through $(2, 5)$.", "5", "5"),
     ("Simplify $\\sqrt{50}$.", "5\\sqrt{2}", "5\\sqrt2"),
+    ("Let $f(x) = x + 1$.\n\n\\[g(x) = 2x.\\]\nFind $g(1)$.", "2", "2"),  # no task verb before the display
 ])
 def test_answers_that_appear_in_the_question_stay_correct(question, answer, gold):
     assert R.compute_score(SRC, contract(answer), gold, {"question": question})["acc"] == 1.0
@@ -1343,6 +1346,9 @@ _NAMED_Q = "Which is least? $$A=\\sqrt{2}, \\quad B=\\sqrt[4]{4}, \\quad C=\\sqr
 _LINES_Q = "Which are valid?\n\n(A) $a$\n\n(B) $b$\n\n(C) $c$\n\n(D) $d$\n\n(E) $e$\n\n(F) $f$\n\nEnter the letters."
 _RADICAL_Q = "Express your answer in simplest radical form."
 _HUNDREDTH_Q = "What is the volume in cubic inches? Express your answer as a decimal to the nearest hundredth."
+_GRAPH_Q = "Which graph shows the volume over time? Provide the correct letter (A, B, C, D, or E) answer."
+_AXBY_Q = ("What is the equation of this line? Express your answer as $ax+by=c$, where $a$, $b$, and $c$ are "
+           "integers, $a>0$, and $a$ is as small as possible.")
 _ZERO3 = "\\begin{pmatrix} 0 \\\\ 0 \\\\ 0 \\end{pmatrix}"
 QUESTION_FAMILIES = {
     "true chain ending in the value": [
@@ -1370,12 +1376,24 @@ QUESTION_FAMILIES = {
         ("", "0", _ZERO3, False),                                                  # the number is not the vector
         ("", "\\mathbf{0}", "\\begin{pmatrix} 0 \\\\ 1 \\end{pmatrix}", False),
     ],
+    "identity matrix": [
+        ("", "-\\mathbf{I}", "\\begin{pmatrix} -1 & 0 \\\\ 0 & -1 \\end{pmatrix}", True),
+        ("", "2\\mathbf{I}", "\\begin{pmatrix} 2 & 0 & 0 \\\\ 0 & 2 & 0 \\\\ 0 & 0 & 2 \\end{pmatrix}", True),
+        ("", "\\mathbf{I}", "\\begin{pmatrix} -1 & 0 \\\\ 0 & -1 \\end{pmatrix}", False),
+        ("", "-\\mathbf{I}", "\\begin{pmatrix} -1 & 0 \\\\ 0 & 1 \\end{pmatrix}", False),
+        ("", "-\\mathbf{I}", "-1", False),                                          # the matrix is not the number
+    ],
     "set-builder notation": [
         ("", "\\{x \\mid x \\leq 0\\}", "(-\\infty,0]", True), ("", "\\{y \\mid y \\le 0\\}", "(-\\infty, 0]", True),
         ("", "\\{x|0<x<1\\}", "(0,1)", True), ("", "\\left\\{x : x > 5\\right\\}", "(5,\\infty)", True),
         ("", "\\{x|0<x\\le 1\\}", "(0,1)", False),
         ("", "\\{x \\mid y \\leq 0\\}", "(-\\infty,0]", False),                      # the condition is on another name
         ("Express your answer in interval notation.", "\\{x|x>5\\}", "(5,\\infty)", False),
+        ("", "\\{x : |x| \\geq 5\\}", "(-\\infty,-5]\\cup[5,\\infty)", True),      # a bound on |x|
+        ("", "\\{x \\mid |x| < 2\\}", "(-2,2)", True),
+        ("", "\\{x : |x| > 5\\}", "(-\\infty,-5]\\cup[5,\\infty)", False),
+        ("", "\\{x \\mid |x| \\le 2\\}", "(-2,2)", False),
+        ("", "\\{x \\mid |x| < a\\}", "(-2,2)", False),                                # a bound that is no constant
     ],
     "renamed function variable": [
         ("", "f(t) = t^2 - 7t + 12", "x^2 - 7x + 12", True),
@@ -1389,6 +1407,8 @@ QUESTION_FAMILIES = {
         ("In what base does $44 \\times 55 = 3506$?", "\\text{base } 8", "7", False),
         ("What is $44 \\times 55$ in base 10?", "\\text{base } 7", "7", False),       # not the noun asked for
         ("On which day of the month is the meeting?", "\\text{day } 12", "12", True),
+        ("Find the positive base $b$ in which $5_b \\cdot 23_b = 151_b$.", "\\text{base } 7", "7", True),
+        ("Find the positive base $b$ in which $5_b \\cdot 23_b = 151_b$.", "\\text{base } 8", "7", False),
     ],
     "modulus of the question": [
         ("Solve the congruence $3n \\equiv 2 \\pmod{11}$.", "n \\equiv 8 \\pmod{13}", "8", False),
@@ -1426,10 +1446,22 @@ QUESTION_FAMILIES = {
         ('Enter the equation of this line in the form "$y = mx + b$".', "-2x = y", "y = -2x", True),
         ("Find the equation of the line.", "2x + y = 0", "y = -2x", True),
     ],
+    "normalised equation": [
+        (_AXBY_Q, "4x - 5y = -50", "4x-5y=-50", True), (_AXBY_Q, "-5y + 4x = -50", "4x-5y=-50", True),
+        (_AXBY_Q, "8x - 10y = -100", "4x-5y=-50", False),                             # a not as small as possible
+        (_AXBY_Q, "-4x + 5y = 50", "4x-5y=-50", False),                               # a > 0 broken
+        (_AXBY_Q, "y = \\frac{4}{5}x + 10", "4x-5y=-50", False),
+        ("Find the equation of the line.", "8x - 10y = -100", "4x-5y=-50", True),      # no normalisation asked for
+        ("Enter the plane in the form $Ax + By + Cz + D = 0,$ where $\\gcd(|A|,|B|,|C|,|D|) = 1.$",
+         "x + 0y - 3z + 0 = 0", "x - 3z = 0", True),                                  # zero terms written out
+    ],
     "letter with its computed value": [
         (_ROUNDED_OPTIONS_Q, "(C)\\ 14.4", "\\text{C}", True),
         (_ROUNDED_OPTIONS_Q, "(A)\\ 14.4", "\\text{C}", False),
         ("Closest?\n\nA. 10\nB. 8\nC. 5\nD. 3\n\nExpress your answer as A, B, C, or D.", "(B) 5", "\\text{B}", False),
+        (_GRAPH_Q, "\\text{A: rises, then stays constant}", "A", True),           # a description after the letter
+        (_GRAPH_Q, "\\text{B: rises, then stays constant}", "A", False),
+        (_GRAPH_Q, "\\text{(A) and (B)}", "A", False),                              # two options named
     ],
     "complete factorisation": [
         ("Factor $28z^{97}+7z^{96}$.", "z^{96}(28z+7)", "7z^{96}(4z+1)", False),   # a common factor left inside

@@ -78,21 +78,18 @@ class Thresholds:
     zero_adv_eps: float = 1e-8
     no_signal_alert_steps: int = 3
     zero_var_group_frac_warn: float = 0.75  # share of groups whose responses all scored the same
-    # Rollout vs actor on the rollout's tokens: Pearson of the token probabilities below this, or,
-    # without the old-log-prob pass, the update's actor/ppo_kl above this: alert.
-    rollout_pearson_min: float = 0.8
-    rollout_ppo_kl_max: float = 0.05
+    # Rollout vs actor on the rollout's tokens, alert:
+    rollout_pearson_min: float = 0.8  # Pearson of the token probabilities below this
+    rollout_ppo_kl_max: float = 0.05  # or, without the old-log-prob pass, the update's actor/ppo_kl above this
     # The first validation after step 0: below this x the step-0 value and this much lower: warn.
     val_first_drop_frac: float = 0.5
     val_first_drop_abs: float = 0.05
     zero_reward_steps: int = 3  # critic/score/mean exactly 0 at each of the first this many steps
     # response_length/mean falling steadily over windows of the last W, 2W, 4W ... logged steps:
-    # Kendall's tau <= this, a Theil-Sen fall >= this share of its start, no step carrying more
-    # than this share of the fall.
-    resp_decline_window: int = 10
-    resp_decline_tau: float = -0.6
-    resp_decline_frac: float = 0.15
-    resp_decline_step_share: float = 0.5
+    resp_decline_window: int = 10  # W
+    resp_decline_tau: float = -0.6  # Kendall's tau <= this
+    resp_decline_frac: float = 0.15  # a Theil-Sen fall >= this share of its start
+    resp_decline_step_share: float = 0.5  # no step carrying more than this share of the fall
     # perf/throughput, tokens/s per device: a step below this x its trailing median.
     perf_drop_factor: float = 0.5
     perf_window: int = 5
@@ -110,8 +107,7 @@ DEFAULT_THRESHOLDS = Thresholds()
 
 
 def override_thresholds(base: Thresholds, assignments: Sequence[str]) -> Thresholds:
-    """``base`` with ``NAME=VALUE`` assignments applied; ValueError on an unknown name, a missing
-    ``=`` or a value of the wrong type (int or float, as the field)."""
+    """``base`` with ``NAME=VALUE`` assignments applied; ValueError: unknown name, no ``=``, not an int/float."""
     types = {f.name: int if f.type in (int, "int") else float for f in dataclasses.fields(Thresholds)}
     changes = {}
     for item in assignments:
@@ -292,8 +288,7 @@ def _first_persistent(mask: np.ndarray, k: int) -> Optional[int]:
 
 
 def _trailing_medians(values: np.ndarray, window: int, min_history: int) -> np.ndarray:
-    """Median of the finite values in the ``window`` points before each point (NaN with fewer than
-    ``min_history``)."""
+    """Median of the finite values in the ``window`` points before each (NaN with fewer than ``min_history``)."""
     out = np.full(values.shape, np.nan)
     for i in range(values.size):
         prev = values[max(0, i - window): i]
@@ -822,8 +817,7 @@ def check_resp_decline(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
     if y.size < w:
         return "ok", None, _last_finite(s), f"fewer than {w} steps: no trend check yet"
     for end in range(w, y.size + 1):
-        size = w
-        while size <= end:
+        for size in (w << k for k in range((end // w).bit_length())):  # W, 2W, 4W ... <= end
             if (end - w) % (size // w) == 0 and (tau := kendall_tau(y[end - size:end])) <= th.resp_decline_tau:
                 xs, ys = x[end - size:end], y[end - size:end]  # a window of k steps tried every k/W steps
                 slope, icpt = theil_sen(xs, ys)
@@ -837,7 +831,6 @@ def check_resp_decline(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
                             "read some responses - cut-off step-0 responses (missing stop tokens, "
                             "response_length/clip_ratio), a length bias of the loss aggregation, or a reward that "
                             "pays short answers")
-            size *= 2
     return "ok", None, _last_finite(s), f"no steady fall over {w}+ steps"
 
 
@@ -848,8 +841,7 @@ def check_resp_decline(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
       f"{SRC_FSDP_WORKERS}; verl 0.9.1 verl/workers/engine_workers.py; vllm-project/vllm-ascend#9563",
       needs_any=MEMORY_TAGS)
 def check_memory_growth(run: Run, th: Thresholds, ctx: Context) -> CheckResult:
-    """The memory tag that grows most relative to its start among those rising steadily (Kendall's tau)
-    by enough GB and enough of their start after the warm-up steps (Theil-Sen line)."""
+    """Of the memory tags that grew steadily, the one that grew most relative to its start."""
     fits = {}
     for tag in MEMORY_TAGS:
         if (s := run.get(tag)) is None:
@@ -922,9 +914,7 @@ def rules_markdown() -> str:
     """The rules and thresholds as markdown (``--list-rules``; maintenance/sync_readme.py copies it into
     docs/health_rules.md), with the defaults of DEFAULT_THRESHOLDS."""
     th = DEFAULT_THRESHOLDS
-    lines = ["| id | metric | fires when (defaults) | source |", "|---|---|---|---|",
-             *(f"| `{r.id}` | `{r.tag}` | {r.describe(th)} | {r.source} |" for r in RULES), "",
-             "Thresholds, fields of `Thresholds` (override with `--set NAME=VALUE`): " + ", ".join(
-                 f"`{f.name}` {getattr(th, f.name)!r}" for f in dataclasses.fields(Thresholds)) + ".",
-             ]
-    return "\n".join(lines)
+    return "\n".join(["| id | metric | fires when (defaults) | source |", "|---|---|---|---|",
+                      *(f"| `{r.id}` | `{r.tag}` | {r.describe(th)} | {r.source} |" for r in RULES), "",
+                      "Thresholds, fields of `Thresholds` (override with `--set NAME=VALUE`): " + ", ".join(
+                          f"`{f.name}` {getattr(th, f.name)!r}" for f in dataclasses.fields(Thresholds)) + "."])

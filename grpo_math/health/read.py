@@ -327,14 +327,14 @@ class RunConfig:
         return f"{self.reward_file}:{self.reward_name or 'compute_score'} ({self.reward_key} in {self.path})"
 
 
-def log_folder(run: Run) -> Path:
-    """The folder the run's logger wrote: a TensorBoard run's directory, a SwanLab run's swanlog."""
-    return swanlab_root(run.path) or (run.path.parent if run.path.is_file() else run.path)
+def log_folder(path: Path) -> Path:
+    """The folder the logger wrote ``path`` into: a TensorBoard run's directory, a SwanLab run's swanlog."""
+    return swanlab_root(path) or (path.parent if path.is_file() else path)
 
 
 def find_run_config(run: Run) -> Optional[Path]:
     """``OUTPUT_DIR/hydra/.hydra/config.yaml`` beside the launcher's OUTPUT_DIR/tensorboard or swanlog."""
-    path = log_folder(run).resolve().parent / HYDRA_CONFIG
+    path = log_folder(run.path).resolve().parent / HYDRA_CONFIG
     return path if path.is_file() else None
 
 
@@ -351,9 +351,8 @@ def read_run_config(path: Path) -> RunConfig:
     if not isinstance(cfg, dict):
         raise DataError(f"{path}: not a Hydra config (expected a YAML mapping with trainer, data, ...)")
 
-    def section(d, key) -> dict:
-        v = d.get(key) if isinstance(d, dict) else None
-        return v if isinstance(v, dict) else {}
+    def section(d: dict, key: str) -> dict:
+        return v if isinstance(v := d.get(key), dict) else {}
 
     trainer, reward = section(cfg, "trainer"), section(cfg, "reward")
     key = "reward.custom_reward_function" if isinstance(reward.get("custom_reward_function"), dict) \
@@ -373,7 +372,7 @@ def experiment_name(run: Run, config: Optional[RunConfig]) -> Tuple[str, str]:
         return config.experiment, f"trainer.experiment_name in {config.path}"
     if run.about:
         return run.name, "SwanLab experiment"
-    folder = log_folder(run).resolve()
+    folder = log_folder(run.path).resolve()
     if folder.name in ("tensorboard", "swanlog"):
         return folder.parent.name, f"the folder holding {folder.name}/"
     return folder.name, "the log folder"
@@ -385,7 +384,7 @@ def run_stack(run: Run, config: Optional[RunConfig]) -> Tuple[Optional[str], str
     reward.custom_reward_function), else the tags (verl 0.9.1 logs the worker's memory under
     actor/perf/, verl 0.6.0 under perf/); (None, "unknown") when none tells."""
     folders = [Path(config.ckpt_dir)] if config is not None and config.ckpt_dir else []
-    for folder in folders + [log_folder(run).resolve().parent / "checkpoints"]:
+    for folder in folders + [log_folder(run.path).resolve().parent / "checkpoints"]:
         try:
             stack = json.loads((settings := folder / "launch_settings.json").read_text())["knobs"]["STACK"]
         except (OSError, ValueError, KeyError, TypeError):
@@ -403,5 +402,4 @@ def run_stack(run: Run, config: Optional[RunConfig]) -> Tuple[Optional[str], str
 def default_output_dir(logdir: Path) -> Path:
     """``health/`` beside the log folder: ``outputs/<experiment>/health`` for the launcher's
     ``outputs/<experiment>/tensorboard`` or ``.../swanlog``."""
-    folder = swanlab_root(logdir) or (logdir.parent if logdir.is_file() else logdir)
-    return Path(os.path.abspath(folder)).parent / "health"
+    return Path(os.path.abspath(log_folder(logdir))).parent / "health"

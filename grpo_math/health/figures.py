@@ -22,6 +22,9 @@ from .read import (MEMORY_TAGS, TAG_CLIPFRAC, TAG_ENTROPY, TAG_GRAD_NORM, TAG_KL
 from .report import step_range
 from .rules import SEVERITY, Context, Finding, Thresholds, all_zero, baseline, entropy_limits, fmt
 
+#: how to read a panel, under every figure
+KEY = ("shaded where the rules read a value as ok (green), info (blue), warn (orange) or alert (red); warn and alert "
+       "circled where they first fired; \"passed: <rule>\": that check found nothing wrong")
 COLORS = {"ok": "tab:green", "info": "tab:blue", "warn": "darkorange", "alert": "red", "early": "dimgray"}
 #: words of an "ok" finding whose rule had too few steps to judge: the panel says so instead of "ok"
 TOO_EARLY = ("fewer than", "too early", "not judged", "check yet")
@@ -220,9 +223,7 @@ def health_grid(run: Run, findings: Sequence[Finding], th: Thresholds, ctx: Cont
     fig.suptitle(f"GRPO health: {ctx.experiment}", fontsize=12, fontweight="bold")
     log = os.path.relpath(run.path) if Path(os.path.abspath(run.path)).is_relative_to(Path.cwd()) else run.path
     fig.text(0.5, 1 - 0.45 / height, f"log {log}; training steps {step_range(run)}; {counts['alert']} alert, "
-             f"{counts['warn']} warn, {counts['info']} info\neach panel lists its rules' verdicts and is shaded where they read a value as "
-             "ok (green), info (blue), warn (orange) or alert (red); warn and alert circled where they first fired; "
-             "\"passed: <rule>\" names a check that found nothing wrong",
+             f"{counts['warn']} warn, {counts['info']} info\neach panel lists its rules' verdicts; {KEY}",
              ha="center", va="top", fontsize=8, color="dimgray")
     fig.subplots_adjust(left=0.06, right=0.98, bottom=0.5 / height, top=1 - 1.2 / height, wspace=0.25, hspace=0.5)
     return fig
@@ -243,8 +244,10 @@ def render_figures(run: Run, findings: Sequence[Finding], th: Thresholds, ctx: C
         return {}
     out = {"health_grid.png": png(fig)}
     for panel in panels(run, th, ctx):
-        fig, ax = plt.subplots(figsize=(6, 3.8))
-        fig.subplots_adjust(left=0.14, right=0.97, bottom=0.14, top=0.91)
+        fig, ax = plt.subplots(figsize=(6, 4.1))
+        fig.subplots_adjust(left=0.14, right=0.97, bottom=0.2, top=0.92)
+        fig.text(0.5, 0.01, "\n".join(textwrap.wrap(f"{ctx.experiment}: {KEY}", 110)), ha="center", va="bottom",
+                 fontsize=6.5, color="dimgray")
         draw(ax, run, panel, findings, th, ctx)
         out[re.sub(r"[^A-Za-z0-9._-]+", "_", panel.title).strip("_") + ".png"] = png(fig)
     return out

@@ -11,25 +11,11 @@ from typing import Optional, Sequence
 
 from grpo_math.evaluation import generate, rescore, run
 from grpo_math.evaluation.data import LAYOUTS
-from grpo_math.io import ArgumentParser, DataError, positive_int
+from grpo_math.io import ArgumentParser, DataError, checked, positive_int
 
 HERE = Path(__file__).resolve().parent
 #: The recipe's data.max_response_length (run_qwen2_5_1_5b.sh), OpenCompass's max_out_len in the reference.
 DEFAULT_MAX_NEW_TOKENS = 1024
-
-
-def checked(convert, expected: str, bad=lambda value: False):
-    """argparse type: ``convert(text)`` unless it raises ValueError or ``bad(value)``; then the error
-    'expected EXPECTED'."""
-    def parse(text: str):
-        try:
-            value = convert(text)
-            if not bad(value):
-                return value
-        except ValueError:
-            pass
-        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
-    return parse
 
 
 fraction = checked(float, "0 < p <= 1", lambda p: not 0 < p <= 1)

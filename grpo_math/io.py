@@ -39,15 +39,22 @@ class ArgumentParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {one_line(message, 300)}\n")
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
-    return value
+def checked(convert, expected: str, bad=lambda value: False):
+    """argparse type: ``convert(text)`` unless it raises ValueError or ``bad(value)``; then the error
+    'expected EXPECTED'."""
+    def parse(text: str):
+        try:
+            value = convert(text)
+            if not bad(value):
+                return value
+        except ValueError:
+            pass
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+    return parse
+
+
+#: argparse type: an integer >= 1
+positive_int = checked(int, "an integer >= 1", lambda value: value < 1)
 
 
 def file_mode() -> int:

@@ -47,9 +47,8 @@ NAME_SHAPE = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 
 
 def edit_distance(a: str, b: str, limit: int) -> int:
-    """Damerau-Levenshtein distance (optimal string alignment: insertions, deletions,
-    substitutions and swaps of two neighbouring characters each count 1) of ``a`` and ``b``,
-    or ``limit + 1`` once it is known to exceed ``limit``."""
+    """Damerau-Levenshtein distance (optimal string alignment: an insertion, deletion, substitution or swap of two
+    neighbouring characters counts 1) of ``a`` and ``b``, or ``limit + 1`` once it is known to exceed ``limit``."""
     if abs(len(a) - len(b)) > limit:
         return limit + 1
     before, prev = None, list(range(len(b) + 1))
@@ -79,15 +78,15 @@ def knob_names(files: Iterable[Path]) -> list[str]:
 
 
 def repo_knobs() -> set[str]:
-    """Every knob of every shell script of the recipe: a variable meant for another of its
-    scripts (VENV_DIR of setup.sh, STEP of merge_checkpoint.sh) is no typo."""
+    """Every knob of every shell script of the recipe: one meant for another script (STEP of merge_checkpoint.sh)
+    is no typo."""
     return set(knob_names([*REPO.glob("*.sh"), *(REPO / "profiles").glob("*.sh"), *(REPO / "stacks").glob("*.sh"),
                            *(REPO / "tools").glob("*.sh")]))
 
 
 def typos(env: Iterable[str], script_knobs: Sequence[str], known: set[str]) -> list[tuple[str, str]]:
-    """(variable, knob) for each variable of ``env`` that is not a knob but close to one of
-    ``script_knobs`` (compared in upper case, so ``device`` is close to DEVICE)."""
+    """(variable, knob) for each variable of ``env`` that is not a knob but close to one of ``script_knobs``
+    (compared in upper case, so ``device`` is close to DEVICE)."""
     limits = {knob: 2 if len(knob) >= LONG_NAME else 1 for knob in script_knobs}
     found = []
     for name in sorted(env):
@@ -121,15 +120,11 @@ STEP_DIR = re.compile(r"global_step_(\d+)")
 
 
 def checkpoint_problem(step_dir: Path) -> Optional[str]:
-    """None when ``step_dir`` (CKPT_DIR/global_step_N) is a complete checkpoint, else what is missing.
-
-    verl 0.6.0's RayPPOTrainer._save_checkpoint writes, in this order: each rank's
-    actor/{model,optim,extra_state}_world_size_W_rank_R.pt (FSDPCheckpointManager.save_checkpoint,
-    torch.save straight to the final name), actor/huggingface/config.json and actor/fsdp_config.json
-    (world size W) on rank 0, then data.pt (the data loader's state), then the tracker file. A kill
-    before data.pt leaves a partial folder; max_actor_ckpt_to_keep deletes an older actor/ before
-    the new one is written.
-    """
+    """None when ``step_dir`` (CKPT_DIR/global_step_N) is a complete checkpoint, else what is missing. verl 0.6.0's
+    RayPPOTrainer._save_checkpoint writes, in order: each rank's actor/{model,optim,extra_state}_world_size_W_rank_R.pt
+    (FSDPCheckpointManager.save_checkpoint, straight to the final name), actor/huggingface/config.json and
+    actor/fsdp_config.json (world size W) on rank 0, data.pt, then the tracker file: a kill before data.pt leaves a
+    partial folder; max_actor_ckpt_to_keep deletes an older actor/ before the new one is written."""
     actor = step_dir / "actor"
     try:
         world_size = int(json.loads((actor / "fsdp_config.json").read_text())["world_size"])
@@ -191,10 +186,9 @@ def way_back(ckpts: Checkpoints) -> str:
 
 
 def resume_step(ckpts: Checkpoints) -> Optional[int]:
-    """The global step verl's resume_mode=auto will load (None: it trains from scratch), after
-    checking that it is complete. verl reads only the tracker (find_latest_ckpt_path): a missing
-    tracker or folder means 'Training from scratch', an empty tracker a ValueError, and a partial
-    folder is loaded as it is."""
+    """The global step verl's resume_mode=auto will load (None: from scratch), checked complete. verl reads only the
+    tracker (find_latest_ckpt_path): a missing tracker or folder means 'Training from scratch', an empty tracker a
+    ValueError, and a partial folder is loaded as it is."""
     tracker = ckpts.root / TRACKER_FILE
     if ckpts.tracker_error:
         raise Refused(f"{tracker} {ckpts.tracker_error} (the run was stopped while writing it); {way_back(ckpts)}")
@@ -249,16 +243,11 @@ def override_map(overrides: Sequence[str]) -> dict[str, str]:
 
 def differences(old: Mapping, new: Mapping) -> list[str]:
     """'NAME old -> new' for every knob and Hydra override that changes training."""
-    out = []
-    old_knobs, new_knobs = old.get("knobs", {}), new.get("knobs", {})
-    for name in sorted(set(old_knobs) | set(new_knobs)):
-        if name not in NOT_COMPARED and old_knobs.get(name) != new_knobs.get(name):
-            out.append(f"{name} {old_knobs.get(name, '(unset)')} -> {new_knobs.get(name, '(unset)')}")
-    old_keys, new_keys = override_map(old.get("hydra_overrides", [])), override_map(new.get("hydra_overrides", []))
-    for key in sorted(set(old_keys) | set(new_keys)):
-        if key not in NOT_COMPARED_KEYS and old_keys.get(key) != new_keys.get(key):
-            out.append(f"{key} {old_keys.get(key, '(not given)')} -> {new_keys.get(key, '(not given)')}")
-    return out
+    pairs = ((old.get("knobs", {}), new.get("knobs", {}), NOT_COMPARED, "(unset)"),
+             (override_map(old.get("hydra_overrides", [])), override_map(new.get("hydra_overrides", [])),
+              NOT_COMPARED_KEYS, "(not given)"))
+    return [f"{name} {a.get(name, absent)} -> {b.get(name, absent)}" for a, b, skip, absent in pairs
+            for name in sorted(set(a) | set(b)) if name not in skip and a.get(name) != b.get(name)]
 
 
 def planned_steps(settings: Mapping[str, str], overrides: Mapping[str, str],
@@ -274,10 +263,6 @@ def planned_steps(settings: Mapping[str, str], overrides: Mapping[str, str],
 
 
 # ---- keeping earlier files
-def has_files(folder: Path, ignore: Iterable[str] = ()) -> bool:
-    return folder.is_dir() and any(child.name not in set(ignore) for child in folder.iterdir())
-
-
 def next_log_name(log_file: Path) -> Path:
     """train.log -> train.N.log with N one above the highest kept (train.1.log is the oldest)."""
     pattern = re.compile(re.escape(log_file.stem) + r"\.(\d+)" + re.escape(log_file.suffix))
@@ -290,16 +275,12 @@ def start(settings: Mapping[str, str], overrides: Sequence[str], say: Callable[[
           count_kept: Callable[[Mapping[str, str]], int]) -> int:
     """Decide what this launch does with CKPT_DIR: 0 go on, EXIT_COMPLETE nothing to train; raises Refused.
 
-    - RESUME_MODE=auto: the checkpoint verl will load (the folder TRACKER_FILE names, written after a
-      complete save) must be complete, else refused naming the last complete one (verl would train from
-      scratch, crash, or load a partial one).
-    - RESUME_MODE=auto: CKPT_DIR/SETTINGS_FILE (written at every start) is compared with this launch; a knob
-      or Hydra override that changes training (all but NOT_COMPARED, NOT_COMPARED_KEYS) is refused, naming
-      each and the two ways out.
-    - RESUME_MODE=auto: a run at or past its planned global steps (planned_steps) is complete: verl would
-      train one more step.
-    - Starting over (RESUME_MODE=disable, or nothing complete to resume): a CKPT_DIR or TENSORBOARD_DIR
-      with files is moved aside to NAME.<UTC time>.
+    - RESUME_MODE=auto: the checkpoint verl will load (resume_step) must be complete; CKPT_DIR/SETTINGS_FILE must
+      not differ from this launch in a knob or Hydra override that changes training (all but NOT_COMPARED,
+      NOT_COMPARED_KEYS); a run at or past its planned global steps (planned_steps) is complete (verl would
+      train one more step).
+    - Starting over (RESUME_MODE=disable, or nothing complete to resume): a CKPT_DIR or TENSORBOARD_DIR with
+      files is moved aside to NAME.<UTC time>.
     - An existing LOG_FILE is kept as train.N.log; then SETTINGS_FILE is written.
     """
     ckpt_dir = Path(settings["CKPT_DIR"])
@@ -347,7 +328,7 @@ def start(settings: Mapping[str, str], overrides: Sequence[str], say: Callable[[
 
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     moves = [(d, d.with_name(f"{d.name}.{stamp}")) for d, keep in ((ckpt_dir, {SETTINGS_FILE}), (tensorboard, set()))
-             if start_over and d is not None and has_files(d, ignore=keep)]
+             if start_over and d is not None and d.is_dir() and any(c.name not in keep for c in d.iterdir())]
     if moves:
         why = "RESUME_MODE=disable" if mode == "disable" else "nothing to resume from (training from scratch)"
         say(f"{LAUNCHER}: {why}: the earlier run's files moved aside: "

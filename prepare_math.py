@@ -74,11 +74,8 @@ OUTPUT_SCHEMA = pa.schema([
 
 def _bad_rows(label: str, field: str, expected: str, bad: Sequence[int], total: int,
               values: Sequence[object]) -> DataError:
-    first = bad[0]
-    return DataError(
-        f"{label}: field '{field}': expected {expected}; {len(bad)} of {total} rows do not match,"
-        f" first at row {first}: {one_line(repr(values[first]), 80)}"
-    )
+    return DataError(f"{label}: field '{field}': expected {expected}; {len(bad)} of {total} rows do not match,"
+                     f" first at row {bad[0]}: {one_line(repr(values[bad[0]]), 80)}")
 
 
 def split_files(input_dir: Path, split: str) -> list[Path]:
@@ -87,10 +84,8 @@ def split_files(input_dir: Path, split: str) -> list[Path]:
     files = sorted((input_dir / "data").glob(f"{split}-*.parquet"))
     if not files:
         expected = input_dir / "data" / f"{split}-00000-of-00001.parquet"
-        raise DataError(
-            f"{expected}: file not found (expected a MATH-lighteval {split} split with string"
-            f" columns {', '.join(SOURCE_COLUMNS)})"
-        )
+        raise DataError(f"{expected}: file not found (expected a MATH-lighteval {split} split with string"
+                        f" columns {', '.join(SOURCE_COLUMNS)})")
     return files
 
 
@@ -99,14 +94,11 @@ def check_columns(table: pa.Table, label: str) -> dict[str, list]:
     and hold values as VALUE_CHECKS demands. Raises DataError naming ``label`` (the file), the field,
     the count and the first bad row; a table without rows is reported as such first."""
     if table.num_rows == 0:
-        raise DataError(f"{label}: no rows (empty file); expected MATH-lighteval rows"
-                        f" ({', '.join(SOURCE_COLUMNS)})")
+        raise DataError(f"{label}: no rows (empty file); expected MATH-lighteval rows ({', '.join(SOURCE_COLUMNS)})")
     for name in SOURCE_COLUMNS:
         if name not in table.column_names:
-            raise DataError(
-                f"{label}: field '{name}': column missing (expected columns"
-                f" {', '.join(SOURCE_COLUMNS)}; found {', '.join(table.column_names) or 'none'})"
-            )
+            raise DataError(f"{label}: field '{name}': column missing (expected columns"
+                            f" {', '.join(SOURCE_COLUMNS)}; found {', '.join(table.column_names) or 'none'})")
         col_type = table.schema.field(name).type
         if not (pa.types.is_string(col_type) or pa.types.is_large_string(col_type)):
             raise DataError(f"{label}: field '{name}': expected a string column, found {col_type}")
@@ -139,34 +131,25 @@ def ground_truths(solutions: Sequence[str], label: str, desc: str = "") -> list[
     """Last boxed answer of every solution (``extract_last_boxed``), "" for an empty box; DataError (field
     'solution') naming the count and the first solution without a complete ``\\boxed{}`` / ``\\fbox{}`` /
     ``\\boxed x``."""
-    answers: list[Optional[str]] = [
-        extract_last_boxed(s) for s in tqdm(solutions, desc=desc or label, disable=None, leave=False)
-    ]
+    answers = [extract_last_boxed(s) for s in tqdm(solutions, desc=desc or label, disable=None, leave=False)]
     missing = [i for i, a in enumerate(answers) if a is None]
     if missing:
-        tails = [s[-80:] for s in solutions]
-        raise _bad_rows(label, "solution", "a complete \\boxed{...} or \\fbox{...} answer",
-                        missing, len(solutions), tails)
+        raise _bad_rows(label, "solution", "a complete \\boxed{...} or \\fbox{...} answer", missing, len(solutions),
+                        [s[-80:] for s in solutions])
     return answers  # type: ignore[return-value]
 
 
 def to_record(problem: str, level: str, subject: str, answer: str, split: str, index: int) -> dict:
     """One verl row (see the module docstring for the layout)."""
-    return {
-        "data_source": HUB_ID,
-        "prompt": recipe.messages(problem),
-        "ability": "math",
-        "reward_model": {"style": "rule", "ground_truth": answer},
-        "extra_info": {"split": split, "index": index, "level": level, "type": subject, "question": problem},
-    }
+    return {"data_source": HUB_ID, "prompt": recipe.messages(problem), "ability": "math",
+            "reward_model": {"style": "rule", "ground_truth": answer},
+            "extra_info": {"split": split, "index": index, "level": level, "type": subject, "question": problem}}
 
 
 def select_rows(candidates: list[int], cap: Optional[int], seed: Optional[int]) -> list[int]:
     """The first ``cap`` of ``candidates`` (source rows, in order), or with ``seed`` a seeded random
     sample of them, in source order."""
-    if cap is None or cap >= len(candidates):
-        return candidates
-    if seed is None:
+    if seed is None or cap is None or cap >= len(candidates):
         return candidates[:cap]
     picked = np.random.default_rng(seed).choice(len(candidates), size=cap, replace=False)
     return [candidates[i] for i in sorted(picked.tolist())]
@@ -185,11 +168,9 @@ def build_split(split: str, parts: list[tuple[str, dict]], levels: Optional[set[
             if (levels is None or level in levels) and (types is None or subject in types)]
     candidates = [i for i in kept if rows[i][3].strip()]
     if not candidates:
-        raise DataError(
-            f"{label}: fields 'level'/'type': no {split} rows left after filtering"
-            f" (levels={sorted(levels) if levels else 'all'}, types={sorted(types) if types else 'all'});"
-            " expected at least 1"
-        )
+        raise DataError(f"{label}: fields 'level'/'type': no {split} rows left after filtering"
+                        f" (levels={sorted(levels) if levels else 'all'}, types={sorted(types) if types else 'all'});"
+                        " expected at least 1")
     records = [to_record(*rows[i], split, i) for i in select_rows(candidates, cap, seed)]
     return pa.Table.from_pylist(records, schema=OUTPUT_SCHEMA), [i for i in kept if not rows[i][3].strip()]
 

@@ -8,6 +8,7 @@ Each check is a function returning a list of :class:`Problem`; its docstring sta
 from __future__ import annotations
 
 import argparse
+import contextlib
 import glob
 import math
 import os
@@ -16,6 +17,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Mapping, Optional
@@ -112,8 +114,7 @@ def check_prompt_lengths(path: Path, knob: str, tok, max_prompt_length: int,
 # ---- batch sizes: verl 0.6.0's rules for the FSDP actor without dynamic batch size
 def check_batch_sizes(train_batch_size: int, ppo_mini_batch_size: int, micro_batch: int, n_samples: int,
                       n_devices: int, n_nodes: int, rollout_tp: int) -> list[Problem]:
-    """verl 0.6.0's batch rules, replicated so that the checks need no verl config (tests/unit/test_preflight.py checks
-    them against verl's validate_config); each rule's source is named where it is checked."""
+    """verl 0.6.0's batch rules, each with its source (tests/unit/test_preflight.py checks them against verl's)."""
     world = n_devices * n_nodes
     devices = f"{world} devices (N_DEVICES={n_devices} x N_NODES={n_nodes})"
     problems = []
@@ -249,12 +250,10 @@ def installed_versions(*packages: str) -> dict[str, Optional[str]]:
     """Installed distribution versions (importlib.metadata; no import of the package)."""
     from importlib import metadata
 
-    found: dict[str, Optional[str]] = {}
+    found: dict[str, Optional[str]] = dict.fromkeys(packages)
     for package in packages:
-        try:
+        with contextlib.suppress(metadata.PackageNotFoundError):
             found[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            found[package] = None
     return found
 
 
@@ -368,7 +367,6 @@ def load_reward(stack: str, path: str, name: str, reward_kwargs: Optional[dict] 
     """The reward function as the installed verl's ``get_custom_reward_fn`` (verl/trainer/ppo/reward.py) loads it from
     the stack's reward key, passing reward_kwargs on as in training; raises what verl raises. verl 0.6.0 keeps the
     module as sys.modules["custom_module"], which is restored."""
-    import contextlib
     import io
 
     from omegaconf import OmegaConf
@@ -508,12 +506,10 @@ def check_reward_smoke(stack: str, path: str, name: str, train_file: Path,
         problems.append(fail(f"{where}: the reward pays {scores[(overpaid[0], 'wrong')]:g} for a wrong response "
                              f"without the answer format in {' and '.join(THREAD_NAME[t] for t in overpaid)} "
                              f"({wrong!r}): it does not judge the answer; check REWARD_FILE and REWARD_NAME"))
-    if problems:
-        return problems
-    return [info(f"reward smoke test: {name} of {path}{kwargs_shown}, loaded by verl {verl}'s get_custom_reward_fn, "
-                 f"pays {scores[('main thread', 'correct')]:g} for a correct response and "
-                 f"{scores[('main thread', 'wrong')]:g} for a wrong one ({shown}), in the main thread and a worker "
-                 f"thread ({took:.2f} s)")]
+    return problems or [info(f"reward smoke test: {name} of {path}{kwargs_shown}, loaded by verl {verl}'s "
+                             f"get_custom_reward_fn, pays {scores[('main thread', 'correct')]:g} for a correct "
+                             f"response and {scores[('main thread', 'wrong')]:g} for a wrong one ({shown}), in the "
+                             f"main thread and a worker thread ({took:.2f} s)")]
 
 
 # ---- NPU: the settings in force, the NZ weight layout, and a Ray actor that must see its NPU
@@ -540,10 +536,8 @@ def check_nz(vllm_ascend: Optional[str], env: Mapping[str, str]) -> list[Problem
     from packaging.version import InvalidVersion, Version
 
     value = env.get("VLLM_ASCEND_ENABLE_NZ")
-    if not vllm_ascend or value in (None, "0"):
-        return []
     try:
-        if Version(vllm_ascend) < Version(NZ_SINCE):
+        if not vllm_ascend or value in (None, "0") or Version(vllm_ascend) < Version(NZ_SINCE):
             return []
     except InvalidVersion:
         return []
@@ -656,8 +650,6 @@ def can_create_in(folder: Path) -> bool:
     alone says yes for root on /proc)."""
     if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
         return False
-    import tempfile
-
     try:
         os.rmdir(tempfile.mkdtemp(prefix=".preflight-", dir=folder))
     except OSError:
@@ -706,10 +698,8 @@ def run_checks(args: argparse.Namespace) -> tuple[list[Problem], Any]:
             problems.append(fail(f"{REPO / 'new_math_reward.py'}: cannot import it ({why(err)}): "
                                  "it defines the recipe's system prompt"))
         else:
-            try:
+            with contextlib.suppress(Exception):  # check_chat_template names the error
                 tok = load_tokenizer(model)
-            except Exception:  # noqa: BLE001 - check_chat_template names the error
-                pass
             found = check_chat_template(model, args.device, system_prompt, stock_prompt, tok=tok)
             problems += found
             if any(p.level == "FAIL" for p in found):

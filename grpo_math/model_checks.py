@@ -7,6 +7,7 @@ import json
 import math
 import struct
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Optional
 
@@ -27,16 +28,9 @@ class Problem:
         return f"preflight: {self.level} {self.message}"
 
 
-def fail(message: str) -> Problem:
-    return Problem("FAIL", message)
-
-
-def warn(message: str) -> Problem:
-    return Problem("WARN", message)
-
-
-def info(message: str) -> Problem:
-    return Problem("INFO", message)
+fail = partial(Problem, "FAIL")
+warn = partial(Problem, "WARN")
+info = partial(Problem, "INFO")
 
 
 def why(err: BaseException) -> str:
@@ -110,12 +104,8 @@ def _not_the_mistral_regex_warning(record) -> bool:
 
 
 def load_tokenizer(model_path: Path):
-    """The model's Hugging Face tokenizer (:func:`prompt_length` counts with it as verl does).
-
-    transformers 5 warns, for a model folder whose config.json names no ``transformers_version``, that
-    the tokenizer may carry Mistral's faulty regex, whatever the model type, amid preflight's one-line
-    findings: that warning is dropped for this call unless config.json names a Mistral model type.
-    """
+    """The model's Hugging Face tokenizer, without transformers 5's Mistral-regex warning (given for any model whose
+    config.json names no ``transformers_version``) unless config.json names a Mistral model type."""
     import logging
 
     from transformers import AutoTokenizer

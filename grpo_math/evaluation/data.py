@@ -96,7 +96,8 @@ def _text(path: Path, where: str, field: str, value: object) -> str:
 
 
 def _problem(path: Path, i: int, row: dict, fmt: str, split: str, protocol: str) -> Optional[dict]:
-    """One problem of a row (load_problems); None for a lighteval row with an empty box (recipe)."""
+    """``{id, problem, level, type, ground_truth, data_source, messages (the protocol's chat turns), extra_info}`` of
+    a row; None for a lighteval row with an empty box (recipe)."""
     where = f"row {i}"
     if fmt == "verl":
         prompt = row["prompt"]
@@ -135,11 +136,9 @@ def _problem(path: Path, i: int, row: dict, fmt: str, split: str, protocol: str)
 
 
 def load_problems(path: Path, protocol: str = "recipe") -> tuple[str, list[dict], list[str]]:
-    """``(layout, problems, dropped)`` of the MATH file ``path`` (LAYOUTS): the problems in file order,
-    each ``{id, problem, level, type, ground_truth, data_source, messages (the protocol's chat turns),
-    extra_info}``, ``ground_truth`` being OpenCompass's reference (maybe None) under its protocol; the
-    ids of rows dropped for an empty box (recipe). DataError for an unknown layout, a missing field, an
-    empty problem or answer, a solution without a complete box, an unsupported data_source, duplicate ids."""
+    """``(layout, problems, dropped)`` of the MATH file ``path`` (LAYOUTS): the problems (:func:`_problem`) in file
+    order, ``ground_truth`` being OpenCompass's reference (maybe None) under its protocol, and the ids of rows dropped
+    for an empty box (recipe). Raises DataError."""
     rows = read_rows(path)
     if not rows:
         raise DataError(f"{path}: no rows; expected at least one MATH problem")

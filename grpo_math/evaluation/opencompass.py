@@ -131,13 +131,10 @@ def _once(record, _seen=set()) -> bool:  # noqa: B006 - the set is the memory of
 
 
 def score(prediction: str, reference: Optional[str]) -> dict:
-    """Judge one prediction as MATHVerifyEvaluator does: math-verify parses the reference as
-    ``$reference$`` (first match, LaTeX then plain expressions) and the raw prediction (first match,
-    LaTeX only, boxed answers first, no anchor-free extraction), then ``verify(prediction, reference)``.
-    Returns ``{"status", "correct", "pred", "answer"}``: status ``ok`` (``pred`` / ``answer``: the parses
-    as strings, as in OpenCompass's results file), ``skipped`` (the reference parses to nothing: a
-    problem, never correct, no detail in OpenCompass) or ``error`` (math-verify raised or timed out:
-    wrong). Never raises."""
+    """Judge one prediction as MATHVerifyEvaluator does (evaluator/math_evaluator.py, its math-verify settings):
+    ``{"status", "correct", "pred", "answer"}``, status ``ok`` (pred / answer: the parses as strings, as in
+    OpenCompass's results file), ``skipped`` (the reference parses to nothing: a problem, never correct, no detail
+    in OpenCompass) or ``error`` (math-verify raised or timed out: wrong). Never raises."""
     from math_verify import verify
 
     timeout = TIMEOUT_S if threading.current_thread() is threading.main_thread() else None
@@ -176,9 +173,7 @@ JUDGES = {"accuracy": lambda r: r["correct"]}
 
 
 def summarize(records: Sequence[dict], ks: Sequence[int] = (1,), n: int = 1) -> dict:
-    """summary.json: problems, correct, skipped (counted as problems, as OpenCompass does), errors,
-    accuracy (a fraction), accuracy_percent (OpenCompass's figure), by level and type, mean_response_tokens,
-    truncated_rate. ``ks`` and ``n`` are 1 (greedy)."""
+    """summary.json; skipped problems count as problems, as OpenCompass does. ``ks`` and ``n`` are 1 (greedy)."""
     return {
         "protocol": "opencompass", "problems": len(records), "correct": sum(1 for r in records if r["correct"]),
         "skipped": sum(1 for r in records if r.get("status") == "skipped"),

@@ -56,9 +56,8 @@ def strict_verdict(response: str, ground_truth: str) -> tuple[bool, Optional[str
 
 
 def judge(problem: dict, response: str) -> dict:
-    """A sample's verdicts: ``data_source``, ``extracted_answer`` (the reward's ``pred``), ``boxed_answer``
-    (the last box or None), ``reward`` (``score``), ``reward_acc``, ``reward_format``, ``reward_cot``,
-    ``format_credit`` (the reward's format rule on any response, right or wrong), ``strict_correct``."""
+    """A sample's verdicts: the reward's (``extracted_answer`` is its ``pred``), ``format_credit`` (the reward's
+    format rule on any response, right or wrong) and the strict one with the box it judged."""
     res = nmr.compute_score(problem["data_source"], response, problem["ground_truth"], problem.get("extra_info"))
     strict, box = strict_verdict(response, problem["ground_truth"])
     return {"data_source": problem["data_source"], "extracted_answer": res.get("pred", ""), "boxed_answer": box,
@@ -102,10 +101,8 @@ JUDGES = {"accuracy": lambda r: r["reward_acc"] >= 1.0, "strict_accuracy": lambd
 
 
 def summarize(records: Sequence[dict], ks: Sequence[int], n: int) -> dict:
-    """summary.json: problems, samples, accuracy (the reward's acc) and strict_accuracy, overall and by
-    level and type, mean_reward, format_compliance (share with FULL_FORMAT_CREDIT), mean_response_tokens,
-    truncated_rate, both judges' pass_at_k for each k in ``ks`` over the problems with ``n`` samples,
-    hacking_gap. Accuracies and rates are fractions of samples; lengths are tokens."""
+    """summary.json: accuracies and rates are fractions of samples, lengths tokens; pass_at_k for each k in ``ks``
+    over the problems with ``n`` samples."""
     by_problem: dict[str, list[dict]] = defaultdict(list)
     for r in records:
         by_problem[r["id"]].append(r)

@@ -11,6 +11,7 @@ EOS within the budget)``.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib.util
 from pathlib import Path
@@ -54,10 +55,8 @@ def stop_words(tokenizer, generation_config) -> list[str]:
     if generation_config is None:
         from transformers import GenerationConfig
 
-        try:
+        with contextlib.suppress(OSError):
             generation_config = GenerationConfig.from_pretrained(tokenizer.name_or_path)
-        except OSError:
-            pass
     eos = getattr(generation_config, "eos_token_id", None)
     words = {tokenizer.decode(i) for i in ([] if eos is None else [eos] if isinstance(eos, int) else eos)}
     return sorted(w for w in words | {tokenizer.eos_token} if w)

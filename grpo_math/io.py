@@ -28,8 +28,7 @@ def one_line(text: object, limit: int = 120) -> str:
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse whose errors are one line (``PROG: error: MESSAGE``, exit 2); description and epilog keep their
-    line breaks."""
+    """argparse with one-line errors (``PROG: error: MESSAGE``, exit 2); description and epilog keep line breaks."""
 
     def __init__(self, *args, **kwargs) -> None:
         kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
@@ -40,8 +39,7 @@ class ArgumentParser(argparse.ArgumentParser):
 
 
 def checked(convert, expected: str, bad=lambda value: False):
-    """argparse type: ``convert(text)`` unless it raises ValueError or ``bad(value)``; then the error
-    'expected EXPECTED'."""
+    """argparse type: ``convert(text)``; 'expected EXPECTED' when it raises ValueError or ``bad(value)``."""
     def parse(text: str):
         try:
             value = convert(text)
@@ -76,8 +74,7 @@ def ensure_output_dir(folder: Path, knob: str) -> None:
 
 
 def _write_all(writes: Mapping[Path, object]) -> None:
-    """Call each ``write(temporary name)`` of ``{target: write}``, then move every target into place: all or
-    nothing."""
+    """Call each ``write(temporary name)`` of ``{target: write}``, then move every target into place: all or none."""
     pending: list[tuple[str, Path]] = []
     try:
         for path, write in writes.items():

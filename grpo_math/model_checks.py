@@ -56,8 +56,7 @@ def safetensors_parameters(file: Path) -> int:
 
 
 def check_model_dir(model_path: Path) -> list[Problem]:
-    """config.json, weights (*.safetensors headers parse), tokenizer files and tokenizer_config.json: what verl's
-    Hugging Face loader reads."""
+    """config.json, weights (*.safetensors headers parse), tokenizer files, tokenizer_config.json: what verl loads."""
     where = f"MODEL_PATH={model_path}"
     if not model_path.is_dir():
         return [fail(f"{where}: no such directory: run 'bash setup.sh' or set MODEL_PATH to a Hugging Face model "
@@ -150,14 +149,10 @@ def model_type(model_path: Path) -> Optional[str]:
 def check_chat_template(model_path: Path, device: str, system_prompt: str, stock_prompt: str,
                         tok=None) -> list[Problem]:
     """Rendered by transformers' apply_chat_template(add_generation_prompt=True), as verl's RLHFDataset does, the
-    default system prompt is the recipe's (new_math_reward.SYSTEM_PROMPT, in its tokenizer_config.json).
-
-    Accepted: the whole prompt, or its answer contract (the text after Qwen's identity sentence) behind another
-    identity, as the CPU stand-in model carries it (cpu_support/prepare_smollm2.py). Qwen's stock prompt means the
-    copy was forgotten (WARN: training works, without the answer format; the recipe's tokenizer_config.json is
-    advised for model_type qwen2 only). Any other prompt: FAIL on npu/cuda, WARN on cpu. ``tok``: the model's
-    tokenizer if already loaded.
-    """
+    default system prompt is the recipe's (new_math_reward.SYSTEM_PROMPT, in its tokenizer_config.json), or its
+    answer contract (the text after Qwen's identity sentence) behind another identity, as the CPU stand-in model
+    carries it (cpu_support/prepare_smollm2.py). Qwen's stock prompt means the copy was forgotten (WARN: training
+    works, without the answer format); any other: FAIL on npu/cuda, WARN on cpu. ``tok``: the tokenizer if loaded."""
     where = f"MODEL_PATH={model_path}"
     fix = f"copy {REPO / 'tokenizer_config.json'} over {model_path / 'tokenizer_config.json'}"
     try:

@@ -78,8 +78,7 @@ def knob_names(files: Iterable[Path]) -> list[str]:
 
 
 def repo_knobs() -> set[str]:
-    """Every knob of every shell script of the recipe: one meant for another script (STEP of merge_checkpoint.sh)
-    is no typo."""
+    """Every knob of every script of the recipe: one meant for another (STEP of merge_checkpoint.sh) is no typo."""
     return set(knob_names([*REPO.glob("*.sh"), *(REPO / "profiles").glob("*.sh"), *(REPO / "stacks").glob("*.sh"),
                            *(REPO / "tools").glob("*.sh")]))
 

@@ -88,8 +88,7 @@ def _write_all(writes: Mapping[Path, object]) -> None:
             os.chmod(tmp, file_mode())
     except BaseException:
         for tmp, _ in pending:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+            Path(tmp).unlink(missing_ok=True)
         raise
     for tmp, path in pending:
         os.replace(tmp, path)

@@ -473,7 +473,12 @@ def check_reward_smoke(stack: str, path: str, name: str, train_file: Path,
                 try:
                     result = (call(response) if thread == "main thread"
                               else worker.submit(call, response).result(timeout=REWARD_TIMEOUT_S))
-                    scores[(thread, kind)] = float(result["score"] if isinstance(result, dict) else result)
+                    score = result.get("score") if isinstance(result, dict) else result
+                    if not hasattr(score, "__float__"):  # verl's score tensor takes numbers only (new_tensor)
+                        return [fail(f"{where}: the reward{kwargs_shown} returned {one_line(repr(score), 40)} in "
+                                     f"{THREAD_NAME[thread]} on a {kind} response: expected a number, or a dict with "
+                                     "a number under \"score\"")]
+                    scores[(thread, kind)] = float(score)
                 except concurrent.futures.TimeoutError:
                     return [fail(f"{where}: the reward did not return in {REWARD_TIMEOUT_S} s in a worker thread on a "
                                  f"{kind} response: verl 0.9.1 scores in worker threads; make it return")]

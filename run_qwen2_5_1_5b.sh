@@ -297,6 +297,10 @@ else
   status=0
   "${MAIN_PPO[@]}" 2>&1 | tee "$LOG_FILE" || status=$?
 fi
-echo "run_qwen2_5_1_5b.sh: main_ppo exited $status. Log: $LOG_FILE; checkpoints: $CKPT_DIR;" \
-  "TensorBoard: $TENSORBOARD_DIR. Next: bash merge_checkpoint.sh $CKPT_DIR; $PYTHON health_report.py $TENSORBOARD_DIR (writes $OUTPUT_DIR/health)"
+if ((status == 0)); then
+  echo "run_qwen2_5_1_5b.sh: main_ppo exited 0. Log: $LOG_FILE; checkpoints: $CKPT_DIR;" \
+    "TensorBoard: $TENSORBOARD_DIR. Next: bash merge_checkpoint.sh $CKPT_DIR; $PYTHON health_report.py $TENSORBOARD_DIR (writes $OUTPUT_DIR/health)"
+else
+  echo "run_qwen2_5_1_5b.sh: main_ppo exited $status. Log: $LOG_FILE" >&2
+fi
 exit "$status"

@@ -954,7 +954,6 @@ def pays_nothing(data_source, solution_str, ground_truth, extra_info=None):
 def pays_everything(data_source, solution_str, ground_truth, extra_info=None):
     return 1.0
 
-
 async def compute_score_async(data_source, solution_str, ground_truth, extra_info=None):
     return 1.0 if ground_truth in solution_str and "<answer>" in solution_str else 0.0
 '''
@@ -1056,6 +1055,21 @@ def test_a_reward_that_pays_a_wrong_answer_is_refused(rewards, data_file):
         f"preflight: FAIL {where(rewards, 'pays_everything')}: the reward pays 1 for a wrong response without the "
         "answer format in the main thread and a worker thread ('I am not sure. Maybe -12345.'): it does not judge "
         "the answer; check REWARD_FILE and REWARD_NAME"]
+
+
+@pytest.mark.parametrize("name,returned,kind", [("pays_a_string", "'1'", "correct"),
+                                                ("forgets_to_return", "None", "wrong")])
+def test_a_reward_that_returns_no_number_is_refused(tmp_path, data_file, name, returned, kind):
+    """verl builds its score tensor from the returned numbers: a string or None fails there, after Ray started."""
+    rewards = tmp_path / "no_number.py"
+    rewards.write_text('def pays_a_string(data_source, solution_str, ground_truth, extra_info=None):\n'
+                       '    return "1" if "<answer>" in solution_str else "0"\n\n\n'
+                       'def forgets_to_return(data_source, solution_str, ground_truth, extra_info=None):\n'
+                       '    if "<answer>" in solution_str:\n'
+                       '        return {"score": 1.0}\n')
+    assert lines(pf.check_reward_smoke("current", str(rewards), name, data_file)) == [
+        f"preflight: FAIL {where(rewards, name)}: the reward returned {returned} in the main thread on a {kind} "
+        "response: expected a number, or a dict with a number under \"score\""]
 
 
 def test_an_async_reward_is_awaited_as_verl_0_9_does(rewards, data_file):

@@ -1522,9 +1522,9 @@ def _task_expressions(text: str, own: bool) -> Tuple[frozenset, Tuple[str, ...]]
     verb_re, text = (_OWN_TASK_RE if own else _TASK_RE), text[:4000]
     exprs, verbs = set(), tuple(v.lower() for v in verb_re.findall(_MATH_SPAN_RE.sub(" ", text)))
     for m in _MATH_SPAN_RE.finditer(text) if verbs else ():
-        before = len(text[:m.start()].rstrip())  # "Simplify\n\\[...\\]": the line break leads into the maths
-        start = max((e.end() for e in _SENTENCE_END_RE.finditer(text, max(m.start() - 200, 0), before)),
-                    default=max(m.start() - 200, 0))
+        lo = max(m.start() - 200, 0)  # "Simplify\n\\[...\\]": the line break leads into the maths
+        before = lo + len(text[lo:m.start()].rstrip())
+        start = max((e.end() for e in _SENTENCE_END_RE.finditer(text, lo, before)), default=lo)
         if verb_re.search(_MATH_SPAN_RE.sub(" ", text[start:m.start()])):
             span = next(g for g in m.groups() if g is not None)
             exprs.add(_normalise(strip_grouping_braces(span.strip().rstrip("?.,;: "))[:MAX_ANSWER_CHARS]).s)

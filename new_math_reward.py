@@ -76,20 +76,14 @@ MAX_LOG10_MAGNITUDE = 20_000   # CAS input whose value may exceed 10**this is re
 MAX_FACTOR_DEGREE = 24         # largest total degree of a factor whose irreducibility is decided
 MAX_FACTOR_VARIABLES = 3       # and its number of variables
 CAS_BUDGET_S = 0.5             # soft deadline for CAS work in one call, CPU seconds of the calling thread
-HARD_TIMEOUT_S = 1.5           # SIGALRM guard (main thread only) for the whole comparison, wall-clock seconds
+HARD_TIMEOUT_S = 1.5           # SIGALRM guard (main thread only) for the whole comparison: the thread's CPU seconds,
+HARD_WALL_S = 10.0             # and wall-clock seconds in any case
 NUMERIC_DIGITS = 50            # precision of the sample-point evaluation
 NUMERIC_SLACK_DIGITS = 20      # values must agree to all evaluated digits but these (exactness)
 MAX_EVAL_EXTRA_DIGITS = 2_000  # extra digits for large magnitudes (2^{200}+1 vs 2^{200})
 PRED_MAX_CHARS = 300           # longest ``pred`` string returned
-#: The soft deadline's clock: the calling thread's CPU time, so that a judgement does not depend on the machine's load.
-_cpu_clock = time.thread_time
-#: Counters for failures and guards; read them with reward_stats().
+#: Counters for failures and guards (calls, internal errors, guard hits).
 STATS = {"calls": 0, "internal_errors": 0, "guard_rejections": 0, "cas_deadline": 0, "hard_timeouts": 0}
-
-
-def reward_stats() -> dict:
-    """A copy of the module counters (calls, internal errors, guard hits)."""
-    return dict(STATS)
 
 
 class _Rejected(Exception):
@@ -112,7 +106,7 @@ _MATH_DELIMS_RE = re.compile(r"\\[()\[\]]|\$+|\*\*")
 #: A retraction between two boxes: the later one supersedes the earlier (self-correction).
 _CORRECTION_RE = re.compile(
     r"\b(?:wait|wrong|mistake|incorrect|actually|correct(?:s|ed|ing|ion)?|instead|re-?check|oops|"
-    r"sorry|error|redo|scratch|revis\w*|reconsider\w*)\b", re.I)
+    r"sorry|error|redo|scratch|revis\w*|reconsider\w*|invalid|not\s+(?:allowed|valid|possible))\b", re.I)
 _HEDGE_RE = re.compile(r"\b(?:or|either|maybe|perhaps|possibly|might|could|alternatively|also|otherwise)\b", re.I)
 _CONTINUATION_RE = re.compile(
     r"(?m)^[ \t#*]*(?:Problem|Question|Human|User)\s*\d*\s*[:.]|<\|im_start\|>|<\|endoftext\|>|<\|im_end\|>")
@@ -250,7 +244,7 @@ def extract_final_answer(text: str) -> Tuple[Optional[List[str]], bool]:
     after = region.rsplit(ANSWER_CLOSE, 1)[1] if ANSWER_CLOSE in region.rsplit(ANSWER_OPEN, 1)[1] else ""
     after = _CONTINUATION_RE.split(after, 1)[0] if "\\boxed" in after or "\\fbox" in after else ""  # a new problem's
     later = [c for c in (strip_grouping_braces(_box_content(after, b)) for b in _scan_boxes(after)[0][:8])
-             if c not in _PLACEHOLDER_BOXES and not _restates(c, finals[-1], _cpu_clock() + CAS_BUDGET_S)]
+             if c not in _PLACEHOLDER_BOXES and not _restates(c, finals[-1], time.thread_time() + CAS_BUDGET_S)]
     return (finals[-1] + later, True) if later else (finals[-1], hedged)  # a later box of another value hedges
 
 
@@ -380,7 +374,7 @@ _UNIT_ALIASES = {"inches": "inch", "in": "inch", "feet": "foot", "ft": "foot", "
                  "centimeter": "cm", "centimetre": "cm", "meter": "m", "metre": "m", "kilometer": "km",
                  "millimeter": "mm", "hr": "hour", "hrs": "hour", "h": "hour", "min": "minute", "mins": "minute",
                  "sec": "second", "secs": "second", "s": "second", "lb": "pound", "lbs": "pound", "oz": "ounce",
-                 "mph": "mile per hour", "kg": "kilogram", "g": "gram"}
+                 "mph": "mile per hour", "kg": "kilogram", "g": "gram", "gm": "gram"}
 _UNIT_POWERS = {"sq": "2", "square": "2", "squared": "2", "cu": "3", "cubic": "3", "cubed": "3"}
 #: Units of measure: an answer in another one than the question asks for states another quantity.
 _MEASURES = frozenset(_UNIT_ALIASES.values()) | frozenset(
@@ -608,7 +602,7 @@ def _norm_key(raw: str) -> str:
 
 # ======================================================================================
 # 4. Judge equivalence: (a) the typed parse, (b) the comparison by type, (c) exact numbers (0.333 is not 1/3), (d) the
-#    CAS at high precision, hostile inputs refused before sympy sees them, (e) the wall-clock guard.
+#    CAS at high precision, hostile inputs refused before sympy sees them, (e) the hard guard.
 # (a) The typed parse: matrix, union, tuple or interval, set or list, or one item.
 _OPEN, _CLOSE = "([{", ")]}"
 #: Brackets, escaped braces and the separators of _split_top (each separator set it is called with).
@@ -941,7 +935,7 @@ def _plain_equal(ps: str, gs: str, ppct: bool, gpct: bool, ctx) -> bool:
         return True
     if bool(_letters(ps)) != bool(_letters(gs)):
         return False  # a number never equals an expression in variables: skip the parser
-    if _cpu_clock() > ctx["deadline"]:
+    if time.thread_time() > ctx["deadline"]:
         STATS["cas_deadline"] += 1
         raise _Rejected("deadline")
     ok = _cas_equal(ps, gs, ctx["deadline"])
@@ -1072,7 +1066,7 @@ def answers_match(pred: str, gold: str, deadline: Optional[float] = None, demand
     """Whether ``pred`` states the value of ``gold``; ``demands``: the question's "ordered" or "normalised"."""
     if len(pred) > MAX_ANSWER_CHARS or len(gold) > MAX_ANSWER_CHARS:
         return pred.strip() == gold.strip()  # too long to normalise or compare: verbatim only
-    deadline = _cpu_clock() + CAS_BUDGET_S if deadline is None else deadline
+    deadline = time.thread_time() + CAS_BUDGET_S if deadline is None else deadline
     pn, gn = _normalise(pred), _normalise(gold)
     return pn.same(gn) or (bool(pn.s and gn.s) and _match(pn, gn, {"deadline": deadline, "demands": demands}))
 
@@ -1351,7 +1345,7 @@ def _numeric_equal(a, b, deadline: float) -> Optional[bool]:
     digits = NUMERIC_DIGITS * (2 + int(extra) // NUMERIC_DIGITS)  # tiers: mpmath caches per precision
     decided = 0
     for pt in _points(a.free_symbols):
-        if _cpu_clock() > deadline:
+        if time.thread_time() > deadline:
             STATS["cas_deadline"] += 1
             raise _Rejected("deadline")
         va, vb = _num(a, pt, digits), _num(b, pt, digits)
@@ -1373,7 +1367,7 @@ def _cas_equal(p: str, g: str, deadline: float) -> bool:
         return False  # equations are compared by _equations_equal
     if (r := _numeric_equal(a, b, deadline)) is not None:
         return r
-    if _cpu_clock() > deadline:
+    if time.thread_time() > deadline:
         return False
     try:  # relations, sets, matrices the evaluation could not decide: math-verify decides
         return bool(_mv_verify(b, a, timeout_seconds=None, strict=True))
@@ -1392,7 +1386,7 @@ def _equations_equal(p: str, g: str, deadline: float, same_scale: bool = False) 
         return False
     ratio, n = None, 0
     for pt in _points(e1.free_symbols):
-        if _cpu_clock() > deadline:
+        if time.thread_time() > deadline:
             raise _Rejected("deadline")
         v1, v2 = _num(e1, pt, NUMERIC_DIGITS), _num(e2, pt, NUMERIC_DIGITS)
         if v1 is None or v2 is None:
@@ -1414,18 +1408,21 @@ def _equations_equal(p: str, g: str, deadline: float, same_scale: bool = False) 
         return n >= 2
     return abs(ratio + 1) < 1e-12 and not parts[0].free_symbols and bool(parts[2].free_symbols)
 
-# (e) The wall-clock guard, in the main thread only.
+# (e) The hard guard, in the main thread only.
 def _run_guarded(fn, *args):
-    """fn(*args) under a SIGALRM limit of HARD_TIMEOUT_S in the main thread, unless the host owns SIGALRM (a handler of
-    its own) or has a timer armed; the host's disposition is always restored."""
+    """fn(*args) under a SIGALRM limit of HARD_TIMEOUT_S CPU (HARD_WALL_S wall) seconds in the main thread, unless the
+    host owns SIGALRM (a handler of its own) or has a timer armed; the host's disposition is always restored."""
     if not (threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
             and signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, signal.SIG_IGN)
             and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)):
         return fn(*args)
-    armed = [True]
+    armed, cpu0, wall0 = [True], time.thread_time(), time.monotonic()
 
     def on_alarm(signum, frame):
-        if armed[0]:
+        used = time.thread_time() - cpu0  # this thread's CPU time: a busy machine delays, it does not time out
+        if armed[0] and used < HARD_TIMEOUT_S and time.monotonic() - wall0 < HARD_WALL_S:
+            signal.setitimer(signal.ITIMER_REAL, HARD_TIMEOUT_S - used + 0.01)
+        elif armed[0]:
             armed[0] = False
             raise _HardTimeout()
 
@@ -1460,7 +1457,8 @@ _SUM_GROUP_RE = re.compile(r"\([^()]*[\w}][^()]*?[+-][^()]*\)")
 _DEMAND_RES = tuple((name, re.compile(rx, re.I)) for name, rx in (
     ("ordered", r"\bin\s+(?:increasing|decreasing|ascending|descending|numerical)\s+order|"
                 r"\b(?:least|smallest|lowest)\s+to\s+(?:greatest|largest|highest)\b|"
-                r"\b(?:greatest|largest|highest)\s+to\s+(?:least|smallest|lowest)\b|\bin\s+order\s+from\b"),
+                r"\b(?:greatest|largest|highest)\s+to\s+(?:least|smallest|lowest)\b|\bin\s+order\s+from\b|"
+                r"\bin\s+the\s+form\s*\$\s*(?:\([^$()]*\)\s*){2,}\$\s*,?\s*(?:with|where)\s+\$\s*[a-z]\s*[<>]"),
     ("rationalised", r"\brationali[sz]|\b(?:integer|rational)\s+denominator"),
     ("radical form", r"\bsimplest\s+radical\s+form|\bin\s+the\s+form\s*\$[^$]{0,60}\\sqrt"),
     ("common fraction", r"\b(?:common|improper)\s+fractions?\b|\bfractions?\s+in\s+(?:simplest|lowest)|"
@@ -1512,6 +1510,7 @@ _OPTION_LETTER_RE = re.compile(r"^[(\[]?([A-Za-z])[)\]]?$")
 _LETTER_SEP_RE = re.compile(r"\s*(?:,|;|\band\b|&)\s*|\s+")
 _NAME_TUPLE_RE = re.compile(r"\(\s*(" + _SYMBOL + r"(?:\s*,\s*" + _SYMBOL + r")+)\s*\)")
 _LIST_COMMA_RE = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+_PAREN_FACTOR_RE = re.compile(r"\(([^()]*)\)")  # a factor in parentheses, none nested
 #: One word in text before a value: "\\text{base } 7", "\\text{day 12}".
 _WORD_LABEL_RE = re.compile(r"^\\(?:text|textrm|mathrm|mbox)\s*\{\s*(?P<w>[A-Za-z]+)\s*(?:\}\s*(?P<v>[^\s{].*)|"
                             r"\s(?P<v2>[^{}]*\d[^{}]*)\})$", re.S)
@@ -1551,7 +1550,7 @@ def _restates_task(pred: str, gold: str, text: str, question: Optional[str], dea
         return True
     if (any(v.startswith("factor") for v in verbs) and _top_terms(gn) == 1 and "(" in gn
             and _structure(gn).kind == "scalar"):  # a product, not a tuple
-        deadline = deadline or _cpu_clock() + CAS_BUDGET_S  # a factor left to split when the gold has none
+        deadline = deadline or time.thread_time() + CAS_BUDGET_S  # a factor left to split when the gold has none
         return _top_terms(pn) > 1 or (_factored_completely(gn, deadline) is True
                                       and _factored_completely(pn, deadline) is False)
     # a product of a sum answers no "expand" task; (2/x) is no sum
@@ -1589,7 +1588,7 @@ def _factored_completely(s: str, deadline: float) -> Optional[bool]:
                 todo.append(f.base)
             elif f.free_symbols:  # a factor: irreducible over Z, once
                 syms = sorted(f.free_symbols, key=str)
-                if len(syms) > MAX_FACTOR_VARIABLES or _degree(f) > MAX_FACTOR_DEGREE or _cpu_clock() > deadline:
+                if len(syms) > MAX_FACTOR_VARIABLES or _degree(f) > MAX_FACTOR_DEGREE or time.thread_time() > deadline:
                     return None
                 poly = _sympy.Poly(f, *syms)
                 if not poly.domain.is_ZZ:
@@ -1708,6 +1707,13 @@ def _form_violation(pred: str, gold: str, demands: frozenset) -> Optional[str]:
     pn, gn = _normalise(pred), _normalise(gold)
     return next((name + ": " + feature for name in names for feature in _DEMAND_FORBIDS[name]
                  if _FORM_FEATURES[feature](pn) and not _FORM_FEATURES[feature](gn)), None)
+
+
+def _factors_reordered(pred: str, gold: str, deadline: float) -> bool:
+    """An "ordered" product ("in the form $(ax^2+bx+c)(dx^2+ex+f)$, with $a<d$"): the gold's factors, reordered."""
+    pf, gf = (_PAREN_FACTOR_RE.findall(n) if not _PAREN_FACTOR_RE.sub("", n).strip() else []
+              for n in (_normalise(pred).s, _normalise(gold).s))
+    return len(pf) == len(gf) > 1 and not all(answers_match(a, b, deadline) for a, b in zip(pf, gf))
 
 
 def _foreign_modulus(pred: str, gold: str, question: Optional[str]) -> bool:
@@ -1901,7 +1907,7 @@ def _judge(text: str, gold: str, question: Optional[str] = None) -> Tuple[bool, 
     if (unpayable and len(distinct) > 1) or len(distinct) > MAX_FINAL_BOXES:
         return False, pred
     answer = pred if len(distinct) > 1 else _as_asked(distinct[0], question)
-    deadline, demands = _cpu_clock() + CAS_BUDGET_S, question_demands(question)
+    deadline, demands = time.thread_time() + CAS_BUDGET_S, question_demands(question)
     if "list" in demands:  # "Enter all the solutions, separated by commas": 70,110 is two numbers
         gold, answer = _LIST_COMMA_RE.sub(", ", gold), _LIST_COMMA_RE.sub(", ", answer)
     try:
@@ -1925,6 +1931,7 @@ def _judge(text: str, gold: str, question: Optional[str] = None) -> Tuple[bool, 
         form = next((x for x in (sides[-1], sides[0]) if x and _restates(x, [gold], deadline)), answer)
     if ok and len(answer) <= MAX_ANSWER_CHARS and (
             _restates_task(answer, gold, text, question, deadline) or _form_violation(form, gold, demands)
+            or ("ordered" in demands and _factors_reordered(answer, gold, deadline))
             or _foreign_modulus(answer, gold, question) or _foreign_unit(answer, gold, question)):
         ok = False
     if ok and question and len(answer) <= MAX_ANSWER_CHARS:  # "(B) 2/3": the letter's option must be the value
@@ -1988,11 +1995,6 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, *, c
             share = 0.0
         out.update(score=share, format=share)
     return out
-
-
-def compute_format_score(data_source, solution_str, ground_truth, extra_info=None) -> dict:
-    """``compute_score(..., format_only=True)``, under the name earlier configs and runs use."""
-    return compute_score(data_source, solution_str, ground_truth, extra_info, format_only=True)
 
 for _warm in ("x^{2}+\\frac{1}{2}", "\\frac{\\sqrt{3}}{2}+\\pi", "3+4i"):
     _parse(_warm)  # warm the LaTeX parser and sympy at import (first calls cost ~0.2 s)

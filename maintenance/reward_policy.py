@@ -33,8 +33,11 @@ POLICY_RULES = (
                     "\\frac{32\\sqrt{2}}{3} \\approx 15.08", "15.08", True),
                    ("Express your answer as a decimal to the nearest hundredth.", "\\frac{1}{2} \\approx 15.08",
                     "15.08", False)]),
-    dict(rule="ordering words", when="the question says \"in increasing order\", \"from least to greatest\" and the like",
-         decision="A list is compared in the order given; without such words a list of solutions is unordered. "
+    dict(rule="ordering words", when="the question says \"in increasing order\", \"from least to greatest\" and the "
+                                     "like, or orders a product's factors (\"in the form $(ax^2+bx+c)(dx^2+ex+f)$, "
+                                     "with $a<d$\")",
+         decision="A list is compared in the order given, and such a product factor by factor in the gold's order; "
+                  "without such words a list of solutions is unordered. "
                   "A strict chain (f(2) < f(1) < f(4)) states the list of its terms in the order written. When the "
                   "question asks for a comma-separated list, 70,110 is two numbers, not a thousands separator.",
          choice="Refuse another order (FN when a grader would be lenient): the order is part of the task.",
@@ -42,7 +45,9 @@ POLICY_RULES = (
          examples=[("List the roots in increasing order.", "3, 1, -2", "-2, 1, 3", False),
                    ("List the roots in increasing order.", "-2, 1, 3", "-2,1,3", True),
                    ("Find all roots.", "3, 1, -2", "-2, 1, 3", True),
-                   ("Enter all the solutions, separated by commas.", "110, 70", "70,110", True)]),
+                   ("Enter all the solutions, separated by commas.", "110, 70", "70,110", True),
+                   ("Submit your answer in the form $(ax^2+bx+c)(dx^2+ex+f)$, with $a<d$.", "(4x^2+x+1)(-4x^2+x+1)",
+                    "(-4x^2+x+1)(4x^2+x+1)", False)]),
     dict(rule="rationalised denominator", when="the question says \"rationalize\"",
          decision="An answer with a radical in a denominator is not paid (unless the gold has one); without the "
                   "word both forms are paid.",

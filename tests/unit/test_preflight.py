@@ -998,7 +998,7 @@ def test_the_recipe_reward_passes_the_smoke_test_in_under_2_s(stack, data_file):
     recipe = REPO / "new_math_reward.py"
     verl = STACK_MATRIX[stack]["cpu"]["verl"].version
     cases = (("compute_score", None, "0.95"), ("compute_score", {"format_only": True}, "1"),
-             ("compute_score", {"correct_weight": 1.0, "format_weight": 0.0}, "1.05"), ("compute_format_score", None, "1"))
+             ("compute_score", {"correct_weight": 1.0, "format_weight": 0.0}, "1.05"))
     for (name, kwargs, paid), found in zip(cases, smokes(stack, data_file, *[(recipe, n, k) for n, k, _ in cases])):
         shown = f" with reward_kwargs {kwargs}" if kwargs else ""
         assert len(found) == 1 and found[0].startswith(

@@ -80,10 +80,10 @@ def test_internal_failure_scores_zero_and_is_counted(monkeypatch):
     def boom(*a, **k):
         raise RuntimeError("boom")
     monkeypatch.setattr(R, "extract_final_answer", boom)
-    before = R.reward_stats()["internal_errors"]
+    before = R.STATS["internal_errors"]
     out = score(contract("4"), "4")
     assert out == {"score": 0.0, "acc": 0.0, "format": 0.0, "cot": 0.0, "pred": ""}
-    assert R.reward_stats()["internal_errors"] == before + 1
+    assert R.STATS["internal_errors"] == before + 1
 
 
 def test_verl_validation_metrics_accept_the_dicts():
@@ -161,7 +161,6 @@ def test_format_only_pays_the_contract_whatever_the_answer():
     wrong = R.compute_score(SRC, contract("5"), "4", format_only=True)
     assert wrong["score"] == wrong["format"] == pytest.approx(1.0) and wrong["acc"] == 0.0
     assert R.compute_score(SRC, "Maybe 4.", "4", format_only=True)["score"] == 0.0
-    assert R.compute_format_score(SRC, contract("5"), "4") == wrong  # the name earlier configs use
 
 
 # ======================================================================================
@@ -339,6 +338,9 @@ EQ, NE = True, False
 EXTRACTION = [
     ("self-correction: last box wins", "First \\boxed{4}. Wait, that is wrong; the answer is \\boxed{6}.", "6", EQ),
     ("self-correction: retracted box", "First \\boxed{4}. Wait, that is wrong; the answer is \\boxed{6}.", "4", NE),
+    ("self-correction: a box ruled out", "I wrote \\boxed{8}, but 1 is not allowed. So the sum is \\boxed{6}.", "6", EQ),
+    ("self-correction: a box ruled out", "I wrote \\boxed{8}, but 1 is not allowed. So the sum is \\boxed{6}.", "8", NE),
+    ("a hedge is not ruled out", "It is \\boxed{8}, or possibly \\boxed{6}.", "6", NE),
     ("fbox", "Hence \\fbox{9}.", "9", EQ),
     ("text after box", "The answer is \\boxed{13}. I hope it is correct.", "13", EQ),
     ("display math", "Thus: \\[\\boxed{21}\\]", "21", EQ),
@@ -405,6 +407,7 @@ EQUIVALENCE = {
         ("9 \\text{ cm}^2", "9", EQ), ("3\\text{ meters}", "3", EQ), ("30\\text{ minutes}", "30", EQ), ("2\\mbox{ hours}", "2", EQ),
         ("20 \\text{ units}", "20\\text{ square units}", EQ), ("5 \\text{ ft}", "5\\text{ feet}", EQ),
         ("13 \\text{ inches}", "12\\text{ inches}", NE), ("\\$57", "\\$75", NE), ("3\\text{ boxes}", "3\\text{ cm}", NE),
+        ("12 \\text{ grams}", "12 \\text{ gm}", EQ), ("12 \\text{ kg}", "12 \\text{ gm}", NE),
     ],
     "thousands": [
         ("2,500", "2500", EQ), ("2500", "2,\\!500", EQ), ("1{,}000{,}000", "1000000", EQ), ("12,345", "12345", EQ),
@@ -619,7 +622,7 @@ def test_off_main_thread_cas_path_and_bombs():
     """math-verify's signal timeouts raise off the main thread; ours must not."""
     cases = [("\\boxed{(x+1)^2}", "x^2+2x+1", 1.0), ("\\boxed{\\frac{\\sqrt{2}}{2}}", "\\frac{1}{\\sqrt2}", 1.0),
              ("\\boxed{x > 1}", "(1,\\infty)", 1.0)] + [(r, g, 0.0) for _, r, g in BOMBS[:8]]
-    before = R.reward_stats()["internal_errors"]
+    before = R.STATS["internal_errors"]
 
     def run(c):
         t = time.perf_counter()
@@ -632,24 +635,38 @@ def test_off_main_thread_cas_path_and_bombs():
         assert not main
         assert got == want, resp
         assert dt < BOUND_S, resp
-    assert R.reward_stats()["internal_errors"] == before
+    assert R.STATS["internal_errors"] == before
 
 
 def test_hard_timeout_in_main_thread(monkeypatch):
     """In the main thread (verl's naive manager) a SIGALRM guard cuts any Python-level
-    overrun at HARD_TIMEOUT_S, and the host's handler and timer are restored."""
+    overrun at HARD_TIMEOUT_S of the thread's CPU time, and the host's handler and timer are restored."""
     def slow(*args):
         t = time.monotonic()
         while time.monotonic() - t < 5:
             pass
     monkeypatch.setattr(R, "_judge", slow)
     previous = signal.getsignal(signal.SIGALRM)
-    before = R.reward_stats()["hard_timeouts"]
-    t = time.perf_counter()
+    before = R.STATS["hard_timeouts"]
+    t = time.thread_time()
     out = score(contract("4"), "4")
-    assert R.HARD_TIMEOUT_S <= time.perf_counter() - t < R.HARD_TIMEOUT_S + 0.5
-    assert out["acc"] == 0.0 and R.reward_stats()["hard_timeouts"] == before + 1
+    assert R.HARD_TIMEOUT_S <= time.thread_time() - t < R.HARD_TIMEOUT_S + 0.5
+    assert out["acc"] == 0.0 and R.STATS["hard_timeouts"] == before + 1
     assert signal.getsignal(signal.SIGALRM) is previous and signal.getitimer(signal.ITIMER_REAL)[0] == 0
+
+
+@pytest.mark.parametrize("wall_s,timed_out", [(10.0, False), (0.5, True)])
+def test_hard_timeout_counts_cpu_time_up_to_a_wall_limit(monkeypatch, wall_s, timed_out):
+    """Time off the CPU (a busy machine) does not spend the guard's budget, up to HARD_WALL_S."""
+    def waiting(*args):
+        time.sleep(R.HARD_TIMEOUT_S + 0.3)  # off the CPU for longer than the CPU budget
+        return True, "4"
+    monkeypatch.setattr(R, "_judge", waiting)
+    monkeypatch.setattr(R, "HARD_WALL_S", wall_s)
+    before = R.STATS["hard_timeouts"]
+    out = score(contract("4"), "4")
+    assert out["acc"] == (0.0 if timed_out else 1.0)
+    assert R.STATS["hard_timeouts"] == before + timed_out and _timer_clear()
 
 
 def test_cas_deadline_counts_cpu_time_not_waiting(monkeypatch):
@@ -814,10 +831,10 @@ def test_late_alarm_during_cleanup_is_swallowed(monkeypatch):
         return real(which, seconds, interval)
     monkeypatch.setattr(signal, "setitimer", setitimer)
     previous = signal.getsignal(signal.SIGALRM)
-    before = R.reward_stats()["hard_timeouts"]
+    before = R.STATS["hard_timeouts"]
     out = score(contract("4"), "4")
     monkeypatch.undo()
-    assert out["acc"] == 1.0 and R.reward_stats()["hard_timeouts"] == before
+    assert out["acc"] == 1.0 and R.STATS["hard_timeouts"] == before
     assert signal.getsignal(signal.SIGALRM) is previous and _timer_clear()
 
 
@@ -897,10 +914,10 @@ def test_property_arbitrary_text(resp, gold):
 @_PROP
 @given(st.lists(st.sampled_from(LATEX_TOKENS), max_size=40), st.lists(st.sampled_from(LATEX_TOKENS), max_size=12))
 def test_property_latex_soup(pred_tokens, gold_tokens):
-    before = R.reward_stats()["internal_errors"]
+    before = R.STATS["internal_errors"]
     _check("So $\\boxed{" + "".join(pred_tokens) + "}$", "".join(gold_tokens))
     _check("".join(pred_tokens), "".join(gold_tokens))
-    assert R.reward_stats()["internal_errors"] == before
+    assert R.STATS["internal_errors"] == before
 
 
 @_PROP
@@ -1337,6 +1354,8 @@ def test_answers_that_appear_in_the_question_stay_correct(question, answer, gold
 # Forms a task demands beyond the value, and notations that state the value: one family a
 # list (question, boxed answer, gold, paid), with one answer paid, one refused and the edges
 # ======================================================================================
+_ORDERED_FACTORS_Q = ("Factor $-16x^4+x^2+2x+1$ into two quadratic polynomials with integer coefficients.  Submit "
+                      "your answer in the form $(ax^2+bx+c)(dx^2+ex+f)$, with $a<d$.")
 _FACTOR_Q = "Factor $36-4x^2$ completely."
 _ROUNDED_OPTIONS_Q = ("Which of these is the smallest?\n$\\bullet$ A. $14.45001$ rounded to the nearest tenth.\n"
                       "$\\bullet$ B. $14.54999$ rounded to the nearest tenth.\n"
@@ -1477,6 +1496,12 @@ QUESTION_FAMILIES = {
         ("Factor $x^4-4x^3+14x^2-4x+13$ over the integers.", "(x^2+1)(x-2-3i)(x-2+3i)", "(x^2+1)(x^2-4x+13)",
          False),                                                                     # factors not over Z
         ("Factor $x^{30}+x^{29}$.", "x^{29}(x+1)", "x^{29}(x+1)", True),
+    ],
+    "factors in a stated order": [
+        (_ORDERED_FACTORS_Q, "(4x^2+x+1)(-4x^2+x+1)", "(-4x^2+x+1)(4x^2+x+1)", False),   # a<d broken
+        (_ORDERED_FACTORS_Q, "(1+x-4x^2)(4x^2+x+1)", "(-4x^2+x+1)(4x^2+x+1)", True),     # each factor in any form
+        ("Factor $-16x^4+x^2+2x+1$.", "(4x^2+x+1)(-4x^2+x+1)", "(-4x^2+x+1)(4x^2+x+1)", True),  # no order stated
+        (_ORDERED_FACTORS_Q, "-(4x^2-x-1)(4x^2+x+1)", "(-4x^2+x+1)(4x^2+x+1)", True),    # not two bare factors
     ],
     "options named with letters": [
         (_NAMED_Q, "\\sqrt[8]{8}", "C", True), (_NAMED_Q, "2^{3/8}", "C", True),

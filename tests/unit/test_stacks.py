@@ -35,8 +35,7 @@ def launches(stack: str) -> dict[str, list[str]]:
     """Every launch this module composes with the stack's verl, by name."""
     if stack == "reference":  # it does not train on CPU
         return {"npu_4": dry_run(stack, "npu_4"), "cuda_4": dry_run(stack, "cuda_4"),
-                "npu_4 with the format reward": dry_run(stack, "npu_4") + [FORMAT_ONLY.format(key="custom_reward_function")],
-                "npu_4 with the old format reward name": dry_run(stack, "npu_4", REWARD_NAME="compute_format_score")}
+                "npu_4 with the format reward": dry_run(stack, "npu_4") + [FORMAT_ONLY.format(key="custom_reward_function")]}
     found = {profile: dry_run(stack, profile) for profile in PROFILES}
     found["npu_4 with the legacy reward key"] = legacy_reward_key(found["npu_4"])
     return found
@@ -65,7 +64,6 @@ def test_the_launcher_runs_the_stacks_python(stack):
 @pytest.mark.parametrize("stack,launch,reward_name,kwargs", [
     ("reference", "npu_4", "compute_score", {}), ("reference", "cuda_4", "compute_score", {}),
     ("reference", "npu_4 with the format reward", "compute_score", {"format_only": True}),
-    ("reference", "npu_4 with the old format reward name", "compute_format_score", {}),
     ("current", "npu_4", "compute_score", {}), ("current", "cpu", "compute_score", {}),
     ("current", "cpu_learn", "compute_score", {"format_only": True}),
 ])

@@ -282,12 +282,14 @@ POLICY_RULES = (
                    ("Which is smallest?\nA. $14.45001$ rounded to the nearest tenth.\nB. $14.54999$ rounded to the "
                     "nearest tenth.\nC. $14.44999$ rounded to the nearest tenth.", "(A)\\ 14.4", "\\text{C}", False)]),
     dict(rule="one final answer", when="always",
-         decision="Several different boxed answers offered as alternatives, cycled candidates, a truncated or "
+         decision="The final answer is the one in a final \\boxed{} (or \\fbox{}), as the answer contract asks: a "
+                  "response without one is not paid, whatever it states in words (\"The final answer is 18\"). "
+                  "Several different boxed answers offered as alternatives, cycled candidates, a truncated or "
                   "placeholder box and a hallucinated follow-up problem are not paid; nor is an answer with an "
                   "empty or placeholder box beside it (`\\boxed{}\\boxed{108}`, one such box is enough; an empty "
                   "box in a sentence, \"put it in \\boxed{}.\", is text), nor one followed after `</answer>` by "
                   "a box of another value (a box of the same value there is a restatement).",
-         choice="Refuse: hedging is the cheapest hack to farm.",
+         choice="Refuse: hedging is the cheapest hack to farm; an answer in words alone is not the contract's.",
          source="this recipe's hack defence (new_math_reward.py section 2); OpenCompass reads the last box only",
          examples=[("", "3 \\text{ or } 4", "4", False)]),
 )

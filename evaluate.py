@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Evaluate a model on MATH under the recipe's protocol or OpenCompass's, or re-judge a real
-OpenCompass run. The machinery is grpo_math/evaluation/; docs/evaluation.md compares the two
-protocols and shows how far their judges agree."""
+"""Evaluate a model on MATH under the recipe's protocol (the training prompt, the training reward and
+a strict math-verify check), or set the recipe's judges beside OpenCompass's own verdicts on a real
+OpenCompass run's predictions. The machinery is grpo_math/evaluation/; docs/evaluation.md compares
+the recipe's protocol with OpenCompass's and shows how far their judges agree."""
 from __future__ import annotations
 
 import argparse
@@ -52,16 +53,14 @@ def build_parser() -> ArgumentParser:
     what.add_argument("--data", type=Path, metavar="FILE", help="MATH problems, one of: " + "; ".join(
         f"{name} ({', '.join(fields)}): {text}" for name, (fields, text) in LAYOUTS.items())
         + ". Required unless --rescore-opencompass.")
-    what.add_argument("--protocol", choices=run.PROTOCOLS, default="recipe", help="; ".join(
-        summary_of(module) for module in run.PROTOCOLS.values())
-        + " (default: %(default)s)")
     what.add_argument("--limit", type=positive_int, metavar="N", help="the first N problems of the file only")
     what.add_argument("--rescore-opencompass", type=Path, metavar="PATH", help=(
         summary_of(rescore) + ". PATH: a predictions file "
-        "(predictions/<abbr>/math.json), an OpenCompass output folder or a parent of them (its newest run). "
+        "(predictions/<abbr>/math.json), an OpenCompass output folder or a parent of them (its newest run); "
+        "OpenCompass's verdicts are read from results/<abbr>/math.json beside it. "
         "Writes rescore.jsonl and summary.json to --output-dir (default outputs/eval/rescore-<abbr>); "
         "no generation, --model and --data unused."))
-    dec = p.add_argument_group("decoding (recipe protocol; opencompass decodes greedily)")
+    dec = p.add_argument_group("decoding")
     dec.add_argument("--max-new-tokens", type=positive_int, default=DEFAULT_MAX_NEW_TOKENS, metavar="T",
                      help="response budget, tokens (default %(default)s: the recipe's data.max_response_length)")
     dec.add_argument("--temperature", type=non_negative_float, default=0.0, metavar="X", help=(
@@ -92,7 +91,7 @@ def build_parser() -> ArgumentParser:
     out.add_argument("--output-dir", type=Path, metavar="DIR", help=(
         f"receives {run.RUN_CONFIG_FILE}, {run.SAMPLES_FILE} (resumable) and {run.SUMMARY_FILE}; default "
         "outputs/eval/<experiment>-global_step_N-<data stem> for a merged checkpoint, else "
-        "outputs/eval/<model folder>-<data stem>, with -opencompass for that protocol"))
+        "outputs/eval/<model folder>-<data stem>"))
     out.add_argument("--overwrite", action="store_true",
                      help=f"start afresh: remove the output folder's {run.SAMPLES_FILE} and {run.SUMMARY_FILE}")
     return p
@@ -107,16 +106,13 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     for name in ("model", "data"):
         if getattr(args, name) is None:
             p.error(f"--{name} is required (or --rescore-opencompass PATH)")
-    if args.protocol == "opencompass" and (args.temperature != 0 or args.n != 1):
-        p.error("--protocol opencompass decodes greedily: expected --temperature 0 and --n 1")
     if args.n > 1 and args.temperature == 0:
         p.error(f"--n {args.n} needs --temperature > 0 (greedy decoding gives {args.n} identical samples)")
     args.ks = sorted({1, args.n}) if args.k is None else args.k
     if not args.ks or any(k < 1 or k > args.n for k in args.ks):
         p.error(f"--k {','.join(map(str, args.ks))}: each k must satisfy 1 <= k <= n = {args.n}")
     if args.output_dir is None:
-        suffix = "" if args.protocol == "recipe" else f"-{args.protocol}"
-        args.output_dir = HERE / "outputs" / "eval" / (default_output_name(args.model, args.data) + suffix)
+        args.output_dir = HERE / "outputs" / "eval" / default_output_name(args.model, args.data)
     return args
 
 

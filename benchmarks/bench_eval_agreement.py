@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Agreement of the MATH judges on identical predictions: OpenCompass's own evaluator against
-evaluate.py's reproduction of it, evaluate.py's strict check and the recipe's reward.
+evaluate.py's strict check and the recipe's reward.
 
     python -m benchmarks.bench_eval_agreement [--predictions OC_OUT_DIR] [--synthetic N]
         [--markdown benchmarks/results/eval_agreement.md]
@@ -15,14 +15,14 @@ Inputs (one or both; each becomes one table):
   4-shot prompt's answer style: the reference solution as written (its own ``\\boxed{}``); the
   solution's box replaced by the next problem's answer (a wrong box); the solution with its box
   unwrapped plus the closing line ``Final Answer: The final answer is $<answer>$. I hope it is
-  correct.`` (right, no box). The reference is OpenCompass's (the solution's last box).
+  correct.`` (right, no box). The reference is OpenCompass's (the solution's last box,
+  ``parquet2json.reference_answer``).
   OpenCompass's verdicts come from its real ``MATHVerifyEvaluator`` run in OpenCompass's own
   environment (``--oc-python``, default .venv-opencompass/bin/python).
 
 Judges, each on the same prediction text and reference:
 
 * ``OpenCompass``: MATHVerifyEvaluator (opencompass 0.5.4), the reference judge;
-* ``evaluate.py opencompass``: ``grpo_math.evaluation.opencompass.score`` (evaluate.py --protocol opencompass);
 * ``evaluate.py strict``: ``grpo_math.evaluation.recipe.strict_verdict``, math-verify on the last ``\\boxed{}`` only
   (the recipe protocol's independent check);
 * ``recipe reward``: ``new_math_reward.compute_score(...)["acc"]`` (data_source MATH-lighteval).
@@ -47,15 +47,15 @@ from pathlib import Path
 from typing import Optional
 
 import new_math_reward as nmr
-from grpo_math.evaluation import opencompass as ocm
 from grpo_math.evaluation import recipe, rescore
 from grpo_math.io import DataError, one_line, write_text_atomic
+from parquet2json import reference_answer
 
 REPO = Path(__file__).resolve().parents[1]
 
 DEFAULT_MATH500 = REPO.parent / "shared" / "data" / "math500" / "test.jsonl"
 DEFAULT_OC_PYTHON = REPO / ".venv-opencompass" / "bin" / "python"
-JUDGES = ("evaluate.py opencompass", "evaluate.py strict", "recipe reward")
+JUDGES = ("evaluate.py strict", "recipe reward")
 TAIL_CHARS = 70
 
 #: Runs OpenCompass's MATHVerifyEvaluator.score on each [prediction, reference] of the JSON file
@@ -84,7 +84,7 @@ def synthetic_items(math500: Path, n: int) -> list[dict]:
     rows = [json.loads(line) for line in math500.read_text(encoding="utf-8").splitlines() if line.strip()][:n]
     items = []
     for i, row in enumerate(rows):
-        sol, ref = row["solution"], ocm.reference_answer(row["solution"])
+        sol, ref = row["solution"], reference_answer(row["solution"])
         if ref is None:
             continue
         box = "\\boxed{" + ref + "}"
@@ -126,7 +126,7 @@ def real_items(path: Path) -> tuple[list[dict], str]:
         details = rescore.opencompass_verdicts(pred_file)
     except DataError as exc:
         raise BenchError(str(exc)) from None
-    if details is None or len(details) != len(rows):
+    if len(details) != len(rows):
         raise BenchError(f"{pred_file}: OpenCompass's per-problem results missing or of another length")
     items = [{"id": str(r["index"]), "prediction": r["prediction"], "gold": r["gold"],
               "OpenCompass": bool(d.get("correct"))} for r, d in zip(rows, details)]
@@ -137,7 +137,6 @@ def judge_all(items: list[dict]) -> float:
     """Fill each item's verdicts of the recipe-side judges; returns the seconds taken."""
     start = time.perf_counter()
     for it in items:
-        it["evaluate.py opencompass"] = ocm.score(it["prediction"], it["gold"])["correct"]
         it["evaluate.py strict"] = recipe.strict_verdict(it["prediction"], it["gold"] or "")[0]
         res = nmr.compute_score(recipe.DEFAULT_DATA_SOURCE, it["prediction"], it["gold"] or "")
         it["recipe reward"] = float(res["acc"]) >= 1.0

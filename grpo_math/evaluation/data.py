@@ -1,5 +1,5 @@
 """Read MATH problems from any of the layouts evaluate.py takes, with each problem's chat turns
-and reference under the chosen protocol."""
+(the training prompt) and reference."""
 from __future__ import annotations
 
 import json
@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 import new_math_reward as nmr
-from grpo_math.evaluation import opencompass as oc
 from grpo_math.evaluation import recipe
 from grpo_math.io import DataError, one_line
 
@@ -16,13 +15,13 @@ from grpo_math.io import DataError, one_line
 LAYOUTS = {
     "verl": (("data_source", "prompt", "reward_model", "extra_info"),
              "prepare_math.py's verl parquet: the row's own prompt, reference reward_model.ground_truth, "
-             "id {extra_info.split}-{extra_info.index}; recipe protocol only (no problem text)"),
+             "id {extra_info.split}-{extra_info.index}"),
     "lighteval": (("problem", "level", "type", "solution"),
                   "a MATH-lighteval parquet (the shipped data/math-lighteval/data/test-00000-of-00001.parquet), or "
                   "OpenCompass's math.json (parquet2json.py) in key order: reference the solution's last \\boxed{} "
-                  "(recipe: new_math_reward.extract_last_boxed, as prepare_math.py, a row with an empty box "
-                  "dropped; opencompass: as OpenCompass's loader), id {split}-{row}, the split from the file name "
-                  "(test-00000-... -> test, the ids a verl parquet of that split gets; math.json -> math)"),
+                  "(new_math_reward.extract_last_boxed, as prepare_math.py, a row with an empty box dropped), "
+                  "id {split}-{row}, the split from the file name (test-00000-... -> test, the ids a verl parquet "
+                  "of that split gets; math.json -> math)"),
     "math500": (("problem", "answer"),
                 "MATH-500-style JSON lines (optional unique_id, subject, level, solution): reference answer, "
                 "id unique_id"),
@@ -95,9 +94,9 @@ def _text(path: Path, where: str, field: str, value: object) -> str:
     return value
 
 
-def _problem(path: Path, i: int, row: dict, fmt: str, split: str, protocol: str) -> Optional[dict]:
-    """``{id, problem, level, type, ground_truth, data_source, messages (the protocol's chat turns), extra_info}`` of
-    a row; None for a lighteval row with an empty box (recipe)."""
+def _problem(path: Path, i: int, row: dict, fmt: str, split: str) -> Optional[dict]:
+    """``{id, problem, level, type, ground_truth, data_source, messages (the training prompt's turns), extra_info}``
+    of a row; None for a lighteval row with an empty box."""
     where = f"row {i}"
     if fmt == "verl":
         prompt = row["prompt"]
@@ -121,9 +120,7 @@ def _problem(path: Path, i: int, row: dict, fmt: str, split: str, protocol: str)
         if gt is None:
             raise DataError(f"{path}: {where}: field 'solution': expected a complete \\boxed{{...}} answer, found "
                             f"...{one_line(solution[-60:], 60)}")
-        if protocol == "opencompass":
-            gt = oc.reference_answer(solution)
-        elif not gt.strip():
+        if not gt.strip():
             return None
         pid, level, subject = f"{split}-{i}", row["level"], row["type"]
     else:
@@ -132,13 +129,12 @@ def _problem(path: Path, i: int, row: dict, fmt: str, split: str, protocol: str)
         subject = subject or row.get("type")
     return {"id": pid, "problem": problem, "level": level_name(level), "type": str(subject or ""), "ground_truth": gt,
             "data_source": recipe.DEFAULT_DATA_SOURCE, "extra_info": None,
-            "messages": oc.build_messages(problem) if protocol == "opencompass" else recipe.messages(problem)}
+            "messages": recipe.messages(problem)}
 
 
-def load_problems(path: Path, protocol: str = "recipe") -> tuple[str, list[dict], list[str]]:
+def load_problems(path: Path) -> tuple[str, list[dict], list[str]]:
     """``(layout, problems, dropped)`` of the MATH file ``path`` (LAYOUTS): the problems (:func:`_problem`) in file
-    order, ``ground_truth`` being OpenCompass's reference (maybe None) under its protocol, and the ids of rows dropped
-    for an empty box (recipe). Raises DataError."""
+    order and the ids of rows dropped for an empty box. Raises DataError."""
     rows = read_rows(path)
     if not rows:
         raise DataError(f"{path}: no rows; expected at least one MATH problem")
@@ -146,9 +142,6 @@ def load_problems(path: Path, protocol: str = "recipe") -> tuple[str, list[dict]
     if fmt is None:
         raise DataError(f"{path}: unknown MATH data layout: fields {sorted(rows[0].keys())}; expected "
                         + "; ".join(f"{name} ({', '.join(fields)})" for name, (fields, _) in LAYOUTS.items()))
-    if protocol == "opencompass" and fmt == "verl":
-        raise DataError(f"{path}: --protocol opencompass needs the problem text; expected a MATH-lighteval "
-                        "parquet, OpenCompass's math.json or a MATH-500 jsonl, not a verl parquet")
     split = path.name.split("-")[0] if path.name.split("-")[0] in ("train", "test") else path.stem
     problems, dropped, seen = [], [], set()
     for i, row in enumerate(rows):
@@ -156,7 +149,7 @@ def load_problems(path: Path, protocol: str = "recipe") -> tuple[str, list[dict]
         if missing:
             raise DataError(f"{path}: row {i}: field '{missing[0]}' missing (expected {fmt} fields "
                             f"{', '.join(LAYOUTS[fmt][0])})")
-        p = _problem(path, i, row, fmt, split, protocol)
+        p = _problem(path, i, row, fmt, split)
         if p is None:
             dropped.append(f"{split}-{i}")
             continue

@@ -1,23 +1,18 @@
 """Generation with vLLM (CUDA, or Ascend NPU through vllm-ascend) or transformers, batched.
 
-Recipe protocol, as verl's vLLM rollout: the sampling parameters given, repetition_penalty 1.0, no
-top-k (not generation_config.json's defaults, e.g. Qwen2.5's top_k 20, repetition penalty 1.05),
-responses decoded with ``skip_special_tokens=True`` as verl's reward manager does. Opencompass: greedy,
-generation_config.json otherwise in force (HuggingFacewithChatTemplate; VLLMwithChatTemplate:
-temperature 0, vLLM's other defaults), special tokens kept, the text cut at the stop words.
-``generate(prompts, n, temperature, top_p, max_new_tokens, protocol)`` gives, per prompt (token ids),
-``n`` results ``(text, response tokens counting the EOS as verl's response mask does, truncated = no
-EOS within the budget)``.
+As verl's vLLM rollout: the sampling parameters given, repetition_penalty 1.0, no top-k (not
+generation_config.json's defaults, e.g. Qwen2.5's top_k 20, repetition penalty 1.05), responses
+decoded with ``skip_special_tokens=True`` as verl's reward manager does.
+``generate(prompts, n, temperature, top_p, max_new_tokens)`` gives, per prompt (token ids), ``n``
+results ``(text, response tokens counting the EOS as verl's response mask does, truncated = no EOS
+within the budget)``.
 """
 from __future__ import annotations
 
-import contextlib
-import copy
 import importlib.util
 from pathlib import Path
 from typing import Optional
 
-from grpo_math.evaluation import opencompass as oc
 from grpo_math.io import DataError
 
 #: Prompts per generate call when --batch-size is not given.
@@ -49,19 +44,6 @@ def choose_backend(requested: str) -> str:
     return "vllm" if has_vllm and accelerator() is not None else "hf"
 
 
-def stop_words(tokenizer, generation_config) -> list[str]:
-    """OpenCompass's stop words for a chat model: the decoded EOS ids of ``generation_config`` (the
-    model folder's generation_config.json when None) and the tokenizer's EOS token."""
-    if generation_config is None:
-        from transformers import GenerationConfig
-
-        with contextlib.suppress(OSError):
-            generation_config = GenerationConfig.from_pretrained(tokenizer.name_or_path)
-    eos = getattr(generation_config, "eos_token_id", None)
-    words = {tokenizer.decode(i) for i in ([] if eos is None else [eos] if isinstance(eos, int) else eos)}
-    return sorted(w for w in words | {tokenizer.eos_token} if w)
-
-
 class HFGenerator:
     """transformers generation: batched, left padded."""
 
@@ -79,24 +61,19 @@ class HFGenerator:
         eos = set(eos if isinstance(eos, list) else [] if eos is None else [eos])
         self.eos_ids = sorted(eos | ({tokenizer.eos_token_id} - {None}))
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (self.eos_ids or [0])[0]
-        self.stop_words = stop_words(tokenizer, self.model.generation_config)
         torch.manual_seed(seed)
 
     def generate(self, prompts: list[list[int]], n: int, temperature: float, top_p: float,
-                 max_new_tokens: int, protocol: str = "recipe") -> list[list[tuple[str, int, bool]]]:
+                 max_new_tokens: int) -> list[list[tuple[str, int, bool]]]:
         import torch
         from transformers import GenerationConfig
 
         width = max(len(p) for p in prompts)
         ids = torch.tensor([[self.pad_id] * (width - len(p)) + p for p in prompts], dtype=torch.long)
         mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], dtype=torch.long)
-        if protocol == "opencompass":
-            cfg = copy.deepcopy(self.model.generation_config)
-            cfg.update(do_sample=False, max_new_tokens=max_new_tokens, pad_token_id=self.pad_id)
-        else:
-            knobs = dict(temperature=temperature, top_p=top_p, top_k=0) if temperature > 0 else {}
-            cfg = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=temperature > 0, num_return_sequences=n,
-                                   repetition_penalty=1.0, eos_token_id=self.eos_ids, pad_token_id=self.pad_id, **knobs)
+        knobs = dict(temperature=temperature, top_p=top_p, top_k=0) if temperature > 0 else {}
+        cfg = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=temperature > 0, num_return_sequences=n,
+                               repetition_penalty=1.0, eos_token_id=self.eos_ids, pad_token_id=self.pad_id, **knobs)
         with torch.no_grad():
             out = self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
                                       generation_config=cfg)[:, width:].cpu()
@@ -104,10 +81,7 @@ class HFGenerator:
         for row, toks in enumerate(out):
             hits = torch.nonzero(torch.isin(toks, torch.tensor(self.eos_ids))).flatten()
             length = int(hits[0]) + 1 if len(hits) else len(toks)
-            if protocol == "opencompass":
-                text = oc.cut_at_stop_words(self.tokenizer.decode(toks.tolist()), self.stop_words)
-            else:
-                text = self.tokenizer.decode(toks[:length].tolist(), skip_special_tokens=True)
+            text = self.tokenizer.decode(toks[:length].tolist(), skip_special_tokens=True)
             results[row // n].append((text, length, not len(hits)))
         return results
 
@@ -123,15 +97,11 @@ class VLLMGenerator:
                        dtype=dtype, seed=seed)
 
     def generate(self, prompts: list[list[int]], n: int, temperature: float, top_p: float,
-                 max_new_tokens: int, protocol: str = "recipe") -> list[list[tuple[str, int, bool]]]:
+                 max_new_tokens: int) -> list[list[tuple[str, int, bool]]]:
         from vllm import SamplingParams
 
-        if protocol == "opencompass":
-            params = SamplingParams(temperature=0, max_tokens=max_new_tokens,
-                                    stop=stop_words(self.llm.get_tokenizer(), None))
-        else:
-            params = SamplingParams(n=n, temperature=temperature, top_p=top_p if temperature > 0 else 1.0,
-                                    top_k=-1, repetition_penalty=1.0, max_tokens=max_new_tokens,
-                                    seed=self.seed if temperature > 0 else None, skip_special_tokens=True)
+        params = SamplingParams(n=n, temperature=temperature, top_p=top_p if temperature > 0 else 1.0,
+                                top_k=-1, repetition_penalty=1.0, max_tokens=max_new_tokens,
+                                seed=self.seed if temperature > 0 else None, skip_special_tokens=True)
         outs = self.llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
         return [[(o.text, len(o.token_ids), o.finish_reason == "length") for o in req.outputs] for req in outs]

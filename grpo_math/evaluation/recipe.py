@@ -1,4 +1,4 @@
-"""recipe (default): 0-shot, the training prompt (problem + INSTRUCTION, one user turn, the chat
+"""The recipe's protocol: 0-shot, the training prompt (problem + INSTRUCTION, one user turn, the chat
 template's system prompt, as verl's RLHFDataset renders it), decoded with the sampling knobs
 given; every response judged by the training reward and by a strict math-verify check of its
 last box; reported: both accuracies by level and type, format compliance, pass@k and the hacking
@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from typing import Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 import new_math_reward as nmr
-from grpo_math.evaluation.summary import by_group, mean, render
 from grpo_math.io import one_line
 
 #: data_source given to the reward for rows that carry none (verl's name for MATH-lighteval).
@@ -64,6 +63,20 @@ def judge(problem: dict, response: str) -> dict:
             "reward": float(res["score"]), "reward_acc": float(res["acc"]),
             "reward_format": float(res.get("format", 0.0)), "reward_cot": float(res.get("cot", 0.0)),
             "format_credit": float(nmr.format_credit(response)), "strict_correct": bool(strict)}
+
+
+def mean(values: Sequence[float]) -> float:
+    return float(sum(values) / len(values)) if values else 0.0
+
+
+def by_group(records: Sequence[dict], key: str, judges: Mapping[str, Callable[[dict], float]]) -> dict:
+    """{group: {"samples": n, name: mean of judge over the group's records}} for the values of
+    ``key`` (level, type; empty ones as "(none)"), sorted."""
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for r in records:
+        groups[r.get(key) or "(none)"].append(r)
+    return {name: {"samples": len(rs), **{j: mean([float(f(r)) for r in rs]) for j, f in judges.items()}}
+            for name, rs in sorted(groups.items())}
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -121,6 +134,21 @@ def summarize(records: Sequence[dict], ks: Sequence[int], n: int) -> dict:
         "by_level": by_group(records, "level", JUDGES), "by_type": by_group(records, "type", JUDGES),
         "hacking_gap": hacking_gap(records),
     }
+
+
+def render(head: str, rows: Sequence[tuple[str, str]], summary: dict, columns: Mapping[str, str]) -> list[str]:
+    """The printed report: ``head``, the ``rows`` (label, value) aligned, then a table per level and
+    per type with ``columns`` (header: field of by_group's entries)."""
+    width = max(len(a) for a, _ in rows)
+    lines = [head] + [f"{a:<{width}}  {b}" for a, b in rows]
+    for title, key in (("level", "by_level"), ("type", "by_type")):
+        groups = summary[key]
+        if groups:
+            w = max(len(title), *(len(g) for g in groups))
+            lines.append(f"{title:<{w}}  samples  " + "  ".join(f"{c:<6}" for c in columns).rstrip())
+            lines += [f"{g:<{w}}  {v['samples']:>7}  " + "  ".join(f"{v[f]:.4f}" for f in columns.values())
+                      for g, v in groups.items()]
+    return lines
 
 
 def format_table(summary: dict) -> str:

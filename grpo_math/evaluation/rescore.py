@@ -1,20 +1,23 @@
-"""Re-judge a real OpenCompass run's predictions with the opencompass protocol's judge, so that
-both judges see identical generations, and compare the verdicts and the sent turns.
+"""Set the recipe's judges beside OpenCompass's own verdicts on a real OpenCompass run: each
+prediction judged by the training reward and the strict check (recipe.judge, against OpenCompass's
+reference), compared with OpenCompass's per-problem verdict, so that both sides judge identical
+generations.
 
 OpenCompass 0.5.4's output folder ``<timestamp>/`` holds ``predictions/<abbr>/math.json`` ({index:
-{origin_prompt, prediction, gold}}) and, with details dumped, ``results/<abbr>/math.json`` (``details``:
-one entry per judged problem, each field a one-element list).
+{origin_prompt, prediction, gold}}) and ``results/<abbr>/math.json`` (``details``: one entry per judged
+problem, each field a one-element list; a reference OpenCompass cannot parse gets none).
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
-from grpo_math.evaluation import opencompass as oc
+from grpo_math.evaluation import recipe
 from grpo_math.io import DataError, one_line, write_json_atomic, write_text_atomic
 
 RESCORE_FILE = "rescore.jsonl"
+#: The recipe's judges, by name: a record's verdict.
+JUDGES = {"reward": lambda r: r["reward_acc"] >= 1.0, "strict": lambda r: r["strict_correct"]}
 
 
 def find_predictions(path: Path) -> Path:
@@ -43,23 +46,29 @@ def _numbered(path: Path, what: str) -> list[tuple[str, object]]:
 
 
 def load_predictions(path: Path) -> list[dict]:
-    """Rows ``{index, origin_prompt, prediction, gold}`` of a predictions file. Raises DataError."""
+    """Rows ``{index, prediction, gold}`` of a predictions file. Raises DataError."""
     rows = []
     for key, rec in _numbered(path, "OpenCompass predictions {index: {origin_prompt, prediction, gold}}"):
         if not str(key).isdigit() or not isinstance(rec, dict) or not isinstance(rec.get("prediction"), str):
             raise DataError(f"{path}: entry {key!r}: field 'prediction': expected a string under a numeric key")
-        rows.append({"index": int(key), "origin_prompt": rec.get("origin_prompt"),
-                     "prediction": rec["prediction"], "gold": rec.get("gold")})
+        rows.append({"index": int(key), "prediction": rec["prediction"], "gold": rec.get("gold")})
     if not rows:
         raise DataError(f"{path}: no predictions; expected at least one")
     return rows
 
 
-def opencompass_verdicts(pred_file: Path) -> Optional[list[dict]]:
-    """OpenCompass's own per-problem details (results/<abbr>/math.json beside predictions/), or None."""
-    results = pred_file.parent.parent.parent / "results" / pred_file.parent.name / pred_file.name
+def results_file(pred_file: Path) -> Path:
+    """``results/<abbr>/math.json`` of the run ``pred_file`` (predictions/<abbr>/math.json) belongs to."""
+    return pred_file.parent.parent.parent / "results" / pred_file.parent.name / pred_file.name
+
+
+def opencompass_verdicts(pred_file: Path) -> list[dict]:
+    """OpenCompass's own per-problem details (:func:`results_file`), one-element lists unwrapped.
+    Raises DataError when the file is missing or holds no details."""
+    results = results_file(pred_file)
     if not results.is_file():
-        return None
+        raise DataError(f"{results}: not found; expected OpenCompass's results beside {pred_file} "
+                        "(an evaluation that finished)")
     details = dict(_numbered(results, "OpenCompass results with 'details'")).get("details")
     if isinstance(details, dict):
         details = [details[k] for k in sorted(details, key=lambda k: int(k) if str(k).isdigit() else -1)]
@@ -69,51 +78,42 @@ def opencompass_verdicts(pred_file: Path) -> Optional[list[dict]]:
 
 
 def rescore(path: Path, out: Path) -> dict:
-    """Judge every prediction at ``path`` (find_predictions) with oc.score, compare each verdict with
-    OpenCompass's and each sent prompt (origin_prompt) with oc.build_messages of its problem; write
-    rescore.jsonl and summary.json to ``out``, print the agreement and each disagreement; return the summary."""
+    """Judge every prediction at ``path`` (find_predictions) with recipe.judge against OpenCompass's reference
+    and compare each judge's verdict with OpenCompass's; write rescore.jsonl and summary.json to ``out``, print
+    the agreement and the first disagreements of each judge; return the summary."""
     pred_file = find_predictions(path)
     rows = load_predictions(pred_file)
     theirs = opencompass_verdicts(pred_file)
-    if theirs is not None and len(theirs) != len(rows):
-        raise DataError(f"{pred_file.parent.parent.parent / 'results'}: {len(theirs)} details for {len(rows)} "
-                        "predictions; expected one per prediction (a skipped reference has no detail)")
+    if len(theirs) != len(rows):
+        raise DataError(f"{results_file(pred_file)}: {len(theirs)} details for {len(rows)} predictions; expected "
+                        "one per prediction (a reference OpenCompass cannot parse gets no detail)")
     records = []
-    for i, row in enumerate(rows):
-        try:
-            sent = oc.messages_from_origin_prompt(row["origin_prompt"])
-        except ValueError:
-            sent = []
-        problem = oc.problem_from_messages(sent)
-        rec = {"index": row["index"], "gold": row["gold"], "prediction": row["prediction"],
-               **oc.score(row["prediction"], row["gold"]),
-               "prompt_matches": problem is not None and sent == oc.build_messages(problem)}
-        if theirs is not None:
-            rec.update(opencompass_correct=bool(theirs[i].get("correct")), opencompass_pred=theirs[i].get("pred"))
-        records.append(rec)
-    disagreements = [r for r in records if theirs is not None and r["opencompass_correct"] != r["correct"]]
-    mismatches = [r["index"] for r in records if not r["prompt_matches"]]
+    for row, detail in zip(rows, theirs):
+        problem = {"data_source": recipe.DEFAULT_DATA_SOURCE, "ground_truth": row["gold"] or "", "extra_info": None}
+        records.append({**row, "opencompass_correct": bool(detail.get("correct")),
+                        "opencompass_pred": detail.get("pred"), **recipe.judge(problem, row["prediction"])})
     out.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out / RESCORE_FILE, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
-    n = len(records)
-    summary = {
-        "protocol": "opencompass", "mode": "rescore", "predictions": str(pred_file),
-        "problems": n, "correct": sum(r["correct"] for r in records), "accuracy_percent": oc.accuracy_percent(records),
-        "opencompass_correct": None if theirs is None else sum(r["opencompass_correct"] for r in records),
-        "agreement": None if theirs is None else (n - len(disagreements)) / n,
-        "disagreements": [{k: r[k] for k in ("index", "gold", "pred", "opencompass_pred", "correct",
-                                             "opencompass_correct")} for r in disagreements],
-        "prompt_mismatches": mismatches,
-    }
+    n, oc_correct = len(records), sum(r["opencompass_correct"] for r in records)
+    judges = {}
+    for name, ok in JUDGES.items():
+        diff = [r for r in records if bool(ok(r)) != r["opencompass_correct"]]
+        judges[name] = {"correct": sum(1 for r in records if ok(r)), "agreement": (n - len(diff)) / n,
+                        "disagreements": [{"index": r["index"], "gold": r["gold"],
+                                           "opencompass": r["opencompass_correct"], name: bool(ok(r)),
+                                           "opencompass_pred": r["opencompass_pred"],
+                                           "boxed_answer": r["boxed_answer"]} for r in diff]}
+    summary = {"mode": "rescore", "predictions": str(pred_file), "problems": n, "opencompass_correct": oc_correct,
+               "opencompass_accuracy_percent": 100.0 * oc_correct / n, "judges": judges}
     write_json_atomic(out / "summary.json", summary)
-    agree = ("OpenCompass's verdicts not found (results/<abbr>/math.json)" if theirs is None else
-             f"agrees with OpenCompass on {n - len(disagreements)}/{n} problems "
-             f"(OpenCompass {summary['opencompass_correct']} correct)")
-    print(f"protocol opencompass (rescore of {pred_file}): {summary['correct']}/{n} correct "
-          f"({summary['accuracy_percent']:.2f} %); {agree}; prompts equal to build_messages: "
-          f"{n - len(mismatches)}/{n}; -> {out}")
-    for r in disagreements:
-        print(f"  disagreement #{r['index']}: gold={one_line(r['gold'], 40)} ours={r['correct']} "
-              f"({one_line(r['pred'], 60)}) opencompass={r['opencompass_correct']} "
-              f"({one_line(r['opencompass_pred'], 60)})")
+    print(f"rescore of {pred_file}: OpenCompass {oc_correct}/{n} correct "
+          f"({summary['opencompass_accuracy_percent']:.2f} %); "
+          + "; ".join(f"{name} {j['correct']}/{n}, agrees on {n - len(j['disagreements'])}/{n}"
+                      for name, j in judges.items()) + f" -> {out}")
+    for name, j in judges.items():
+        for d in j["disagreements"][:recipe.GAP_EXAMPLES]:
+            print(f"  {name} disagrees #{d['index']}: gold={one_line(d['gold'], 40)} opencompass={d['opencompass']} "
+                  f"({one_line(d['opencompass_pred'], 60)}) {name}={d[name]} (box {one_line(d['boxed_answer'], 40)})")
+        if len(j["disagreements"]) > recipe.GAP_EXAMPLES:
+            print(f"  ... {len(j['disagreements']) - recipe.GAP_EXAMPLES} more {name} disagreements in summary.json")
     return summary

@@ -14,14 +14,14 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from grpo_math.evaluation import opencompass, recipe
+from grpo_math.evaluation import recipe
 from grpo_math.evaluation.data import load_problems
 from grpo_math.evaluation.generate import DEFAULT_BATCH_SIZE, HFGenerator, VLLMGenerator, choose_backend
 from grpo_math.io import DataError, one_line, write_json_atomic
 
-PROTOCOLS = {"recipe": recipe, "opencompass": opencompass}
 SAMPLES_FILE, SUMMARY_FILE, RUN_CONFIG_FILE = "samples.jsonl", "summary.json", "run_config.json"
-#: run_config.json keys that must match for samples to be resumed.
+#: run_config.json keys that must match for samples to be resumed ("protocol": always "recipe" now; a folder
+#: an older evaluate.py filled with --protocol opencompass is refused).
 RESUME_KEYS = ("model", "data", "protocol", "n", "temperature", "top_p", "max_new_tokens")
 
 
@@ -98,7 +98,7 @@ def prepare_output(args: argparse.Namespace, fmt: str) -> tuple[Path, list[dict]
     out = args.output_dir
     out.mkdir(parents=True, exist_ok=True)
     config = {"model": str(args.model.resolve()), "data": str(args.data.resolve()), "format": fmt,
-              "protocol": args.protocol, "n": args.n, "temperature": args.temperature, "top_p": args.top_p,
+              "protocol": "recipe", "n": args.n, "temperature": args.temperature, "top_p": args.top_p,
               "max_new_tokens": args.max_new_tokens, "seed": args.seed}
     cfg_path = out / RUN_CONFIG_FILE
     if args.overwrite:
@@ -121,8 +121,7 @@ def prepare_output(args: argparse.Namespace, fmt: str) -> tuple[Path, list[dict]
 
 def run(args: argparse.Namespace) -> dict:
     """Evaluate (module docstring); return the summary."""
-    protocol = PROTOCOLS[args.protocol]
-    fmt, problems, dropped = load_problems(args.data, args.protocol)
+    fmt, problems, dropped = load_problems(args.data)
     problems = problems[: args.limit]
     check_model(args.model)
     tokenizer = load_tokenizer(args.model)
@@ -156,13 +155,13 @@ def run(args: argparse.Namespace) -> dict:
                 chunk = order[start:start + batch]
                 t0 = time.perf_counter()
                 outs = gen.generate([prompt_ids[p["id"]] for p in chunk], args.n, args.temperature, args.top_p,
-                                    args.max_new_tokens, args.protocol)
+                                    args.max_new_tokens)
                 timing["generate_s"] += time.perf_counter() - t0
                 for p, samples in zip(chunk, outs):
                     for j, (text, ntok, truncated) in enumerate(samples):
                         if (p["id"], j) not in first:
                             rec = {**{k: p[k] for k in ("id", "level", "type", "ground_truth")}, "sample_index": j,
-                                   "response": text, **protocol.judge(p, text), "response_tokens": int(ntok),
+                                   "response": text, **recipe.judge(p, text), "response_tokens": int(ntok),
                                    "prompt_tokens": len(prompt_ids[p["id"]]), "truncated": bool(truncated)}
                             fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
                             first[(p["id"], j)] = rec
@@ -172,11 +171,11 @@ def run(args: argparse.Namespace) -> dict:
     timing["s_per_sample"] = timing["generate_s"] / timing["samples_generated"] if timing["samples_generated"] else None
     wanted = {p["id"] for p in problems}
     records = [r for (pid, j), r in first.items() if pid in wanted and j < args.n]
-    summary = protocol.summarize(records, args.ks, args.n)
+    summary = recipe.summarize(records, args.ks, args.n)
     summary["run"] = {"model": str(args.model), "data": str(args.data), "format": fmt, "backend": backend,
-                      "protocol": args.protocol, "limit": args.limit, "dropped_rows": dropped,
+                      "limit": args.limit, "dropped_rows": dropped,
                       "temperature": args.temperature, "top_p": args.top_p, "max_new_tokens": args.max_new_tokens,
                       "seed": args.seed, "timing": timing}
     write_json_atomic(args.output_dir / SUMMARY_FILE, summary)
-    print(protocol.format_table(summary))
+    print(recipe.format_table(summary))
     return summary

@@ -293,6 +293,18 @@ def test_resume_refuses_samples_of_a_different_run(tmp_path):
     assert old == [] and not (out / run.SAMPLES_FILE).exists()
 
 
+def test_resume_refuses_samples_of_another_protocol(tmp_path):
+    """An output folder an older evaluate.py filled under --protocol opencompass is not resumed."""
+    out = tmp_path / "out"
+    args = ev.parse_args(["--model", str(tmp_path), "--data", str(tmp_path / "d.jsonl"), "--output-dir", str(out)])
+    run.prepare_output(args, "math500")
+    cfg = out / run.RUN_CONFIG_FILE
+    cfg.write_text(cfg.read_text().replace('"protocol": "recipe"', '"protocol": "opencompass"'))
+    (out / run.SAMPLES_FILE).write_text(json.dumps(rec("a")) + "\n")
+    with pytest.raises(DataError, match="field 'protocol'.*'opencompass'.*'recipe'"):
+        run.prepare_output(args, "math500")
+
+
 # ------------------------------------------------------------------------------------------
 # tiny end-to-end generation
 # ------------------------------------------------------------------------------------------

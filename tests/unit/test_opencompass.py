@@ -1,6 +1,7 @@
-"""OpenCompass's MATH protocol: the reproduction (grpo_math/evaluation/opencompass.py, evaluate.py
---protocol opencompass, --rescore-opencompass) on tiny literal inputs. Against a real OpenCompass
-run: tests/e2e/test_opencompass_run.py (slow).
+"""evaluate.py --rescore-opencompass (grpo_math/evaluation/rescore.py) on fake OpenCompass output
+folders: OpenCompass's own verdicts read from its results file, beside the recipe's reward and
+strict check on the identical predictions. Against a real OpenCompass run:
+tests/e2e/test_opencompass_run.py (slow).
 """
 
 from __future__ import annotations
@@ -11,112 +12,28 @@ from pathlib import Path
 import pytest
 
 import evaluate as ev
-from grpo_math.evaluation import data, rescore
-from grpo_math.evaluation import opencompass as ocm
+from grpo_math.evaluation import rescore
+
+#: a prediction in the 4-shot examples' answer style, boxed
+BOXED = "So the answer is $\\boxed{%s}$.\nFinal Answer: The final answer is $%s$. I hope it is correct."
+#: the same without a box: OpenCompass's judge reads the final-answer line, the recipe's judges want a box
+UNBOXED = "So the answer is %s.\nFinal Answer: The final answer is $%s$. I hope it is correct."
 
 
-# ------------------------------------------------------------------------------------------
-# reference answers
-# ------------------------------------------------------------------------------------------
-def test_reference_is_the_last_boxed():
-    assert ocm.reference_answer("so $\\boxed{1}$, then $\\boxed{\\frac{1}{2}}$.") == "\\frac{1}{2}"
-    assert ocm.reference_answer("$\\boxed{\\{1, 2\\}}$") == "\\{1, 2\\}"
-
-
-@pytest.mark.parametrize("solution, expected", [
-    ("so \\fbox{4}", None),                        # \fbox is found but is not \boxed{
-    ("$\\boxed 5$", None),                          # no brace right after \boxed
-    ("\\boxed{3", None),                            # never closed
-    ("no box at all", None),
-    ("\\fbox{1} and \\boxed{2}", "2"),             # \boxed wins over a later \fbox
-])
-def test_reference_edge_cases(solution, expected):
-    assert ocm.reference_answer(solution) == expected
-
-
-# ------------------------------------------------------------------------------------------
-# prompt
-# ------------------------------------------------------------------------------------------
-def test_prompt_is_four_shot_with_doubled_braces_and_trailing_newlines():
-    msgs = ocm.build_messages("What is $1+1$?")
-    assert [m["role"] for m in msgs] == ["user", "assistant"] * 4 + ["user"]
-    assert msgs[-1]["content"] == "Problem:\nWhat is $1+1$?\nSolution:\n\n"
-    assert msgs[0]["content"].startswith("Problem:\nFind the domain of the expression $\\frac{{\\sqrt{{x-2}}}}")
-    assert msgs[0]["content"].endswith("$.}}\nSolution:\n")
-    assert all(m["content"].endswith("Solution:\n") for m in msgs[0:8:2])
-    assert msgs[3]["content"].endswith("I hope it is correct.\n")  # assistant turns gain nothing
-
-
-def test_prompt_keeps_the_problem_verbatim_but_blanks_the_answer_slot():
-    problem = "Let $f(x) = \\frac{x}{2}$ and {problem} and {{y}}; also {solution}."
-    last = ocm.build_messages(problem)[-1]["content"]
-    assert last == "Problem:\nLet $f(x) = \\frac{x}{2}$ and {problem} and {{y}}; also .\nSolution:\n\n"
-
-
-def test_origin_prompt_round_trip():
-    msgs = ocm.build_messages("Compute $2^3$.")
-    origin = [{"role": ocm.OC_ROLES[m["role"]], "prompt": m["content"]} for m in msgs]
-    back = ocm.messages_from_origin_prompt(origin)
-    assert back == msgs and ocm.problem_from_messages(back) == "Compute $2^3$."
-    assert ocm.problem_from_messages([{"role": "user", "content": "no template"}]) is None
-    with pytest.raises(ValueError):
-        ocm.messages_from_origin_prompt("a plain string")
-
-
-def test_stop_words_cut_the_prediction():
-    assert ocm.cut_at_stop_words("answer 4<|im_end|><|im_end|>junk", ["<|im_end|>"]) == "answer 4"
-    assert ocm.cut_at_stop_words("a<e>b<f>c", ["<f>", "<e>"]) == "a"
-    assert ocm.cut_at_stop_words("nothing to cut", []) == "nothing to cut"
-
-
-# ------------------------------------------------------------------------------------------
-# judge
-# ------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("prediction, reference, correct", [
-    ("So the answer is $\\boxed{24}$.\nFinal Answer: The final answer is $24$.", "24", True),
-    ("$\\boxed{\\frac{2}{4}}$", "\\frac{1}{2}", True),
-    ("$\\boxed{25}$", "24", False),
-    ("I do not know.", "24", False),
-])
-def test_judge(prediction, reference, correct):
-    verdict = ocm.score(prediction, reference)
-    assert verdict["status"] == "ok" and verdict["correct"] is correct
-
-
-def test_judge_skips_an_unparsable_reference_but_counts_it():
-    verdicts = [ocm.score("$\\boxed{1}$", "1"), ocm.score("$\\boxed{1}$", "")]
-    assert verdicts[1]["status"] == "skipped" and not verdicts[1]["correct"]
-    assert ocm.accuracy_percent(verdicts) == 50.0
-
-
-def test_judge_parses_like_opencompass_results_file():
-    verdict = ocm.score("so $\\boxed{24}$", "24")
-    assert verdict["pred"] == "[24, '24']" and verdict["answer"] == "[24, '24']"
-
-
-# ------------------------------------------------------------------------------------------
-# evaluate.py: data, arguments, re-scoring a (fake) OpenCompass output folder
-# ------------------------------------------------------------------------------------------
-def write_math_json(path: Path, n: int = 2) -> Path:
-    rows = {f"Algebra_{i + 1}": {"problem": f"What is ${i}+1$?", "level": "Level 1", "type": "Algebra",
-                                 "solution": f"It is $\\boxed{{{i + 1}}}$."} for i in range(n)}
-    path.write_text(json.dumps(rows, indent=2), encoding="utf-8")
-    return path
-
-
-def test_math_json_loads_with_the_opencompass_prompt(tmp_path):
-    fmt, problems, dropped = data.load_problems(write_math_json(tmp_path / "math.json"), "opencompass")
-    assert fmt == "lighteval" and not dropped and [p["id"] for p in problems] == ["math-0", "math-1"]
-    assert problems[1]["ground_truth"] == "2" and problems[1]["messages"] == ocm.build_messages("What is $1+1$?")
-    _, recipe, _ = data.load_problems(tmp_path / "math.json")
-    assert len(recipe[0]["messages"]) == 1  # the recipe protocol: one user turn
-
-
-@pytest.mark.parametrize("extra", [["--temperature", "0.7"], ["--n", "2", "--temperature", "1"]])
-def test_opencompass_protocol_is_greedy(extra, capsys):
-    with pytest.raises(SystemExit) as exc:
-        ev.parse_args(["--model", "m", "--data", "d.json", "--protocol", "opencompass", *extra])
-    assert exc.value.code == 2 and "greedily" in capsys.readouterr().err
+def fake_opencompass_run(root: Path, predictions: list[str], golds: list[str], correct: list[bool],
+                         details: bool = True) -> Path:
+    """An OpenCompass output folder as 0.5.4 writes it (one model 'tiny', dataset 'math')."""
+    out = root / "20260101_000000"
+    (out / "predictions" / "tiny").mkdir(parents=True)
+    preds = {str(i): {"origin_prompt": [{"role": "HUMAN", "prompt": f"Problem:\nProblem number {i}.\nSolution:\n\n"}],
+                      "prediction": pred, "gold": gold} for i, (pred, gold) in enumerate(zip(predictions, golds))}
+    (out / "predictions" / "tiny" / "math.json").write_text(json.dumps(preds), encoding="utf-8")
+    if details:
+        (out / "results" / "tiny").mkdir(parents=True)
+        rows = [{"example_abbr": f"math_test_{i}", "pred": [f"[{i}]"], "answer": [f"[{g}]"], "correct": [c]}
+                for i, (g, c) in enumerate(zip(golds, correct))]
+        (out / "results" / "tiny" / "math.json").write_text(json.dumps({"accuracy": 0, "details": rows}))
+    return out
 
 
 def test_model_and_data_required_unless_rescoring(capsys):
@@ -126,44 +43,43 @@ def test_model_and_data_required_unless_rescoring(capsys):
     assert ev.parse_args(["--rescore-opencompass", "x"]).rescore_opencompass == Path("x")
 
 
-def fake_opencompass_run(root: Path, predictions: list[str], golds: list[str], correct: list[bool]) -> Path:
-    """An OpenCompass output folder as 0.5.4 writes it (one model 'tiny', dataset 'math')."""
-    out = root / "20260101_000000"
-    (out / "predictions" / "tiny").mkdir(parents=True)
-    (out / "results" / "tiny").mkdir(parents=True)
-    preds = {}
-    for i, (pred, gold) in enumerate(zip(predictions, golds)):
-        origin = [{"role": ocm.OC_ROLES[m["role"]], "prompt": m["content"]}
-                  for m in ocm.build_messages(f"Problem number {i}.")]
-        preds[str(i)] = {"origin_prompt": origin, "prediction": pred, "gold": gold}
-    (out / "predictions" / "tiny" / "math.json").write_text(json.dumps(preds), encoding="utf-8")
-    details = [{"example_abbr": f"math_test_{i}", "pred": ["x"], "answer": ["y"], "correct": [c]}
-               for i, c in enumerate(correct)]
-    (out / "results" / "tiny" / "math.json").write_text(json.dumps({"accuracy": 0, "details": details}))
-    return out
-
-
-def test_rescore_agrees_and_lists_disagreements(tmp_path, capsys):
-    run = fake_opencompass_run(tmp_path / "oc", ["$\\boxed{1}$", "$\\boxed{3}$", "$\\boxed{5}$"],
-                               ["1", "2", "5"], [True, False, False])
+def test_rescore_compares_the_recipe_judges_with_opencompass(tmp_path, capsys):
+    fake_opencompass_run(tmp_path / "oc", [BOXED % ("1", "1"), BOXED % ("3", "3"), UNBOXED % ("5", "5")],
+                         ["1", "2", "5"], [True, False, True])
     assert ev.main(["--rescore-opencompass", str(tmp_path / "oc"), "--output-dir", str(tmp_path / "r")]) == 0
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
-    assert summary["protocol"] == "opencompass" and summary["correct"] == 2
-    assert summary["agreement"] == pytest.approx(2 / 3) and summary["prompt_mismatches"] == []
-    assert [d["index"] for d in summary["disagreements"]] == [2]
-    assert "disagreement #2" in capsys.readouterr().out
-    assert len((tmp_path / "r" / "rescore.jsonl").read_text().splitlines()) == 3
-    assert run.is_dir()
+    assert summary["mode"] == "rescore" and summary["problems"] == 3 and summary["opencompass_correct"] == 2
+    assert summary["opencompass_accuracy_percent"] == pytest.approx(200 / 3)
+    for name in ("reward", "strict"):  # the unboxed final-answer line is where they part
+        judge = summary["judges"][name]
+        assert judge["correct"] == 1 and judge["agreement"] == pytest.approx(2 / 3)
+        assert [(d["index"], d["opencompass"], d[name]) for d in judge["disagreements"]] == [(2, True, False)]
+    records = [json.loads(x) for x in (tmp_path / "r" / "rescore.jsonl").read_text().splitlines()]
+    assert [r["opencompass_correct"] for r in records] == [True, False, True]
+    assert [(r["reward_acc"], r["strict_correct"], r["boxed_answer"]) for r in records] == [
+        (1.0, True, "1"), (0.0, False, "3"), (0.0, False, None)]
+    assert records[0]["opencompass_pred"] == "[0]" and records[1]["gold"] == "2"
+    out = capsys.readouterr().out
+    assert "OpenCompass 2/3 correct (66.67 %)" in out and "reward disagrees #2" in out
 
 
-def test_rescore_flags_a_prompt_that_differs(tmp_path):
-    run = fake_opencompass_run(tmp_path / "oc", ["$\\boxed{1}$"], ["1"], [True])
+def test_rescore_finds_the_predictions_file_or_the_newest_run(tmp_path):
+    run = fake_opencompass_run(tmp_path / "oc", [BOXED % ("1", "1")], ["1"], [True])
     pred_file = run / "predictions" / "tiny" / "math.json"
-    data = json.loads(pred_file.read_text())
-    data["0"]["origin_prompt"][0]["prompt"] = data["0"]["origin_prompt"][0]["prompt"].replace("{{", "{")
-    pred_file.write_text(json.dumps(data))
-    summary = rescore.rescore(pred_file, tmp_path / "r")
-    assert summary["prompt_mismatches"] == [0] and summary["agreement"] == 1.0
+    assert rescore.find_predictions(pred_file) == pred_file
+    assert rescore.find_predictions(run) == pred_file == rescore.find_predictions(tmp_path / "oc")
+    assert rescore.rescore(pred_file, tmp_path / "r")["judges"]["strict"]["agreement"] == 1.0
+
+
+@pytest.mark.parametrize("details, correct, needle", [
+    (False, [True], "results/tiny/math.json: not found"),
+    (True, [True, False], "2 details for 1 predictions"),
+])
+def test_rescore_needs_one_opencompass_verdict_per_prediction(tmp_path, capsys, details, correct, needle):
+    run = fake_opencompass_run(tmp_path / "oc", [BOXED % ("1", "1")], ["1", "2"], correct, details)
+    assert ev.main(["--rescore-opencompass", str(run), "--output-dir", str(tmp_path / "r")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and needle in err and not (tmp_path / "r").exists()
 
 
 def test_rescore_bad_path_is_one_line_exit_1(tmp_path, capsys):

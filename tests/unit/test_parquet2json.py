@@ -16,8 +16,8 @@ import pytest
 
 import grpo_math.io
 import parquet2json
-from grpo_math.evaluation.opencompass import reference_answer
 from conftest import REPO
+from parquet2json import reference_answer
 
 TEST_PARQUET = REPO / "data" / "math-lighteval" / "data" / "test-00000-of-00001.parquet"
 # shared/README.md and data/README.md
@@ -115,12 +115,20 @@ def test_per_type_counters_with_interleaved_types(tmp_path, capsys):
     assert "note: 1 solution(s)" in stdout and "Geometry_2" in stdout
 
 
-def test_opencompass_answer_forms():
+@pytest.mark.parametrize("solution, expected", [
+    ("$\\boxed{\\frac{1}{2}}$", "\\frac{1}{2}"),
+    ("so $\\boxed{1}$, then $\\boxed{\\frac{1}{2}}$.", "\\frac{1}{2}"),  # the last box
+    ("$\\boxed{\\{1, 2\\}}$", "\\{1, 2\\}"),                          # braces balanced
+    ("\\boxed {3} then $\\boxed{17}$", "17"),
+    ("\\fbox{1} and \\boxed{2}", "2"),                                # \boxed wins over a later \fbox
+    ("$\\boxed 5$", None),                                            # no brace right after \boxed
+    ("so \\fbox{4}", None),                                           # \fbox is found but is not \boxed{
+    ("\\boxed{3", None),                                              # never closed
+    ("no answer", None),
+])
+def test_opencompass_answer_forms(solution, expected):
     """The note names the solutions OpenCompass's loader reads no reference from."""
-    assert reference_answer("$\\boxed{\\frac{1}{2}}$") == "\\frac{1}{2}"
-    assert reference_answer("\\boxed {3} then $\\boxed{17}$") == "17"
-    for unread in ("$\\boxed 5$", "so \\fbox{4}", "no answer"):
-        assert reference_answer(unread) is None
+    assert reference_answer(solution) == expected
 
 
 # ---------------------------------------------------------------------------------------------

@@ -116,6 +116,9 @@ _NEW_TASK_RE = re.compile(
 _GAP_LONG = 150
 #: Distinct superseding boxed answers, none retracted, that amount to cycling candidates.
 MAX_SUPERSEDED_CANDIDATES = 2
+#: A later unboxed final statement of a value, which may retract the box ("... So the answer is 11.").
+_LATER_ANSWER_RE = re.compile(r"\b(?:so|thus|hence|therefore)\b[^.\n$]{0,20}?\bthe\s+(?:final\s+)?answer\s+is\s*:?\s*"
+                              r"(?:\$([^$]{1,100})\$|([-+]?\d+(?:[./]\d+)?))[.!]?(?:\s|$)", re.I)
 #: An unboxed alternative right after the final box: "$\\boxed{3}$ (or maybe 4)".
 _TRAILING_HEDGE_RE = re.compile(
     r"^[\s$).,;:*]{0,8}(?:\(\s*)?(?:or|maybe|perhaps|possibly|alternatively|otherwise)\b(?:\s+(?:maybe|perhaps|"
@@ -216,6 +219,9 @@ def _final_statement(region: str, cut_continuation: bool) -> Tuple[Optional[List
     answers = [strip_grouping_braces(_box_content(region, b))[:MAX_ANSWER_CHARS + 1] for b in group]
     if m := _TRAILING_HEDGE_RE.match(region[group[-1][1]:group[-1][1] + 400]):
         return answers + [(m.group("span") or m.group("alt")).strip()], True
+    if (m := _LATER_ANSWER_RE.search(region, group[-1][1])) and not _restates(
+            later := (m.group(1) or m.group(2)).strip(), answers, time.thread_time() + CAS_BUDGET_S):
+        return answers + [later], True
     return answers, hedged
 
 
@@ -296,7 +302,7 @@ _SPACE_CMD_RE = re.compile(r"(?<!\\)\\[,;: ]|\\q?quad(?![A-Za-z])|~")
 _BRACKETED_MATRIX_RE = re.compile(r"^[\[(]\s*(\\begin\{([a-zA-Z]*matrix|array)\}.*\\end\{\2\})\s*[\])]$", re.S)
 _DEG_RE = re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|\\degree(?![A-Za-z])|\^\s*\{\s*o\s*\}")
 _WRAP_RE = re.compile(r"\\(text|textbf|textit|textrm|textnormal|mathrm|mathbf|mathit|mathsf|mathnormal|"
-                      r"mbox|boxed|fbox|bm|boldsymbol|emph)\s*\{")
+                      r"mbox|boxed|fbox|bm|boldsymbol|emph|overline(?=\s*\{[A-Z]{2,3}\}))\s*\{")  # \overline{CD}
 _TEXTISH = frozenset({"text", "textbf", "textit", "textrm", "textnormal", "mbox", "mathrm", "emph"})
 #: Trailing text pieces, then an optional power: "32\text{ cm}^2", "5\text{ sq}\text{ in}".
 _TRAIL_TEXT_UNIT_RE = re.compile(
@@ -602,7 +608,7 @@ def _norm_key(raw: str) -> str:
 
 # ======================================================================================
 # 4. Judge equivalence: (a) the typed parse, (b) the comparison by type, (c) exact numbers (0.333 is not 1/3), (d) the
-#    CAS at high precision, hostile inputs refused before sympy sees them, (e) the hard guard.
+#    CAS at high precision, hostile inputs refused before sympy sees them, (e) the hard guard (_run_guarded).
 # (a) The typed parse: matrix, union, tuple or interval, set or list, or one item.
 _OPEN, _CLOSE = "([{", ")]}"
 #: Brackets, escaped braces and the separators of _split_top (each separator set it is called with).
@@ -1408,7 +1414,6 @@ def _equations_equal(p: str, g: str, deadline: float, same_scale: bool = False) 
         return n >= 2
     return abs(ratio + 1) < 1e-12 and not parts[0].free_symbols and bool(parts[2].free_symbols)
 
-# (e) The hard guard, in the main thread only.
 def _run_guarded(fn, *args):
     """fn(*args) under a SIGALRM limit of HARD_TIMEOUT_S CPU (HARD_WALL_S wall) seconds in the main thread, unless the
     host owns SIGALRM (a handler of its own) or has a timer armed; the host's disposition is always restored."""
@@ -1464,8 +1469,8 @@ _DEMAND_RES = tuple((name, re.compile(rx, re.I)) for name, rx in (
     ("common fraction", r"\b(?:common|improper)\s+fractions?\b|\bfractions?\s+in\s+(?:simplest|lowest)|"
                         r"\bfractional\s+form\b|"
                         r"\bin\s+the\s+form\s*\$\s*-?\s*\\d?frac\s*\{?\s*[a-z]\s*\}?\s*\{?\s*[a-z]\s*\}?\s*\$|"
-                        r"\b(?:express|expressed|give|convert|enter|leave|answer)\b[^.?!$]{0,40}?"
-                        r"\b(?:as|to|into)\s+(?:an?\s+)?(?:simple\s+|proper\s+)?fractions?\b"),
+                        r"\b(?:express|expressed|give|convert|enter|leave|answer)\b(?:[^.?!$]|\$[^$]{0,60}\$){0,40}?"
+                        r"\b(?:as|to|into)\s+(?:an?\s+)?(?:simple\s+|simplified\s+|proper\s+)?fractions?\b"),
     ("lowest terms", r"\blowest\s+terms|\bsimplest\s+form|\breduced\s+fraction"),
     ("mixed number", r"\bmixed\s+numbers?\b"),
     ("decimal", r"\b(?:as|to|in)\s+(?:an?\s+)?(?:terminating\s+)?decimals?\b"
@@ -1526,18 +1531,13 @@ def _task_expressions(text: str, own: bool) -> Tuple[frozenset, Tuple[str, ...]]
         start = max((e.end() for e in _SENTENCE_END_RE.finditer(text, lo, before)), default=lo)
         if verb_re.search(_MATH_SPAN_RE.sub(" ", text[start:m.start()])):
             span = next(g for g in m.groups() if g is not None)
-            exprs.add(_normalise(strip_grouping_braces(span.strip().rstrip("?.,;: "))[:MAX_ANSWER_CHARS]).s)
+            exprs.add(_normalise(strip_grouping_braces(span.strip(": \n\t").rstrip("?.,;: "))[:MAX_ANSWER_CHARS]).s)
     return frozenset(exprs), verbs
 
 
 @lru_cache(maxsize=4096)
 def _question_tasks(question: str) -> Tuple[frozenset, Tuple[str, ...]]:
     return _task_expressions(question, own=False)  # cached: a step scores n responses to a problem
-
-
-def _top_terms(s: str) -> int:
-    """Number of top-level terms (``x(x+2)+(x+2)`` has 2, ``(x+1)(x+2)`` 1)."""
-    return len(_split_top(s.lstrip("+-"), seps="+-", words=False))
 
 
 def _restates_task(pred: str, gold: str, text: str, question: Optional[str], deadline: Optional[float] = None) -> bool:
@@ -1548,11 +1548,11 @@ def _restates_task(pred: str, gold: str, text: str, question: Optional[str], dea
     exprs, verbs = _question_tasks(question) if question else _task_expressions(text[:text.rfind("\\boxed")], own=True)
     if pn in exprs:
         return True
-    if (any(v.startswith("factor") for v in verbs) and _top_terms(gn) == 1 and "(" in gn
+    if (any(v.startswith("factor") for v in verbs) and len(_split_top(gn.lstrip("+-"), "+-", False)) == 1 and "(" in gn
             and _structure(gn).kind == "scalar"):  # a product, not a tuple
-        deadline = deadline or time.thread_time() + CAS_BUDGET_S  # a factor left to split when the gold has none
-        return _top_terms(pn) > 1 or (_factored_completely(gn, deadline) is True
-                                      and _factored_completely(pn, deadline) is False)
+        deadline = deadline or time.thread_time() + CAS_BUDGET_S
+        return len(_split_top(pn.lstrip("+-"), "+-", False)) > 1 or (  # a sum of terms, or a factor left to split
+            _factored_completely(gn, deadline) is True and _factored_completely(pn, deadline) is False)
     # a product of a sum answers no "expand" task; (2/x) is no sum
     return any(v.startswith(("expand", "multiply")) for v in verbs) and "(" not in gn and bool(_SUM_GROUP_RE.search(pn))
 
@@ -1682,6 +1682,7 @@ _FORM_FEATURES = {
     "equation not solved for y": lambda n: _unsolved_for_y(n.s),
     "fractional exponent": lambda n: bool(_FRACTIONAL_EXPONENT_RE.search(n.s)),
     "ratio": lambda n: bool(_RATIO_FORM_RE.search(n.s)),
+    "negative exponent": lambda n: bool(re.search(r"\^\s*\{?\s*-", n.s)),  # z^{-1} for 1/z
     "terms not in decreasing degree": lambda n: _degrees_rise(n.s),
 }
 #: What each stated form forbids (MATH: the form the question asks for is the answer).
@@ -1691,7 +1692,7 @@ _DEMAND_FORBIDS = {
     "simplified": ("unreduced fraction", "power factor under a root", "radical in a denominator"),
     "interval": ("inequality",),
     "solved for y": ("equation not solved for y",),
-    "common fraction": ("unreduced fraction", "decimal", "mixed number", "percent", "ratio"),
+    "common fraction": ("unreduced fraction", "decimal", "mixed number", "percent", "ratio", "negative exponent"),
     "lowest terms": ("unreduced fraction", "power factor under a root"),
     "mixed number": ("improper fraction", "decimal", "percent"),
     "decimal": ("fraction", "percent"),
@@ -1973,9 +1974,8 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, *, c
         text = solution_str if isinstance(solution_str, str) else ("" if solution_str is None else str(solution_str))
         gold = ground_truth if isinstance(ground_truth, str) else str(ground_truth)
         question = extra_info.get("question") if isinstance(extra_info, dict) else None
-        args = (text, gold) if not isinstance(question, str) else (text, gold, question)
         try:
-            acc, pred = _run_guarded(_judge, *args)
+            acc, pred = _run_guarded(_judge, text, gold, question if isinstance(question, str) else None)
         except _HardTimeout:
             STATS["hard_timeouts"] += 1
         if acc:

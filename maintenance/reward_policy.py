@@ -79,7 +79,7 @@ POLICY_RULES = (
                                    "\"$\\frac{a}{b}$\") (not when negated or offered as one of two forms)",
          decision="An answer of the right value in a form the named one rules out is not paid (unless the gold has "
                   "that form): for a fraction a decimal (also repeating), a percent, a mixed number, an unreduced "
-                  "fraction or a ratio with a colon (1:10); "
+                  "fraction, a ratio with a colon (1:10) or a negative power (z^{-1} for 1/z); "
                   "for a mixed number an improper fraction or a decimal; for a decimal a fraction; for a "
                   "percent the value as a fraction of one (0.25 for 25%); for exponential notation a number written "
                   "out; for \"simplify\" an unreduced fraction, a power factor under a root (as for simplest "
@@ -288,7 +288,8 @@ POLICY_RULES = (
                   "placeholder box and a hallucinated follow-up problem are not paid; nor is an answer with an "
                   "empty or placeholder box beside it (`\\boxed{}\\boxed{108}`, one such box is enough; an empty "
                   "box in a sentence, \"put it in \\boxed{}.\", is text), nor one followed after `</answer>` by "
-                  "a box of another value (a box of the same value there is a restatement).",
+                  "a box of another value (a box of the same value there is a restatement), nor one followed by an "
+                  "unboxed final statement of another value (\"So the answer is 11.\").",
          choice="Refuse: hedging is the cheapest hack to farm; an answer in words alone is not the contract's.",
          source="this recipe's hack defence (new_math_reward.py section 2); OpenCompass reads the last box only",
          examples=[("", "3 \\text{ or } 4", "4", False)]),

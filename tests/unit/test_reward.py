@@ -341,6 +341,10 @@ EXTRACTION = [
     ("self-correction: a box ruled out", "I wrote \\boxed{8}, but 1 is not allowed. So the sum is \\boxed{6}.", "6", EQ),
     ("self-correction: a box ruled out", "I wrote \\boxed{8}, but 1 is not allowed. So the sum is \\boxed{6}.", "8", NE),
     ("a hedge is not ruled out", "It is \\boxed{8}, or possibly \\boxed{6}.", "6", NE),
+    ("a later statement retracts the box", "So $\\boxed{12}$. Hmm, but that was 22. So the answer is 11.", "12", NE),
+    ("a later statement retracts the box", "So $\\boxed{12}$. Hmm, but that was 22. So the answer is 11.", "11", NE),
+    ("a later statement restates the box", "So $\\boxed{0.5}$. Thus the answer is $\\frac{1}{2}$.", "\\frac12", EQ),
+    ("a later statement restates the box", "So $\\boxed{12}$. So the answer is 12, as claimed.", "12", EQ),
     ("fbox", "Hence \\fbox{9}.", "9", EQ),
     ("text after box", "The answer is \\boxed{13}. I hope it is correct.", "13", EQ),
     ("display math", "Thus: \\[\\boxed{21}\\]", "21", EQ),
@@ -845,7 +849,7 @@ def test_alarm_stands_down_for_a_host_handler(monkeypatch):
     def host_handler(signum, frame):
         seen.append(signum)
 
-    def judge(text, gold):
+    def judge(text, gold, question=None):
         seen.append((signal.getsignal(signal.SIGALRM) is host_handler, _timer_clear()))
         return True, "4"
     monkeypatch.setattr(R, "_judge", judge)
@@ -859,7 +863,7 @@ def test_alarm_stands_down_for_a_host_handler(monkeypatch):
 
 def test_alarm_stands_down_for_a_host_timer(monkeypatch):
     """A host timer already armed (e.g. verl's timeout_limit) is left running, untouched."""
-    def judge(text, gold):
+    def judge(text, gold, question=None):
         assert signal.getsignal(signal.SIGALRM) is signal.SIG_IGN
         return True, "4"
     monkeypatch.setattr(R, "_judge", judge)
@@ -1420,6 +1424,21 @@ QUESTION_FAMILIES = {
         ("", "f(t) = t^2 - 7t + 13", "x^2 - 7x + 12", False),
         ("", "3 - \\sqrt{t-3}", "-\\sqrt{x-3}+3", False),                            # no label binds t
         ("", "f(t) = x^2 - 7t + 12", "x^2 - 7x + 12", False),                        # x is not bound by the label
+    ],
+    "segment named without its bar": [
+        ("", "CD", "\\overline{CD}", True), ("", "\\overline{AB}", "\\overline{CD}", False),
+        ("", "0.\\overline{36}", "\\frac{4}{11}", True),                               # a repeating decimal's bar
+    ],
+    "fraction demanded in words": [
+        ("If $|z| = 1$, express $\\overline{z}$ as a simplified fraction in terms of $z$.", "z^{-1}", "\\frac{1}{z}",
+         False),                                                                       # a negative power
+        ("If $|z| = 1$, express $\\overline{z}$ as a simplified fraction in terms of $z$.", "\\frac{1}{z}", "\\frac1z",
+         True),
+        ("If $|z| = 1$, what is $\\overline{z}$ in terms of $z$?", "z^{-1}", "\\frac{1}{z}", True),  # no form asked
+    ],
+    "echo after a colon": [
+        ("Find the value of $ : 8[6^2-3(11)]\\div8 + 3$.", "8[6^2-3(11)]\\div8 + 3", "6", False),
+        ("Find the value of $ : 8[6^2-3(11)]\\div8 + 3$.", "6", "6", True),
     ],
     "word label from the question": [
         ("In what base does $44 \\times 55 = 3506$?", "\\text{base } 7", "7", True),

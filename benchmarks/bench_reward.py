@@ -243,9 +243,13 @@ def run_step_subprocess(func_name: str, args) -> dict:
 
 
 def step_table(results: dict, args) -> str:
-    lines = [f"| scorer | {args.responses} responses, s | responses/s | p50 ms | p99 ms | worst ms |", "|---|---|---|---|---|---|"]
+    """The first step of a fresh process and a later one (other problems, the same process), per scorer."""
+    lines = [f"| scorer | first step, s | a later step, s | responses/s (later) | p50 ms | p99 ms | worst ms |",
+             "|---|---|---|---|---|---|---|"]
     for n, r in results.items():
-        lines.append(f"| {n} | {r['wall_s']:.2f} | {r['per_s']:.0f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['max_ms']:.2f} |")
+        f, later = r["first"], r["later"]
+        lines.append(f"| {n} | {f['wall_s']:.2f} | {later['wall_s']:.2f} | {later['per_s']:.0f} | {later['p50_ms']:.2f} "
+                     f"| {later['p99_ms']:.2f} | {max(f['max_ms'], later['max_ms']):.2f} |")
     return "\n".join(lines)
 
 
@@ -267,8 +271,9 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     if args.time_step:  # child process of part 2
-        pairs = step_workload(args.responses // args.samples, args.samples)
-        print(json.dumps(time_step(args.time_step, pairs, args.cpu)))
+        first, later = (time_step(args.time_step, step_workload(args.responses // args.samples, args.samples, seed),
+                                  args.cpu) for seed in (0, 1))
+        print(json.dumps({"first": first, "later": later}))
         return 0
 
     only = set(filter(None, args.only.split(",")))
@@ -314,7 +319,9 @@ def main(argv=None) -> int:
         f"One training step: {args.responses} responses ({args.responses // args.samples} MATH train problems x "
         f"{args.samples}; contract, numbered-step, MATH-style and unboxed layouts; about half the answers "
         "wrong; the problem passed as `extra_info[\"question\"]`), scored one after another in one process "
-        "pinned to one CPU.",
+        "pinned to one CPU: the first step of a fresh process (the LaTeX parser builds its tables as it meets new "
+        "forms), then a later step of 256 other problems in the same process, as every step after the first in "
+        "training.",
         "",
         step_table(step, args),
         "",

@@ -238,25 +238,3 @@ def test_the_rewarded_behaviour_becomes_more_frequent(learn_run):
     trend = kendalltau(steps, means, alternative="greater")
     score = per_step(learn_run, "critic/score/mean")
     assert trend.pvalue < RISE_P_MAX and sum(score[-2:]) > sum(score[:2]), (trend, score)
-
-
-def test_the_last_checkpoint_merges_for_the_evaluators(learn_run, tmp_path):
-    """merge_checkpoint.sh on the run's checkpoint root, with no PYTHON: it must pick the current
-    stack's own environment (from launch_settings.json), and evaluate.py, in the reference stack's
-    environment as OpenCompass's is, must load and score the merged model."""
-    import sys
-
-    root = learn_run.output_dir / "checkpoints"
-    target = tmp_path / "merged"
-    env = {k: v for k, v in os.environ.items() if k != "PYTHON"}
-    proc = subprocess.run(["bash", str(REPO / "merge_checkpoint.sh"), str(root), str(learn_run.steps)],
-                          env={**env, "TARGET_DIR": str(target)}, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert f"; python: {stack_python('current')}\n" in proc.stdout, proc.stdout
-    out = tmp_path / "eval"
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "evaluate.py"), "--model", str(target), "--data",
-         str(REPO / "data/verl/math_level1/test.parquet"), "--limit", "2", "--max-new-tokens", "16",
-         "--output-dir", str(out)], capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert json.loads((out / "summary.json").read_text())["samples"] == 2

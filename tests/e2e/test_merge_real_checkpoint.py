@@ -32,13 +32,15 @@ def test_real_cpu_checkpoint_merges_loads_and_generates(cpu_run, tmp_path):
     root = tmp_path / "checkpoints"
     actor = root / f"global_step_{step}" / "actor"
     actor.mkdir(parents=True)
-    shutil.copy(src / "latest_checkpointed_iteration.txt", root)
+    for name in ("latest_checkpointed_iteration.txt", "launch_settings.json"):
+        shutil.copy(src / name, root)
     shutil.copy(src_actor / "fsdp_config.json", actor)
     shutil.copytree(src_actor / "huggingface", actor / "huggingface")
     for shard in src_actor.glob("model_world_size_*_rank_*.pt"):
         (actor / shard.name).symlink_to(shard)
-    proc = run_merge(str(root), PYTHON=str(stack_python(cpu_run.stack)))  # as the script picks it from launch_settings.json
+    proc = run_merge(str(root), PYTHON="")  # no PYTHON: the script takes the run's stack from launch_settings.json
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"; python: {stack_python(cpu_run.stack)}\n" in proc.stdout, proc.stdout
     hf = actor / "huggingface"
     assert list(hf.glob("*.safetensors")) and leftovers(root) == []
     model_type = json.loads((hf / "config.json").read_text())["model_type"]

@@ -178,6 +178,27 @@ def rollout_rows(output_dir: Path) -> list[dict]:
             for line in path.read_text().splitlines()]
 
 
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile`` with tests/e2e/ as one file: the end-to-end tests run in one pytest-xdist
+    worker, in order (each trains with every core, and they share the session's ``cpu_run``), while
+    the other worker takes the unit tests' files. (xdist's ``loadgroup`` cannot group here: it
+    suffixes node ids, which pytest 9.2's nodes no longer take.)"""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class E2EAsOneFile(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "tests/e2e" if nodeid.startswith("tests/e2e/") else super()._split_scope(nodeid)
+    return E2EAsOneFile(config, log)
+
+
+def pytest_collection_modifyitems(config, items):
+    """The learning test last: when the unit tests run beside the end-to-end ones (``-n 2 --dist
+    loadfile -m ""``), they have finished by then, and its run has the cores to itself."""
+    items.sort(key=lambda item: item.nodeid.startswith("tests/e2e/test_cpu_learn.py"))
+
+
 @pytest.fixture(scope="session")
 def cpu_run(tmp_path_factory) -> CpuRun:
     """``bash run_qwen2_5_1_5b.sh`` on CPU as the README's quick start runs it (the default stack;

@@ -121,7 +121,6 @@ def opencompass_judge(items: list[dict], oc_python: Path) -> list[Optional[bool]
 # OpenCompass 0.5.4's output folder ``<timestamp>/`` holds ``predictions/<abbr>/math.json`` ({index:
 # {origin_prompt, prediction, gold}}) and ``results/<abbr>/math.json`` (``details``: one entry per judged
 # problem, each field a one-element list; a reference OpenCompass cannot parse gets none).
-
 def find_predictions(path: Path) -> Path:
     """The predictions file at or below ``path``: the file itself, else ``predictions/*/math.json``
     of the folder or, for a parent of runs, of its newest timestamped run."""
@@ -160,8 +159,8 @@ def load_predictions(path: Path) -> list[dict]:
 
 
 def opencompass_verdicts(pred_file: Path) -> list[dict]:
-    """OpenCompass's own per-problem details (``results/<abbr>/math.json`` of the run ``pred_file``,
-    predictions/<abbr>/math.json, belongs to), one-element lists unwrapped."""
+    """OpenCompass's own per-problem details, one-element lists unwrapped, from ``results/<abbr>/math.json``
+    of the run whose ``predictions/<abbr>/math.json`` is ``pred_file``."""
     results = pred_file.parent.parent.parent / "results" / pred_file.parent.name / pred_file.name
     if not results.is_file():
         raise BenchError(f"{results}: not found; expected OpenCompass's results beside {pred_file} "

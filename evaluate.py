@@ -1,7 +1,6 @@
 #!/usr/bin/env python3
 """Evaluate a model on MATH under the recipe's protocol (the training prompt, the training reward and
-a strict math-verify check), or set the recipe's judges beside OpenCompass's own verdicts on a real
-OpenCompass run's predictions. The machinery is grpo_math/evaluation/; docs/evaluation.md compares
+a strict math-verify check). The machinery is grpo_math/evaluation/; docs/evaluation.md compares
 the recipe's protocol with OpenCompass's and shows how far their judges agree."""
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-from grpo_math.evaluation import generate, rescore, run
+from grpo_math.evaluation import generate, run
 from grpo_math.evaluation.data import LAYOUTS
 from grpo_math.io import ArgumentParser, DataError, checked, positive_int
 
@@ -36,30 +35,18 @@ def default_output_name(model: Path, data: Path) -> str:
     return f"{model.resolve().name}-{data.stem}"
 
 
-def summary_of(module) -> str:
-    """The first paragraph of ``module``'s docstring, on one line, as argparse help text."""
-    return " ".join(module.__doc__.split("\n\n")[0].split()).rstrip(".").replace("%", "%%")
-
-
 def build_parser() -> ArgumentParser:
     p = ArgumentParser(prog="evaluate.py", description=__doc__, epilog=(
         "Exit status: 0 done; 1 bad input (one line on stderr naming the file, the field and what was expected; "
         "nothing in the output folder is overwritten); 2 bad arguments."))
     what = p.add_argument_group("what to evaluate")
-    what.add_argument("--model", type=Path, metavar="DIR", help=(
+    what.add_argument("--model", type=Path, metavar="DIR", required=True, help=(
         "Hugging Face model folder (config.json, weights, tokenizer files with a chat template), e.g. a merged "
         "checkpoint, checked before anything is written (grpo_math.model_checks, transformers' AutoConfig; Qwen's "
-        "stock system prompt instead of the recipe's: one WARN line). Required unless --rescore-opencompass."))
-    what.add_argument("--data", type=Path, metavar="FILE", help="MATH problems, one of: " + "; ".join(
-        f"{name} ({', '.join(fields)}): {text}" for name, (fields, text) in LAYOUTS.items())
-        + ". Required unless --rescore-opencompass.")
+        "stock system prompt instead of the recipe's: one WARN line)"))
+    what.add_argument("--data", type=Path, metavar="FILE", required=True, help="MATH problems, one of: " + "; ".join(
+        f"{name} ({', '.join(fields)}): {text}" for name, (fields, text) in LAYOUTS.items()))
     what.add_argument("--limit", type=positive_int, metavar="N", help="the first N problems of the file only")
-    what.add_argument("--rescore-opencompass", type=Path, metavar="PATH", help=(
-        summary_of(rescore) + ". PATH: a predictions file "
-        "(predictions/<abbr>/math.json), an OpenCompass output folder or a parent of them (its newest run); "
-        "OpenCompass's verdicts are read from results/<abbr>/math.json beside it. "
-        "Writes rescore.jsonl and summary.json to --output-dir (default outputs/eval/rescore-<abbr>); "
-        "no generation, --model and --data unused."))
     dec = p.add_argument_group("decoding")
     dec.add_argument("--max-new-tokens", type=positive_int, default=DEFAULT_MAX_NEW_TOKENS, metavar="T",
                      help="response budget, tokens (default %(default)s: the recipe's data.max_response_length)")
@@ -101,11 +88,6 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     """Parse and cross-check the command line (exit 2 with one line on bad values)."""
     p = build_parser()
     args = p.parse_args(argv)
-    if args.rescore_opencompass is not None:
-        return args
-    for name in ("model", "data"):
-        if getattr(args, name) is None:
-            p.error(f"--{name} is required (or --rescore-opencompass PATH)")
     if args.n > 1 and args.temperature == 0:
         p.error(f"--n {args.n} needs --temperature > 0 (greedy decoding gives {args.n} identical samples)")
     args.ks = sorted({1, args.n}) if args.k is None else args.k
@@ -120,12 +102,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """0 on success, 1 on bad input (one line on stderr), 2 on bad arguments."""
     args = parse_args(argv)
     try:
-        if args.rescore_opencompass is not None:
-            pred_file = rescore.find_predictions(args.rescore_opencompass)
-            out = args.output_dir or HERE / "outputs" / "eval" / f"rescore-{pred_file.parent.name}"
-            rescore.rescore(pred_file, out)
-        else:
-            run.run(args)
+        run.run(args)
     except DataError as exc:
         print(f"evaluate.py: {exc}", file=sys.stderr)
         return 1

@@ -7,9 +7,9 @@ evaluate.py's strict check and the recipe's reward.
 
 Inputs (one or both; each becomes one table):
 
-* ``--predictions PATH``: a real OpenCompass run (evaluate_opencompass.sh's output folder or its
-  ``predictions/<abbr>/math.json``). OpenCompass's verdicts are read from its
-  ``results/<abbr>/math.json``.
+* ``--predictions PATH``: a real OpenCompass run (evaluate_opencompass.sh's output folder, its
+  ``predictions/<abbr>/math.json``, or a parent of runs: its newest). OpenCompass's verdicts are
+  read from its ``results/<abbr>/math.json``.
 * ``--synthetic N``: predictions built from the first N MATH-500 problems
   (``--math500``, default ../shared/data/math500/test.jsonl), three per problem, each in the
   4-shot prompt's answer style: the reference solution as written (its own ``\\boxed{}``); the
@@ -47,8 +47,8 @@ from pathlib import Path
 from typing import Optional
 
 import new_math_reward as nmr
-from grpo_math.evaluation import recipe, rescore
-from grpo_math.io import DataError, one_line, write_text_atomic
+from grpo_math.evaluation import recipe
+from grpo_math.io import one_line, write_text_atomic
 from parquet2json import reference_answer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -118,14 +118,66 @@ def opencompass_judge(items: list[dict], oc_python: Path) -> list[Optional[bool]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+# OpenCompass 0.5.4's output folder ``<timestamp>/`` holds ``predictions/<abbr>/math.json`` ({index:
+# {origin_prompt, prediction, gold}}) and ``results/<abbr>/math.json`` (``details``: one entry per judged
+# problem, each field a one-element list; a reference OpenCompass cannot parse gets none).
+def find_predictions(path: Path) -> Path:
+    """The predictions file at or below ``path``: the file itself, else ``predictions/*/math.json``
+    of the folder or, for a parent of runs, of its newest timestamped run."""
+    if path.is_file():
+        return path
+    if not path.is_dir():
+        raise BenchError(f"{path}: not found; expected an OpenCompass predictions file or output folder")
+    hits = sorted(path.glob("predictions/*/math.json")) or sorted(path.glob("*/predictions/*/math.json"))
+    if not hits:
+        raise BenchError(f"{path}: no predictions/<abbr>/math.json below it; expected an OpenCompass output "
+                         "folder (evaluate_opencompass.sh prints it)")
+    return hits[-1]  # timestamps sort in time order
+
+
+def _numbered(path: Path, what: str) -> list[tuple[str, object]]:
+    """(key, value) of a JSON object with numeric keys, in index order."""
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise BenchError(f"{path}: not readable JSON ({one_line(exc, 80)}); expected {what}") from None
+    if not isinstance(obj, dict):
+        raise BenchError(f"{path}: expected a JSON object ({what}), found {type(obj).__name__}")
+    return sorted(obj.items(), key=lambda kv: int(kv[0]) if str(kv[0]).isdigit() else -1)
+
+
+def load_predictions(path: Path) -> list[dict]:
+    """Rows ``{index, prediction, gold}`` of a predictions file."""
+    rows = []
+    for key, rec in _numbered(path, "OpenCompass predictions {index: {origin_prompt, prediction, gold}}"):
+        if not str(key).isdigit() or not isinstance(rec, dict) or not isinstance(rec.get("prediction"), str):
+            raise BenchError(f"{path}: entry {key!r}: field 'prediction': expected a string under a numeric key")
+        rows.append({"index": int(key), "prediction": rec["prediction"], "gold": rec.get("gold")})
+    if not rows:
+        raise BenchError(f"{path}: no predictions; expected at least one")
+    return rows
+
+
+def opencompass_verdicts(pred_file: Path) -> list[dict]:
+    """OpenCompass's own per-problem details, one-element lists unwrapped, from ``results/<abbr>/math.json``
+    of the run whose ``predictions/<abbr>/math.json`` is ``pred_file``."""
+    results = pred_file.parent.parent.parent / "results" / pred_file.parent.name / pred_file.name
+    if not results.is_file():
+        raise BenchError(f"{results}: not found; expected OpenCompass's results beside {pred_file} "
+                         "(an evaluation that finished)")
+    details = dict(_numbered(results, "OpenCompass results with 'details'")).get("details")
+    if isinstance(details, dict):
+        details = [details[k] for k in sorted(details, key=lambda k: int(k) if str(k).isdigit() else -1)]
+    if not isinstance(details, list) or not all(isinstance(d, dict) for d in details):
+        raise BenchError(f"{results}: field 'details': expected per-problem results (run with details dumped)")
+    return [{k: v[0] if isinstance(v, list) and len(v) == 1 else v for k, v in d.items()} for d in details]
+
+
 def real_items(path: Path) -> tuple[list[dict], str]:
     """Predictions and OpenCompass's verdicts of a real run; returns (items, predictions file)."""
-    try:
-        pred_file = rescore.find_predictions(path)
-        rows = rescore.load_predictions(pred_file)
-        details = rescore.opencompass_verdicts(pred_file)
-    except DataError as exc:
-        raise BenchError(str(exc)) from None
+    pred_file = find_predictions(path)
+    rows = load_predictions(pred_file)
+    details = opencompass_verdicts(pred_file)
     if len(details) != len(rows):
         raise BenchError(f"{pred_file}: OpenCompass's per-problem results missing or of another length")
     items = [{"id": str(r["index"]), "prediction": r["prediction"], "gold": r["gold"],

@@ -1,3 +1,2 @@
 """evaluate.py's machinery, in a problem's order: ``data`` (a MATH file's problems, chat turns and
-references), ``generate``, ``recipe`` (the judges and the summary), ``run`` (the resumable loop);
-``rescore`` sets the recipe's judges beside OpenCompass's verdicts on a real OpenCompass run."""
+references), ``generate``, ``recipe`` (the judges and the summary), ``run`` (the resumable loop)."""

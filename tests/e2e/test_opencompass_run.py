@@ -1,7 +1,7 @@
 """A real OpenCompass run (evaluate_opencompass.sh, SmolLM2-135M on CPU; slow, CI runs it): its
 summary, the 4-shot prompts it sent and the references it read from parquet2json.py's math.json,
-then evaluate.py --rescore-opencompass on it, which reads OpenCompass's own per-problem verdicts
-beside the recipe's judges (fast tests: tests/unit/test_opencompass.py).
+then benchmarks/bench_eval_agreement.py --predictions on it, which reads OpenCompass's own
+per-problem verdicts beside the recipe's judges (fast tests: tests/unit/test_bench_eval_agreement.py).
 
 The test needs .venv-opencompass (bash setup.sh --with-opencompass): it skips without it,
 except under CI (CI=true), where a missing environment is a failure.
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks import bench_eval_agreement as bench
 from conftest import REPO
-from grpo_math.evaluation import rescore
 from parquet2json import reference_answer
 
 OC_VENV = REPO / ".venv-opencompass"
@@ -42,7 +42,7 @@ MAX_OUT_LEN = 48
 
 
 @pytest.mark.slow
-def test_real_opencompass_run_and_its_rescore(tmp_path):
+def test_real_opencompass_run_and_the_judges_agreement(tmp_path):
     _need_opencompass()
     env = {**os.environ, "LIMIT": str(N_PROBLEMS), "MAX_OUT_LEN": str(MAX_OUT_LEN), "CPU_THREADS": "1",
            "DEVICE": "cpu", "WORK_DIR": str(tmp_path / "oc")}
@@ -73,18 +73,21 @@ def test_real_opencompass_run_and_its_rescore(tmp_path):
         assert f"Problem:\n{row['problem']}\nSolution:" in sent[-1]["prompt"], f"problem {i}"
         assert preds[str(i)]["gold"] == reference_answer(row["solution"])
 
-    # evaluate.py --rescore-opencompass reads OpenCompass's own verdicts beside the recipe's judges
-    rejudged = subprocess.run([sys.executable, str(REPO / "evaluate.py"), "--rescore-opencompass", str(out_dir),
-                               "--output-dir", str(tmp_path / "rescore")], capture_output=True, text=True,
-                              timeout=600)
+    # bench_eval_agreement --predictions reads OpenCompass's own verdicts beside the recipe's judges
+    table = tmp_path / "eval_agreement.md"
+    rejudged = subprocess.run([sys.executable, "-m", "benchmarks.bench_eval_agreement", "--predictions", str(out_dir),
+                               "--markdown", str(table)], cwd=REPO, capture_output=True, text=True, timeout=600)
     assert rejudged.returncode == 0, rejudged.stderr[-2000:]
-    summary = json.loads((tmp_path / "rescore" / "summary.json").read_text())
-    assert summary["problems"] == N_PROBLEMS and summary["predictions"] == str(pred_file)
-    assert summary["opencompass_accuracy_percent"] == pytest.approx(accuracy, abs=0.01)
-    results = rescore.opencompass_verdicts(pred_file)
-    records = [json.loads(line) for line in (tmp_path / "rescore" / "rescore.jsonl").read_text().splitlines()]
-    assert [r["opencompass_correct"] for r in records] == [bool(d["correct"]) for d in results]
-    assert [r["prediction"] for r in records] == [preds[str(i)]["prediction"] for i in range(N_PROBLEMS)]
-    assert set(summary["judges"]) == {"reward", "strict"}
-    for name, judge in summary["judges"].items():
-        assert judge["agreement"] == (N_PROBLEMS - len(judge["disagreements"])) / N_PROBLEMS, name
+    items, found = bench.real_items(out_dir)
+    assert found == str(pred_file) and len(items) == N_PROBLEMS
+    assert [it["OpenCompass"] for it in items] == [bool(d["correct"]) for d in bench.opencompass_verdicts(pred_file)]
+    assert 100.0 * sum(it["OpenCompass"] for it in items) / N_PROBLEMS == pytest.approx(accuracy, abs=0.01)
+    assert [it["prediction"] for it in items] == [preds[str(i)]["prediction"] for i in range(N_PROBLEMS)]
+    bench.judge_all(items)
+    text = table.read_text()
+    assert f"({N_PROBLEMS} predictions)" in text
+    assert f"| OpenCompass `MATHVerifyEvaluator` | {sum(it['OpenCompass'] for it in items)} | - | - |" in text
+    for judge in bench.JUDGES:
+        same = sum(it[judge] == it["OpenCompass"] for it in items)
+        assert (f"| {judge} | {sum(it[judge] for it in items)} | {same / N_PROBLEMS:.1%} ({same}/{N_PROBLEMS}) | "
+                f"{N_PROBLEMS - same} |") in text, judge

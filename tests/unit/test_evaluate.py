@@ -254,6 +254,16 @@ def test_cli_bad_arguments_exit_2(extra):
     assert exc.value.code == 2
 
 
+@pytest.mark.parametrize("argv, missing", [(["--data", "d.json"], "--model"), (["--model", "m"], "--data"),
+                                           ([], "--model, --data")])
+def test_model_and_data_are_required(capsys, argv, missing):
+    with pytest.raises(SystemExit) as exc:
+        ev.parse_args(argv)
+    err = capsys.readouterr().err.strip()
+    assert exc.value.code == 2 and len(err.splitlines()) == 1
+    assert err.endswith(f"the following arguments are required: {missing}")
+
+
 def test_default_ks():
     args = ev.parse_args(["--model", "m", "--data", "d.jsonl", "--n", "4", "--temperature", "0.7"])
     assert args.ks == [1, 4]

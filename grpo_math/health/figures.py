@@ -117,19 +117,22 @@ def legend_name(run: Run, tag: str) -> str:
 SERIES_STYLES = (("o", "-", 3.5, False), ("s", "--", 6.5, True), ("^", ":", 9.0, True), ("D", "-.", 11.0, True))
 
 
-def verdict_lines(panel: Panel, findings: Sequence[Finding]) -> List[Tuple[str, str]]:
-    """(text, level) per line: each rule that fired or informs, worst first, then the ok ones, then
-    those that had too few steps to judge."""
+def verdict_lines(panel: Panel, findings: Sequence[Finding], why: bool = True) -> List[Tuple[str, str]]:
+    """(text, level) per line: each rule that fired or informs, worst first (an info one with its reason, when
+    ``why``: a warn or alert is circled on the curve), then the ok ones, then those that had too few steps to judge."""
     mine = [f for f in findings if f.rule in panel.rules or (f.rule == "nonfinite_metrics" and f.tag in panel.tags)]
-    lines = [(f"{f.level.upper()} {f.rule}" + (f" at step {f.step}" if f.step is not None else ""), f.level)
-             for f in sorted(mine, key=lambda f: -SEVERITY[f.level]) if f.level in ("info", "warn", "alert")]
+    lines = [(f"{f.level.upper()} {f.rule}" + (f" at step {f.step}" if f.step is not None else "")
+              + (": " + textwrap.shorten(f.message, 110, placeholder=" ...") if why and f.level == "info" else ""),
+              f.level) for f in sorted(mine, key=lambda f: -SEVERITY[f.level]) if f.level in ("info", "warn", "alert")]
     early = [f.rule for f in mine if f.level == "ok" and any(w in f.message for w in TOO_EARLY)]
     ok = [f.rule for f in mine if f.level == "ok" and f.rule not in early]
     return (lines + ([("passed: " + ", ".join(ok), "ok")] if ok else [])
             + ([("too few steps to judge: " + ", ".join(early), "early")] if early else []))
 
 
-def draw(ax, run: Run, panel: Panel, findings: Sequence[Finding], th: Thresholds, ctx: Context) -> None:
+def draw(ax, run: Run, panel: Panel, findings: Sequence[Finding], th: Thresholds, ctx: Context,
+         steps: Tuple[float, float]) -> None:
+    """One panel, its x-axis over ``steps`` (first, last), the same for every panel of the run."""
     from matplotlib.ticker import MaxNLocator
 
     missing = unmeasured(run, ctx, panel)
@@ -159,7 +162,7 @@ def draw(ax, run: Run, panel: Panel, findings: Sequence[Finding], th: Thresholds
     if ylo == yhi:
         ylo, yhi = ylo - 1, yhi + 1
     unmeasured_by_why = {why: [legend_name(run, t) for t in missing if missing[t] == why] for why in missing.values()}
-    notes = [(line, level) for text, level in verdict_lines(panel, findings) + [
+    notes = [(line, level) for text, level in verdict_lines(panel, findings, why=bool(tags)) + [
         (f"not measured: {', '.join(names)}, {why}", "info") for why, names in unmeasured_by_why.items()]
         for line in textwrap.wrap(text, 72, subsequent_indent="  ")]
     bad = {tag: ~run.get(tag).finite for tag in tags}
@@ -187,6 +190,7 @@ def draw(ax, run: Run, panel: Panel, findings: Sequence[Finding], th: Thresholds
         ax.text(0.015, 0.975 - 0.09 * k, text, transform=ax.transAxes, fontsize=6.5, va="top", color=COLORS[level],
                 fontweight="bold" if level in ("warn", "alert") else "normal",
                 bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1})
+    ax.set_xlim(steps[0] - 0.25, steps[1] + 0.25)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title(panel.title, fontsize=9)
     ax.set_xlabel("step", fontsize=8)
@@ -196,6 +200,12 @@ def draw(ax, run: Run, panel: Panel, findings: Sequence[Finding], th: Thresholds
         ax.legend(fontsize=6, loc="lower right")
     if not tags:  # nothing measured: no axes to read
         ax.set(xticks=[], yticks=[])
+
+
+def step_span(run: Run, shown: Sequence[Panel]) -> Tuple[float, float]:
+    """The first and last step any shown panel logged (validation may start at step 0)."""
+    logged = [s.steps for p in shown for t in p.tags if (s := run.get(t)) is not None and len(s)]
+    return (float(min(s[0] for s in logged)), float(max(s[-1] for s in logged))) if logged else (0.0, 1.0)
 
 
 def pyplot():
@@ -216,7 +226,7 @@ def health_grid(run: Run, findings: Sequence[Finding], th: Thresholds, ctx: Cont
     height = 3.4 * nrows + 0.7  # fixed margins in inches (tight_layout costs a second draw)
     fig, axes = pyplot().subplots(nrows, ncols, figsize=(5 * ncols, height), squeeze=False)
     for ax, panel in zip(axes.flat, shown):
-        draw(ax, run, panel, findings, th, ctx)
+        draw(ax, run, panel, findings, th, ctx, step_span(run, shown))
     for ax in list(axes.flat)[len(shown):]:
         ax.set_visible(False)
     counts = {lvl: sum(f.level == lvl for f in findings) for lvl in ("alert", "warn", "info")}
@@ -243,11 +253,12 @@ def render_figures(run: Run, findings: Sequence[Finding], th: Thresholds, ctx: C
     if fig is None:
         return {}
     out = {"health_grid.png": png(fig)}
-    for panel in panels(run, th, ctx):
+    shown = panels(run, th, ctx)
+    for panel in shown:
         fig, ax = plt.subplots(figsize=(6, 4.1))
         fig.subplots_adjust(left=0.14, right=0.97, bottom=0.2, top=0.92)
         fig.text(0.5, 0.01, "\n".join(textwrap.wrap(f"{ctx.experiment}: {KEY}", 110)), ha="center", va="bottom",
                  fontsize=6.5, color="dimgray")
-        draw(ax, run, panel, findings, th, ctx)
+        draw(ax, run, panel, findings, th, ctx, step_span(run, shown))
         out[re.sub(r"[^A-Za-z0-9._-]+", "_", panel.title).strip("_") + ".png"] = png(fig)
     return out

@@ -181,11 +181,14 @@ def rollout_rows(output_dir: Path) -> list[dict]:
 def pytest_xdist_make_scheduler(config, log):
     """``--dist loadfile`` with tests/e2e/ as one file: the end-to-end tests run in one pytest-xdist
     worker, in order (each trains with every core, and they share the session's ``cpu_run``), while
-    the other worker takes the unit tests' files. (xdist's ``loadgroup`` cannot group here: it
-    suffixes node ids, which pytest 9.2's nodes no longer take.)"""
+    the other worker takes the unit tests' files. The files keep their collection order, so the
+    end-to-end tests start first (xdist would otherwise queue the largest files first). (xdist's
+    ``loadgroup`` cannot group here: it suffixes node ids, which pytest 9.2's nodes no longer take.)"""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
+
+    config.option.loadscopereorder = False
 
     class E2EAsOneFile(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:

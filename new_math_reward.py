@@ -217,7 +217,7 @@ def _final_statement(region: str, cut_continuation: bool) -> Tuple[Optional[List
     answers = [strip_grouping_braces(_box_content(region, b))[:MAX_ANSWER_CHARS + 1] for b in group]
     if m := _TRAILING_HEDGE_RE.match(region[group[-1][1]:group[-1][1] + 400]):
         return answers + [(m.group("span") or m.group("alt")).strip()], True
-    if (m := _LATER_ANSWER_RE.search(region, group[-1][1])) and not _restates(
+    if (m := _LATER_ANSWER_RE.search(_CONTINUATION_RE.split(region[group[-1][1]:], 1)[0])) and not _restates(
             later := (m.group(1) or m.group(2)).strip(), answers, time.thread_time() + CAS_BUDGET_S):
         return answers + [later], True
     return answers, hedged

@@ -345,6 +345,8 @@ EXTRACTION = [
     ("a later statement retracts the box", "So $\\boxed{12}$. Hmm, but that was 22. So the answer is 11.", "11", NE),
     ("a later statement restates the box", "So $\\boxed{0.5}$. Thus the answer is $\\frac{1}{2}$.", "\\frac12", EQ),
     ("a later statement restates the box", "So $\\boxed{12}$. So the answer is 12, as claimed.", "12", EQ),
+    ("a later statement of a hallucinated next problem", "So $\\boxed{12}$.\n\nProblem 2: What is 3+4? So the answer is 7.",
+     "12", EQ),
     ("fbox", "Hence \\fbox{9}.", "9", EQ),
     ("text after box", "The answer is \\boxed{13}. I hope it is correct.", "13", EQ),
     ("display math", "Thus: \\[\\boxed{21}\\]", "21", EQ),

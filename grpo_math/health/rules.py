@@ -570,7 +570,8 @@ def check_resp_truncation(run: Run, th: Thresholds, ctx: Context) -> CheckResult
     if i is not None:
         step, val = _at(s, i)
         span = f"at each of the {n} logged steps" if short else f"for {th.resp_clip_persist}+ steps"
-        return ("warn", step, val, f"{fmt(100 * val)} % of responses hit max_response_length {span}: truncated "
+        return ("warn", step, val, f"{fmt(100 * val)} % of responses hit max_response_length at step {step}, over "
+                f"{th.resp_clip_ratio_warn:g} {span}: truncated "
                 "answers score 0 (no boxed answer); raise data.max_response_length or check for repetition")
     if not over.any():
         mx = float(np.max(v[fin])) if fin.any() else None

@@ -225,8 +225,9 @@ def health_grid(run: Run, findings: Sequence[Finding], th: Thresholds, ctx: Cont
     ncols, nrows = 3, (len(shown) + 2) // 3
     height = 3.4 * nrows + 0.7  # fixed margins in inches (tight_layout costs a second draw)
     fig, axes = pyplot().subplots(nrows, ncols, figsize=(5 * ncols, height), squeeze=False)
+    span = step_span(run, shown)
     for ax, panel in zip(axes.flat, shown):
-        draw(ax, run, panel, findings, th, ctx, step_span(run, shown))
+        draw(ax, run, panel, findings, th, ctx, span)
     for ax in list(axes.flat)[len(shown):]:
         ax.set_visible(False)
     counts = {lvl: sum(f.level == lvl for f in findings) for lvl in ("alert", "warn", "info")}
@@ -254,11 +255,12 @@ def render_figures(run: Run, findings: Sequence[Finding], th: Thresholds, ctx: C
         return {}
     out = {"health_grid.png": png(fig)}
     shown = panels(run, th, ctx)
+    span = step_span(run, shown)
     for panel in shown:
         fig, ax = plt.subplots(figsize=(6, 4.1))
         fig.subplots_adjust(left=0.14, right=0.97, bottom=0.2, top=0.92)
         fig.text(0.5, 0.01, "\n".join(textwrap.wrap(f"{ctx.experiment}: {KEY}", 110)), ha="center", va="bottom",
                  fontsize=6.5, color="dimgray")
-        draw(ax, run, panel, findings, th, ctx, step_span(run, shown))
+        draw(ax, run, panel, findings, th, ctx, span)
         out[re.sub(r"[^A-Za-z0-9._-]+", "_", panel.title).strip("_") + ".png"] = png(fig)
     return out

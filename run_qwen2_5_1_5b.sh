@@ -34,6 +34,11 @@ if [[ ${1:-} == -h || ${1:-} == --help ]]; then
   grep -E '^(export )?[A-Z_][A-Z0-9_]*=\$\{' "${BASH_SOURCE[0]}" | sed 's/^export //'
   exit 0
 fi
+for arg in "${@:2}"; do
+  case $arg in -h | --help | --preflight-only)
+    echo "run_qwen2_5_1_5b.sh: $arg after another argument; expected it first (the rest are Hydra overrides)" >&2; exit 2 ;;
+  esac
+done
 # refuse an environment variable that is not a knob but close to one, before anything starts
 KNOB_NAMES=$(python3 "$REPO_DIR/tools/launch_guard.py" typos run_qwen2_5_1_5b.sh --print-knobs) || exit 2
 
@@ -66,7 +71,10 @@ elif [[ $PROFILE == auto ]]; then
   echo "run_qwen2_5_1_5b.sh: PROFILE=auto -> $PROFILE ($n_visible ${kind}s counted)" >&2
 fi
 PROFILE_FILE="$REPO_DIR/profiles/$PROFILE.sh"
-[[ -f $PROFILE_FILE ]] || { echo "run_qwen2_5_1_5b.sh: no profile $PROFILE_FILE (PROFILE=$PROFILE)" >&2; exit 2; }
+if [[ ! -f $PROFILE_FILE ]]; then
+  profiles=("$REPO_DIR"/profiles/*.sh); profiles=("${profiles[@]##*/}")
+  echo "run_qwen2_5_1_5b.sh: PROFILE=$PROFILE has no profiles/$PROFILE.sh; expected auto or one of: ${profiles[*]%.sh}" >&2; exit 2
+fi
 # the cpu profiles read the CPU keys only the current stack sets (stacks/current.sh STACK_CPU_*)
 if [[ $STACK == reference && ($PROFILE == cpu || $PROFILE == cpu_*) ]]; then
   echo "run_qwen2_5_1_5b.sh: PROFILE=$PROFILE on STACK=reference; expected an npu_* or cuda_* profile (the cpu profiles run the current stack)" >&2; exit 2
@@ -287,9 +295,11 @@ echo "run_qwen2_5_1_5b.sh: stack=$STACK device=$DEVICE profile=$PROFILE model=$M
 if [[ $CONSOLE == summary ]]; then
   set +e
   "${MAIN_PPO[@]}" 2>&1 | tee "$LOG_FILE" | python3 "$REPO_DIR/tools/console_summary.py" "$LOG_FILE"
-  status=${PIPESTATUS[0]}
+  statuses=("${PIPESTATUS[@]}")
+  status=${statuses[0]}
   set -e
-  if ((status != 0)); then
+  # console_summary.py exits 3 when it has stated the failure in one line (a refused Hydra override)
+  if ((status != 0 && statuses[2] != 3)); then
     echo "run_qwen2_5_1_5b.sh: main_ppo failed; the last 40 lines of $LOG_FILE:" >&2
     tail -n 40 "$LOG_FILE" >&2
   fi

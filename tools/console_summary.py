@@ -3,7 +3,7 @@
 It prints a start line, the validation score before training, and for each global step the wall seconds,
 their phases, the reward, the response length and the rollout/actor agreement (the weight-sync check), read
 from verl's console logger (``step:N - name:value ...``, verl/utils/tracking.py) and the total from the
-``Training Progress`` bar. Standard library only: it runs in whatever interpreter the launcher has.
+``Training Progress`` bar; a Hydra override main_ppo refused, in one line. Standard library only: it runs in whatever interpreter the launcher has.
 """
 
 from __future__ import annotations
@@ -15,6 +15,11 @@ import sys
 STEP_LINE = re.compile(r"\bstep:(\d+) - (.*)$")
 METRIC = re.compile(r"([\w/@.\-]+):(?:np\.float\d*\()?(-?[\d.]+(?:e[-+]?\d+)?|nan|inf)\)?")
 TOTAL = re.compile(r"Training Progress:.*?\| *\d+/(\d+)")
+#: Hydra refusing an override before main_ppo starts (hydra/_internal/config_loader_impl.py), and omegaconf's reason
+HYDRA_REFUSED = re.compile(r"ConfigCompositionException: (Could not override '[^']+'\.|.*)$")
+HYDRA_REASON = re.compile(r"^omegaconf\.errors\.\w+: (.*)$")
+#: exit status when the summary has stated main_ppo's failure in one line (the launcher then shows no log tail)
+STATED = 3
 #: the phases of verl 0.9.1's ``fit`` shown for a step, in their order (``timing_s/<name>``)
 PHASES = ("gen", "old_log_prob", "ref", "update_actor", "update_weights", "save_checkpoint", "testing")
 #: the rollout/actor agreement: verl's decoupled mode logs the Pearson correlation of the two
@@ -51,13 +56,21 @@ def main(argv: list[str]) -> int:
     log = parser.parse_args(argv[1:]).log_file
     print(f"main_ppo: starting Ray, the actor/ref worker and the rollout; its whole console goes to {log}",
           flush=True)
-    total = None
+    total, reason, refused = None, None, None
     for line in sys.stdin:
         if total is None and (found := TOTAL.search(line)):
             total = int(found.group(1))
         if found := STEP_LINE.search(line):
             print(step_line(int(found.group(1)), total, metrics(found.group(2))), flush=True)
-    return 0
+        elif found := HYDRA_REASON.match(line.strip()):
+            reason = found.group(1)
+        elif found := HYDRA_REFUSED.search(line.strip()):
+            refused = found.group(1)
+    if refused is None:
+        return 0
+    print(f"main_ppo: Hydra refused an override: {refused.rstrip('.')}{f' ({reason})' if reason else ''}; expected a "
+          "key of verl's config, spelled as there (a new key takes a leading +)", file=sys.stderr)
+    return STATED
 
 
 if __name__ == "__main__":

@@ -43,3 +43,29 @@ def test_the_pearson_agreement_is_shown_where_verl_logs_it():
     line = summary("step:1 - training/rollout_actor_probs_pearson_corr:0.99921 - actor/ppo_kl:0.0 - "
                    "timing_s/step:3\n")[1]
     assert line.endswith("rollout/actor prob corr 0.9992")
+
+
+# the end of main_ppo's console when Hydra refuses an override (hydra 1.3, omegaconf 2.3)
+HYDRA_REFUSAL = """\
+omegaconf.errors.ConfigAttributeError: Key 'total_epoch' is not in struct
+    full_key: trainer.total_epoch
+    object_type=dict
+
+The above exception was the direct cause of the following exception:
+
+Traceback (most recent call last):
+  File "hydra/_internal/config_loader_impl.py", line 392, in _apply_overrides_to_config
+hydra.errors.ConfigCompositionException: Could not override 'trainer.total_epoch'.
+To append to your config use +trainer.total_epoch=1
+"""
+
+
+def test_a_refused_hydra_override_is_one_line_and_exit_3():
+    proc = subprocess.run([sys.executable, str(REPO / "tools" / "console_summary.py"), "train.log"],
+                          input=HYDRA_REFUSAL, capture_output=True, text=True)
+    assert proc.returncode == 3
+    assert proc.stderr.splitlines() == [
+        "main_ppo: Hydra refused an override: Could not override 'trainer.total_epoch' (Key 'total_epoch' is not in "
+        "struct); expected a key of verl's config, spelled as there (a new key takes a leading +)"]
+    assert subprocess.run([sys.executable, str(REPO / "tools" / "console_summary.py"), "train.log"],
+                          input=CONSOLE, capture_output=True, text=True).returncode == 0

@@ -275,6 +275,21 @@ def test_launcher_refuses_a_typo_before_anything_starts(tmp_path):
     assert proc.stdout == "" and not out.exists()  # not even the dry run's command
 
 
+@pytest.mark.parametrize(("args", "env", "message"), [
+    (["trainer.total_epochs=1", "--preflight-only"], {},
+     "run_qwen2_5_1_5b.sh: --preflight-only after another argument; expected it first (the rest are Hydra overrides)"),
+    ([], {"PROFILE": "cpu_lern"},
+     "run_qwen2_5_1_5b.sh: PROFILE=cpu_lern has no profiles/cpu_lern.sh; expected auto or one of: cpu cpu_learn "
+     "cuda_1 cuda_2x8 cuda_4 cuda_8 npu_1 npu_2x8 npu_4 npu_8"),
+], ids=["flag-after-override", "profile-typo"])
+def test_launcher_refuses_a_misplaced_flag_and_an_unknown_profile(tmp_path, args, env, message):
+    out = tmp_path / "out"
+    proc = subprocess.run(["bash", str(LAUNCHER), *args], capture_output=True, text=True, timeout=60,
+                          env=launcher_env(DEVICE="cpu", DRY_RUN="1", OUTPUT_DIR=str(out), **env))
+    assert (proc.returncode, proc.stderr.splitlines()) == (2, [message])
+    assert proc.stdout == "" and not out.exists()
+
+
 def test_setup_refuses_a_typo_of_its_own_knob(tmp_path):
     venv = tmp_path / "venv"
     proc = subprocess.run(["bash", str(REPO / "setup.sh"), "--skip-model", "--skip-data"], capture_output=True,

@@ -318,6 +318,8 @@ class RunConfig:
     reward_name: Optional[str]
     ckpt_dir: Optional[str] = None
     device: Optional[str] = None  # trainer.device
+    #: policy updates per global step: actor.ppo_epochs x (data.train_batch_size / actor.ppo_mini_batch_size)
+    updates_per_step: Optional[int] = None
 
     @property
     def reward(self) -> str:
@@ -361,7 +363,13 @@ def read_run_config(path: Path) -> RunConfig:
     text = {k: str(v) if v else None for k, v in (("name", trainer.get("experiment_name")), ("path", crf.get("path")),
                                                    ("fn", crf.get("name")), ("ckpt", trainer.get("default_local_dir")),
                                                    ("device", trainer.get("device")))}
-    return RunConfig(Path(path), text["name"], key, text["path"], text["fn"], text["ckpt"], text["device"])
+    actor = section(section(cfg, "actor_rollout_ref"), "actor")
+    try:
+        updates = int(actor.get("ppo_epochs", 1)) * -(-int(section(cfg, "data")["train_batch_size"])
+                                                       // int(actor["ppo_mini_batch_size"]))
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        updates = None
+    return RunConfig(Path(path), text["name"], key, text["path"], text["fn"], text["ckpt"], text["device"], updates)
 
 
 def experiment_name(run: Run, config: Optional[RunConfig]) -> Tuple[str, str]:
@@ -401,5 +409,8 @@ def run_stack(run: Run, config: Optional[RunConfig]) -> Tuple[Optional[str], str
 
 def default_output_dir(logdir: Path) -> Path:
     """``health/`` beside the log folder: ``outputs/<experiment>/health`` for the launcher's
-    ``outputs/<experiment>/tensorboard`` or ``.../swanlog``."""
-    return Path(os.path.abspath(log_folder(logdir))).parent / "health"
+    ``outputs/<experiment>/tensorboard`` or ``.../swanlog``, and for that OUTPUT_DIR itself."""
+    folder = Path(os.path.abspath(log_folder(logdir)))
+    if any((folder / name).is_dir() for name in ("tensorboard", "swanlog")):
+        return folder / "health"
+    return folder.parent / "health"

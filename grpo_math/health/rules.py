@@ -182,8 +182,8 @@ def build_context(run: Run, th: Thresholds, *, updates_per_step: Optional[int] =
                   kl_coef: Optional[float] = None, loss_scale: float = 1.0, val_tag: Optional[str] = None,
                   rollout_groups: Optional[Dict[int, Tuple[int, int, int]]] = None,
                   config: Optional[RunConfig] = None) -> Context:
-    """The run's configuration from its log, command-line values winning. One update per step is
-    read from actor/pg_clipfrac and actor/ppo_kl exactly 0 at every step: verl's on_policy branch
+    """The run's configuration from its log, command-line values winning, then the run's Hydra config.
+    Without either, one update per step is read from actor/pg_clipfrac and actor/ppo_kl exactly 0 at every step: verl's on_policy branch
     (dp_actor.py: one PPO mini-batch, ppo_epochs 1) uses the current log-probs as the old ones."""
     ctx = Context(loss_scale=loss_scale, rollout_groups=rollout_groups, config=config)
     ctx.experiment, ctx.experiment_note = experiment_name(run, config)
@@ -192,6 +192,9 @@ def build_context(run: Run, th: Thresholds, *, updates_per_step: Optional[int] =
     zc, zk = all_zero(run.get(TAG_CLIPFRAC)), all_zero(run.get(TAG_PPO_KL))
     if updates_per_step is not None:
         ctx.updates_per_step, ctx.updates_note = updates_per_step, "--updates-per-step"
+    elif config is not None and config.updates_per_step is not None:
+        ctx.updates_per_step = config.updates_per_step
+        ctx.updates_note = f"ppo_epochs x train_batch_size / ppo_mini_batch_size in {config.path}"
     elif zc is False or zk is False:
         ctx.updates_note = "more than 1 (actor/pg_clipfrac or actor/ppo_kl non-zero: the ratio moved off 1)"
     elif zc:

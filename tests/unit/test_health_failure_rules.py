@@ -186,6 +186,19 @@ def test_zero_reward_from_start_silent_when_a_response_is_paid_early(tmp_path):
     assert "not judged" in entries["zero_reward_from_start"]["message"]
 
 
+def test_updates_per_step_come_from_the_config(tmp_path):
+    """ppo_epochs x train_batch_size / ppo_mini_batch_size (rounded up), named in the report."""
+    batches = "data:\n  train_batch_size: 8\nactor_rollout_ref:\n  actor:\n    ppo_mini_batch_size: 3\n    ppo_epochs: 2\n"
+    logdir = _launcher_layout(tmp_path / "out", CURRENT_CONFIG + batches)
+    write_run(logdir)
+    assert health_report.main([str(logdir), "--quiet", "--no-figures"]) == 0
+    text = (tmp_path / "out" / "health" / "health_report.md").read_text()
+    assert "- policy updates per step: 6 (ppo_epochs x train_batch_size / ppo_mini_batch_size in " in text
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(REFERENCE_CONFIG)
+    assert read.read_run_config(cfg).updates_per_step is None
+
+
 def test_config_option_and_bad_config(tmp_path, capsys):
     write_run(tmp_path / "run", override=ZERO, val=lambda s: 0.0)
     cfg = tmp_path / "config.yaml"

@@ -365,13 +365,14 @@ def test_threshold_override(tmp_path):
 
 
 def test_default_output_is_health_beside_the_log_folder(tmp_path):
-    """The launcher's OUTPUT_DIR/tensorboard and OUTPUT_DIR/swanlog both report to OUTPUT_DIR/health."""
+    """The launcher's OUTPUT_DIR/tensorboard, OUTPUT_DIR/swanlog and OUTPUT_DIR itself all report to
+    OUTPUT_DIR/health."""
     run = tmp_path / "outputs" / "exp"
     write_run(run / "tensorboard", steps=3)
     swan = write_swanlab_run(run / "swanlog", steps=3)
     event = next((run / "tensorboard").glob("*tfevents*"))
     for logdir in (run / "tensorboard", event, run / "swanlog", run / "swanlog" / swan.run_id,
-                   run / "swanlog" / "runs.swanlab"):
+                   run / "swanlog" / "runs.swanlab", run):
         assert read.default_output_dir(logdir) == run / "health", logdir
     assert health_report.main([str(run / "tensorboard"), "--quiet", "--no-figures"]) == 0
     assert (run / "health" / "health_report.md").is_file() and not (run / "tensorboard" / "health").exists()

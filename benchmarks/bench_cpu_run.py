@@ -291,16 +291,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compare", metavar="REF", help="git commit to run side by side with this checkout")
     parser.add_argument("--rounds", type=positive_int, default=1, help="with --compare: runs of each, in turns")
     parser.add_argument("--profile", action="store_true",
-                        help="with --compare: py-spy on each actor/ref worker, and where each spends its time")
+                        help="py-spy on each actor/ref worker, and where each spends its time")
     parser.add_argument("extra", nargs="*", help="Hydra overrides passed to the launcher (after --)")
     args = parser.parse_args(argv)
     if args.compare:
         rc, text, new, name = compare(args.compare, args.rounds, args.extra, args.profile)
     else:
-        new = run_launcher(Path(tempfile.mkdtemp(prefix="bench_cpu_run-")), args.extra)
+        work = Path(tempfile.mkdtemp(prefix="bench_cpu_run-"))
+        raw = work / "run.pyspy" if args.profile else None
+        new = run_launcher(work / "run", args.extra, pyspy_raw=raw)
         rc, name = new.returncode, "this checkout's run"
         text = (f"The quick start (`DEVICE=cpu bash run_qwen2_5_1_5b.sh`{' ' + ' '.join(args.extra) if args.extra else ''}); "
                 f"seconds per global step; {cpu_description()}.\n\n" + side_by_side({name: [new]}))
+        if raw is not None and raw.is_file():
+            from benchmarks.profile_cpu_step import markdown, read_raw
+
+            text += "\n\n" + markdown(read_raw(raw), "Where the actor/ref worker spends its time (py-spy at 20 Hz "
+                                        "over the whole run; seconds over the run's 2 steps):")
     if new.scalars.get("timing_s/step"):
         text += "\n\n" + memory_table(new, name) + "\n\n" + limit_table(new)
     print(text)

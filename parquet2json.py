@@ -21,33 +21,18 @@ from typing import Optional, Sequence
 
 import pyarrow as pa
 
-from grpo_math.evaluation.data import read_parquet
+from grpo_math.evaluation.data import SOURCE_COLUMNS, check_columns, read_parquet, reference_answer
 from grpo_math.io import ArgumentParser, DataError, ensure_output_dir, write_json_atomic
-from prepare_math import HERE, SOURCE_COLUMNS, check_columns
+
+HERE = Path(__file__).resolve().parent
 
 DEFAULT_INPUT = HERE / "data" / "math-lighteval" / "data" / "test-00000-of-00001.parquet"
 DEFAULT_OUTPUT = HERE / "data" / "opencompass" / "math.json"
 
 
-def reference_answer(solution: str) -> Optional[str]:
-    """The answer OpenCompass's MATHDataset keeps from ``solution``: what lies inside the last
-    ``\\boxed{...}``, braces balanced. None when there is no ``\\boxed``, the last is not followed by
-    a brace (``\\boxed 5``) or never closes. (OpenCompass falls back to the last ``\\fbox`` when there
-    is no ``\\boxed``, but then refuses it for not starting with ``\\boxed{``.)"""
-    start = solution.rfind("\\boxed")
-    if start < 0 or not solution.startswith("\\boxed{", start):
-        return None
-    depth = 0
-    for i in range(start + len("\\boxed"), len(solution)):
-        depth += {"{": 1, "}": -1}.get(solution[i], 0)
-        if depth == 0:
-            return solution[start + len("\\boxed{"):i]
-    return None
-
-
 def to_math_json(table: pa.Table, label: str) -> dict[str, dict[str, str]]:
     """The ``math.json`` object of a MATH-lighteval table; ``label`` names the input in errors.
-    Raises DataError (prepare_math.check_columns)."""
+    Raises DataError (grpo_math.evaluation.data.check_columns)."""
     cols = check_columns(table, label)
     counters: Counter[str] = Counter()
     out: dict[str, dict[str, str]] = {}

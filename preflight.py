@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Preflight: catch the common set-up mistakes of a verl GRPO run before Ray starts, then (``--launch``)
-decide with tools/launch_guard.py what the launch does with the earlier run, in the same interpreter.
+decide with grpo_math/launch_guard.py what the launch does with the earlier run, in the same interpreter.
 
 Each check is a function returning a list of :class:`Problem`; its docstring states the rule and its source.
 """
@@ -27,7 +27,7 @@ from grpo_math.model_checks import (Problem, check_chat_template, check_model_di
                                     prompt_length, recipe_prompts, safetensors_parameters, warn, why)
 from grpo_math.stacks import DOCKERFILE_STACKS, STACK_MATRIX, version_matches
 from grpo_math.stacks import reward_key as stack_reward_key
-from tools.launch_guard import EXIT_COMPLETE, EXIT_REFUSED, NAME_SHAPE, Refused, override_key, run_start
+from grpo_math.launch_guard import EXIT_COMPLETE, EXIT_REFUSED, NAME_SHAPE, Refused, override_key, run_start
 
 REPO = Path(__file__).resolve().parent
 
@@ -760,7 +760,7 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         prog="preflight.py", formatter_class=argparse.HelpFormatter,
         description="Catch the common set-up mistakes of a verl GRPO run before Ray starts (run_qwen2_5_1_5b.sh runs "
                     "it with the knobs it resolved and validated), then, with --launch, decide what the launch does "
-                    "with the earlier run in CKPT_DIR (tools/launch_guard.py start), in the same interpreter. Each "
+                    "with the earlier run in CKPT_DIR (grpo_math/launch_guard.py start), in the same interpreter. Each "
                     "check's rule and its source: the docstring of its function; each failure's symptom in a run: "
                     "docs/troubleshooting.md.",
         epilog='Output: one line per finding on stderr, "preflight: FAIL|WARN <what>: <how to fix>" or '
@@ -797,7 +797,7 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         help="seconds the NPU probe waits for Ray to place its actor (default 60)")
     add("--skip-checks", action="store_true", help="PREFLIGHT=0: no checks; only --launch's guard")
     add("--launch", nargs="*", type=setting, metavar="NAME=VALUE",
-        help="every knob of the launch, resolved: after the checks, the relaunch guard (tools/launch_guard.py start) "
+        help="every knob of the launch, resolved: after the checks, the relaunch guard (grpo_math/launch_guard.py start) "
              "compares them and --overrides with the earlier run's, and keeps or moves its files")
     add("--profile-overrides", nargs="*", default=[], metavar="OVERRIDE",
         help="the Hydra overrides the profile adds (checked as --overrides; not compared by --launch)")

@@ -32,12 +32,10 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
-from tqdm import tqdm
 
 from grpo_math.evaluation import recipe
-from grpo_math.evaluation.data import read_parquet
-from grpo_math.io import ArgumentParser, DataError, ensure_output_dir, one_line, positive_int, write_parquet_atomic
-from new_math_reward import extract_last_boxed
+from grpo_math.evaluation.data import ground_truths, load_split
+from grpo_math.io import ArgumentParser, DataError, ensure_output_dir, positive_int, write_parquet_atomic
 
 HERE = Path(__file__).resolve().parent
 
@@ -46,20 +44,9 @@ HUB_ID = recipe.DEFAULT_DATA_SOURCE
 DEFAULT_INPUT_DIR = HERE / "data" / "math-lighteval"
 DEFAULT_OUTPUT_DIR = HERE / "data" / "verl" / "math"
 SPLITS = ("train", "test")
-#: Columns of MATH-lighteval (dataset card), all strings.
-SOURCE_COLUMNS = ("problem", "level", "type", "solution")
 #: The seven MATH subjects, spelled as in the ``type`` column (Hendrycks et al. 2021).
 SUBJECTS = ("Algebra", "Counting & Probability", "Geometry", "Intermediate Algebra", "Number Theory", "Prealgebra",
             "Precalculus")
-#: ``Level 1`` .. ``Level 5``; ``Level ?`` marks two train problems of the original release.
-LEVEL_RE = re.compile(r"Level [1-5?]")
-#: What each source column's values must be: (test, what is expected), in column order.
-VALUE_CHECKS = {
-    "problem": (lambda v: v is not None and v.strip(), "a non-empty string"),
-    "level": (lambda v: v is not None and LEVEL_RE.fullmatch(v), "'Level 1'..'Level 5' or 'Level ?'"),
-    "type": (lambda v: v is not None, "a string"),
-    "solution": (lambda v: v is not None and v.strip(), "a non-empty string"),
-}
 
 #: verl's columns (module docstring).
 OUTPUT_SCHEMA = pa.schema([
@@ -70,73 +57,6 @@ OUTPUT_SCHEMA = pa.schema([
     ("extra_info", pa.struct([("split", pa.string()), ("index", pa.int64()), ("level", pa.string()),
                               ("type", pa.string()), ("question", pa.string())])),
 ])
-
-
-def _bad_rows(label: str, field: str, expected: str, bad: Sequence[int], total: int,
-              values: Sequence[object]) -> DataError:
-    return DataError(f"{label}: field '{field}': expected {expected}; {len(bad)} of {total} rows do not match,"
-                     f" first at row {bad[0]}: {one_line(repr(values[bad[0]]), 80)}")
-
-
-def split_files(input_dir: Path, split: str) -> list[Path]:
-    """Parquet shards of ``split`` under ``input_dir/data`` (``{split}-*.parquet``), sorted; DataError
-    naming the expected file when there is none."""
-    files = sorted((input_dir / "data").glob(f"{split}-*.parquet"))
-    if not files:
-        expected = input_dir / "data" / f"{split}-00000-of-00001.parquet"
-        raise DataError(f"{expected}: file not found (expected a MATH-lighteval {split} split with string"
-                        f" columns {', '.join(SOURCE_COLUMNS)})")
-    return files
-
-
-def check_columns(table: pa.Table, label: str) -> dict[str, list]:
-    """The MATH-lighteval columns of ``table`` as Python lists, checked: the four exist, are strings
-    and hold values as VALUE_CHECKS demands. Raises DataError naming ``label`` (the file), the field,
-    the count and the first bad row; a table without rows is reported as such first."""
-    if table.num_rows == 0:
-        raise DataError(f"{label}: no rows (empty file); expected MATH-lighteval rows ({', '.join(SOURCE_COLUMNS)})")
-    for name in SOURCE_COLUMNS:
-        if name not in table.column_names:
-            raise DataError(f"{label}: field '{name}': column missing (expected columns"
-                            f" {', '.join(SOURCE_COLUMNS)}; found {', '.join(table.column_names) or 'none'})")
-        col_type = table.schema.field(name).type
-        if not (pa.types.is_string(col_type) or pa.types.is_large_string(col_type)):
-            raise DataError(f"{label}: field '{name}': expected a string column, found {col_type}")
-    cols = {name: table.column(name).to_pylist() for name in SOURCE_COLUMNS}
-    for name, (ok, expected) in VALUE_CHECKS.items():
-        bad = [i for i, v in enumerate(cols[name]) if not ok(v)]
-        if bad:
-            raise _bad_rows(label, name, expected, bad, table.num_rows, cols[name])
-    return cols
-
-
-def load_split(split: str, input_dir: Optional[Path], from_hub: bool) -> list[tuple[str, dict]]:
-    """``[(label, columns), ...]`` of one split, a file each, validated, from the MATH-lighteval folder
-    ``input_dir`` or the Hub. Raises DataError."""
-    if from_hub:
-        import datasets  # imported here: only the online path needs it
-
-        label = f"hub:{HUB_ID}[{split}]"
-        try:
-            ds = datasets.load_dataset(HUB_ID, split=split)
-        except Exception as exc:  # network, auth, missing split: one line, not a traceback
-            raise DataError(f"{label}: could not load ({one_line(exc, 160)})") from None
-        table = pa.Table.from_pandas(ds.to_pandas(), preserve_index=False)
-        return [(label, check_columns(table, label))]
-    return [(str(p), check_columns(read_parquet(p, "a MATH-lighteval parquet file"), str(p)))
-            for p in split_files(input_dir, split)]
-
-
-def ground_truths(solutions: Sequence[str], label: str, desc: str = "") -> list[str]:
-    """Last boxed answer of every solution (``extract_last_boxed``), "" for an empty box; DataError (field
-    'solution') naming the count and the first solution without a complete ``\\boxed{}`` / ``\\fbox{}`` /
-    ``\\boxed x``."""
-    answers = [extract_last_boxed(s) for s in tqdm(solutions, desc=desc or label, disable=None, leave=False)]
-    missing = [i for i, a in enumerate(answers) if a is None]
-    if missing:
-        raise _bad_rows(label, "solution", "a complete \\boxed{...} or \\fbox{...} answer", missing, len(solutions),
-                        [s[-80:] for s in solutions])
-    return answers  # type: ignore[return-value]
 
 
 def to_record(problem: str, level: str, subject: str, answer: str, split: str, index: int) -> dict:

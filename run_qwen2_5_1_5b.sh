@@ -11,7 +11,7 @@
 #   Every knob below is an environment variable, e.g.
 #     DEVICE=cuda N_DEVICES=8 bash run_qwen2_5_1_5b.sh trainer.total_epochs=1
 #   An environment variable that is not a knob but close to one (TRAIN_BATH_SIZE) is refused
-#   with one line before anything starts (tools/launch_guard.py typos: 1 edit, 2 for names of 14+).
+#   with one line before anything starts (grpo_math/launch_guard.py typos: 1 edit, 2 for names of 14+).
 #   DEVICE=auto picks npu (torch_npu or /dev/davinci*), cuda (nvidia-smi) or cpu. A profile
 #   (profiles/<name>.sh) then sets the defaults that must differ on that machine; a variable
 #   you set yourself always wins. The cpu profile trains SmolLM2-135M-Instruct for a few steps
@@ -23,7 +23,7 @@
 #   refuses a launch whose knobs or Hydra overrides change training (not TOTAL_STEPS,
 #   TOTAL_EPOCHS, logging, saving, validation, speed); a run at its planned global steps is
 #   reported complete (exit 0, nothing trained). RESUME_MODE=disable moves the earlier
-#   checkpoints and TensorBoard folder aside (NAME.<UTC time>). Rules: tools/launch_guard.py start().
+#   checkpoints and TensorBoard folder aside (NAME.<UTC time>). Rules: grpo_math/launch_guard.py start().
 set -euo pipefail
 
 REPO_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -40,7 +40,7 @@ for arg in "${@:2}"; do
   esac
 done
 # refuse an environment variable that is not a knob but close to one, before anything starts
-KNOB_NAMES=$(python3 "$REPO_DIR/tools/launch_guard.py" typos run_qwen2_5_1_5b.sh --print-knobs) || exit 2
+KNOB_NAMES=$(cd "$REPO_DIR" && python3 -m grpo_math.launch_guard typos run_qwen2_5_1_5b.sh --print-knobs) || exit 2
 
 # ---- device, stack and profile (resolved first: they supply defaults for the knobs below)
 DEVICE=${DEVICE:-auto}        # npu | cuda | cpu | auto (detect)
@@ -271,7 +271,7 @@ if [[ $DRY_RUN == 1 ]]; then
 fi
 
 # ---- preflight.py, one interpreter: its checks catch a wrong path, batch size, device count or version before
-# Ray starts (PREFLIGHT=0 skips them), then --launch runs the relaunch guard (tools/launch_guard.py start): refuse
+# Ray starts (PREFLIGHT=0 skips them), then --launch runs the relaunch guard (grpo_math/launch_guard.py start): refuse
 # changed settings or a partial tracked checkpoint, stop at a finished run (exit 3), move an earlier run aside for
 # RESUME_MODE=disable, keep the earlier log. The tokenizer the checks load counts the prompts of TOTAL_STEPS=null.
 PREFLIGHT_ARGS=()

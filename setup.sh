@@ -62,7 +62,7 @@ while [[ $# -gt 0 ]]; do
     *) echo "setup.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-"$BASE_PYTHON" "$REPO_DIR/tools/launch_guard.py" typos setup.sh || exit 2  # a variable close to a knob (VENV_DIRR): one line
+(cd "$REPO_DIR" && "$BASE_PYTHON" -m grpo_math.launch_guard typos setup.sh) || exit 2  # a variable close to a knob (VENV_DIRR): one line
 
 # shellcheck source=tools/devices.sh
 source "$REPO_DIR/tools/devices.sh"

@@ -34,7 +34,7 @@ import tempfile
 from pathlib import Path
 
 from benchmarks.bench_cpu_run import run_launcher
-from health_report import scalars_by_step
+from grpo_math.health.read import scalars_by_step
 from benchmarks import cpu_description, save_chart
 from grpo_math.io import write_text_atomic
 

@@ -42,7 +42,7 @@ from pathlib import Path
 
 import psutil
 
-from health_report import scalars_by_step  # TensorBoard's reader, one place
+from grpo_math.health.read import scalars_by_step  # TensorBoard's reader, one place
 from benchmarks import cpu_description
 from grpo_math.io import positive_int, write_text_atomic
 

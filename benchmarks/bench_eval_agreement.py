@@ -16,7 +16,7 @@ Inputs (one or both; each becomes one table):
   solution's box replaced by the next problem's answer (a wrong box); the solution with its box
   unwrapped plus the closing line ``Final Answer: The final answer is $<answer>$. I hope it is
   correct.`` (right, no box). The reference is OpenCompass's (the solution's last box,
-  ``parquet2json.reference_answer``).
+  ``grpo_math.evaluation.data.reference_answer``).
   OpenCompass's verdicts come from its real ``MATHVerifyEvaluator`` run in OpenCompass's own
   environment (``--oc-python``, default .venv-opencompass/bin/python).
 
@@ -49,7 +49,7 @@ from typing import Optional
 import new_math_reward as nmr
 from grpo_math.evaluation import recipe
 from grpo_math.io import one_line, write_text_atomic
-from parquet2json import reference_answer
+from grpo_math.evaluation.data import reference_answer
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -8,8 +8,9 @@ Pipeline, in the order data flows through this file:
 
 1. Ground truths. Every distinct ground truth of the shipped MATH train and test splits
    (``data/math-lighteval/data/{train,test}-00000-of-00001.parquet``), extracted by
-   ``prepare_math.ground_truths`` (the content of the solution's last ``\\boxed{}``, nested
-   braces intact; empty boxes dropped). Each keeps the first problem and solution it came from.
+   ``grpo_math.evaluation.data.ground_truths``, as prepare_math.py extracts them (the content of the
+   solution's last ``\\boxed{}``, nested braces intact; empty boxes dropped). Each keeps the first
+   problem and solution it came from.
 2. Form. ``classify(gt, problem)`` puts each ground truth in one of ``FORMS`` by a few ordered
    pattern rules (first match wins; see its docstring).
 3. Rewrites. ``KEEP`` rewrites keep the answer's meaning the way models really write answers
@@ -131,12 +132,12 @@ class Truth:
 
 def load_truths(data_dir: Path = DATA_DIR) -> list[Truth]:
     """Every distinct ground truth of the train and test splits, in first-seen order."""
-    import prepare_math  # pyarrow: only when the cases are built
+    from grpo_math.evaluation.data import ground_truths, load_split  # pyarrow: only when the cases are built
 
     seen: dict[str, Truth] = {}
     for split in ("train", "test"):
-        for label, cols in prepare_math.load_split(split, data_dir, False):
-            gts = prepare_math.ground_truths(cols["solution"], label, desc=f"{split} answers")
+        for label, cols in load_split(split, data_dir, False):
+            gts = ground_truths(cols["solution"], label, desc=f"{split} answers")
             for i, gt in enumerate(gts):
                 if gt and gt not in seen:
                     seen[gt] = Truth(gt=gt, problem=cols["problem"][i], solution=cols["solution"][i],
@@ -1829,12 +1830,12 @@ def score_cases(cases: list[dict], func: str, timeout: float, cpu: Optional[int]
 
 def load_rows(data_dir: Path = DATA_DIR) -> list[tuple[str, str]]:
     """(problem, ground truth) of every row of the shipped train and test splits."""
-    import prepare_math
+    from grpo_math.evaluation.data import ground_truths, load_split
 
     rows = []
     for split in ("train", "test"):
-        for label, cols in prepare_math.load_split(split, data_dir, False):
-            gts = prepare_math.ground_truths(cols["solution"], label, desc=f"{split} answers")
+        for label, cols in load_split(split, data_dir, False):
+            gts = ground_truths(cols["solution"], label, desc=f"{split} answers")
             rows += [(cols["problem"][i], gt) for i, gt in enumerate(gts) if gt]
     return rows
 

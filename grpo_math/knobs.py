@@ -1,5 +1,5 @@
 """The one parser of the recipe's knobs, the ``NAME=${NAME:-DEFAULT}  # MEANING`` lines of its shell scripts:
-tools/launch_guard.py typos reads knob names with it, docs/knobs.md is :func:`knobs_markdown`. Standard
+grpo_math/launch_guard.py typos reads knob names with it, docs/knobs.md is :func:`knobs_markdown`. Standard
 library only: the guard runs under the system's python3."""
 from __future__ import annotations
 

@@ -1,10 +1,12 @@
 """Read MATH problems from any of the layouts evaluate.py takes, with each problem's chat turns
-(the training prompt) and reference."""
+(the training prompt) and reference; check MATH-lighteval's columns (prepare_math.py, parquet2json.py)
+and take the reference answer from a solution as OpenCompass does."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Iterable, Optional, Sequence
 
 import new_math_reward as nmr
 from grpo_math.evaluation import recipe
@@ -162,3 +164,107 @@ def load_problems(path: Path) -> tuple[str, list[dict], list[str]]:
         seen.add(p["id"])
         problems.append(p)
     return fmt, problems, dropped
+
+
+# ---- MATH-lighteval's columns, as prepare_math.py and parquet2json.py read them
+
+#: Columns of MATH-lighteval (dataset card), all strings.
+SOURCE_COLUMNS = ("problem", "level", "type", "solution")
+#: ``Level 1`` .. ``Level 5``; ``Level ?`` marks two train problems of the original release.
+LEVEL_RE = re.compile(r"Level [1-5?]")
+#: What each source column's values must be: (test, what is expected), in column order.
+VALUE_CHECKS = {
+    "problem": (lambda v: v is not None and v.strip(), "a non-empty string"),
+    "level": (lambda v: v is not None and LEVEL_RE.fullmatch(v), "'Level 1'..'Level 5' or 'Level ?'"),
+    "type": (lambda v: v is not None, "a string"),
+    "solution": (lambda v: v is not None and v.strip(), "a non-empty string"),
+}
+
+
+def bad_rows(label: str, field: str, expected: str, bad: Sequence[int], total: int,
+             values: Sequence[object]) -> DataError:
+    """DataError naming the file, the field, what was expected, the count and the first bad row."""
+    return DataError(f"{label}: field '{field}': expected {expected}; {len(bad)} of {total} rows do not match,"
+                     f" first at row {bad[0]}: {one_line(repr(values[bad[0]]), 80)}")
+
+
+def check_columns(table, label: str) -> dict[str, list]:
+    """The MATH-lighteval columns of ``table`` (a pyarrow table) as Python lists, checked: the four
+    exist, are strings and hold values as VALUE_CHECKS demands. Raises DataError naming ``label`` (the
+    file), the field, the count and the first bad row; a table without rows is reported as such first."""
+    import pyarrow as pa
+
+    if table.num_rows == 0:
+        raise DataError(f"{label}: no rows (empty file); expected MATH-lighteval rows ({', '.join(SOURCE_COLUMNS)})")
+    for name in SOURCE_COLUMNS:
+        if name not in table.column_names:
+            raise DataError(f"{label}: field '{name}': column missing (expected columns"
+                            f" {', '.join(SOURCE_COLUMNS)}; found {', '.join(table.column_names) or 'none'})")
+        col_type = table.schema.field(name).type
+        if not (pa.types.is_string(col_type) or pa.types.is_large_string(col_type)):
+            raise DataError(f"{label}: field '{name}': expected a string column, found {col_type}")
+    cols = {name: table.column(name).to_pylist() for name in SOURCE_COLUMNS}
+    for name, (ok, expected) in VALUE_CHECKS.items():
+        bad = [i for i, v in enumerate(cols[name]) if not ok(v)]
+        if bad:
+            raise bad_rows(label, name, expected, bad, table.num_rows, cols[name])
+    return cols
+
+
+def reference_answer(solution: str) -> Optional[str]:
+    """The answer OpenCompass's MATHDataset keeps from ``solution``: what lies inside the last
+    ``\\boxed{...}``, braces balanced. None when there is no ``\\boxed``, the last is not followed by
+    a brace (``\\boxed 5``) or never closes. (OpenCompass falls back to the last ``\\fbox`` when there
+    is no ``\\boxed``, but then refuses it for not starting with ``\\boxed{``.)"""
+    start = solution.rfind("\\boxed")
+    if start < 0 or not solution.startswith("\\boxed{", start):
+        return None
+    depth = 0
+    for i in range(start + len("\\boxed"), len(solution)):
+        depth += {"{": 1, "}": -1}.get(solution[i], 0)
+        if depth == 0:
+            return solution[start + len("\\boxed{"):i]
+    return None
+
+
+def split_files(input_dir: Path, split: str) -> list[Path]:
+    """Parquet shards of ``split`` under ``input_dir/data`` (``{split}-*.parquet``), sorted; DataError
+    naming the expected file when there is none."""
+    files = sorted((input_dir / "data").glob(f"{split}-*.parquet"))
+    if not files:
+        expected = input_dir / "data" / f"{split}-00000-of-00001.parquet"
+        raise DataError(f"{expected}: file not found (expected a MATH-lighteval {split} split with string"
+                        f" columns {', '.join(SOURCE_COLUMNS)})")
+    return files
+
+
+def load_split(split: str, input_dir: Optional[Path], from_hub: bool) -> list[tuple[str, dict]]:
+    """``[(label, columns), ...]`` of one split, a file each, validated, from the MATH-lighteval folder
+    ``input_dir`` or the Hub. Raises DataError."""
+    if from_hub:
+        import datasets  # imported here: only the online path needs it
+        import pyarrow as pa
+
+        label = f"hub:{recipe.DEFAULT_DATA_SOURCE}[{split}]"
+        try:
+            ds = datasets.load_dataset(recipe.DEFAULT_DATA_SOURCE, split=split)
+        except Exception as exc:  # network, auth, missing split: one line, not a traceback
+            raise DataError(f"{label}: could not load ({one_line(exc, 160)})") from None
+        table = pa.Table.from_pandas(ds.to_pandas(), preserve_index=False)
+        return [(label, check_columns(table, label))]
+    return [(str(p), check_columns(read_parquet(p, "a MATH-lighteval parquet file"), str(p)))
+            for p in split_files(input_dir, split)]
+
+
+def ground_truths(solutions: Sequence[str], label: str, desc: str = "") -> list[str]:
+    """Last boxed answer of every solution (``extract_last_boxed``), "" for an empty box; DataError (field
+    'solution') naming the count and the first solution without a complete ``\\boxed{}`` / ``\\fbox{}`` /
+    ``\\boxed x``."""
+    from tqdm import tqdm
+
+    answers = [nmr.extract_last_boxed(s) for s in tqdm(solutions, desc=desc or label, disable=None, leave=False)]
+    missing = [i for i, a in enumerate(answers) if a is None]
+    if missing:
+        raise bad_rows(label, "solution", "a complete \\boxed{...} or \\fbox{...} answer", missing, len(solutions),
+                        [s[-80:] for s in solutions])
+    return answers  # type: ignore[return-value]

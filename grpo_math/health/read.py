@@ -388,7 +388,7 @@ def experiment_name(run: Run, config: Optional[RunConfig]) -> Tuple[str, str]:
 
 def run_stack(run: Run, config: Optional[RunConfig]) -> Tuple[Optional[str], str]:
     """(verl's version, how it is known) of the stack that made the run: STACK in the launcher's
-    launch_settings.json (tools/launch_guard.py, in CKPT_DIR), else the reward key of the Hydra config (verl 0.9.x's
+    launch_settings.json (grpo_math/launch_guard.py, in CKPT_DIR), else the reward key of the Hydra config (verl 0.9.x's
     reward.custom_reward_function), else the tags (verl 0.9.1 logs the worker's memory under
     actor/perf/, verl 0.6.0 under perf/); (None, "unknown") when none tells."""
     folders = [Path(config.ckpt_dir)] if config is not None and config.ckpt_dir else []

@@ -33,7 +33,7 @@ import subprocess
 import pytest
 
 from conftest import REPO, launch_output
-from tools.launch_guard import checkpoint_problem
+from grpo_math.launch_guard import checkpoint_problem
 
 pytestmark = pytest.mark.slow
 

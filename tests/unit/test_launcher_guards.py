@@ -1,4 +1,4 @@
-"""The launcher refuses a user's mistakes before anything starts (tools/launch_guard.py).
+"""The launcher refuses a user's mistakes before anything starts (grpo_math/launch_guard.py).
 
 - typos: an environment variable that is not a knob but is close to one stops the launcher and
   setup.sh with one line; ordinary environment variables (this machine's, a CI runner's, the
@@ -27,8 +27,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, running_stack
-from tools import launch_guard
-from tools.launch_guard import (Checkpoints, Refused, checkpoint_problem, differences, edit_distance, knob_files,
+from grpo_math import launch_guard
+from grpo_math.launch_guard import (Checkpoints, Refused, checkpoint_problem, differences, edit_distance, knob_files,
                                 knob_names, next_log_name, planned_steps, repo_knobs, resume_step, start, typos)
 
 LAUNCHER = REPO / "run_qwen2_5_1_5b.sh"
@@ -118,8 +118,9 @@ def test_knobs_come_from_the_docs_parser(monkeypatch):
 def test_the_guard_imports_no_maintenance_script():
     """What runs on every launch loads neither the documentation generator nor anything outside
     the standard library and grpo_math (the system's python3 runs it before any environment)."""
-    code = ("import runpy, sys\nsys.argv = ['tools/launch_guard.py', 'typos', 'setup.sh']\n"
-            "try:\n    runpy.run_path(sys.argv[0], run_name='__main__')\nexcept SystemExit:\n    pass\n"
+    code = ("import runpy, sys\nsys.argv = ['launch_guard', 'typos', 'setup.sh']\n"
+            "try:\n    runpy.run_module('grpo_math.launch_guard', run_name='__main__', alter_sys=True)\n"
+            "except SystemExit:\n    pass\n"
             "print(sorted(m for m in sys.modules if m.startswith(('tools', 'grpo_math', 'maintenance'))))")
     proc = subprocess.run([sys.executable, "-S", "-c", code], cwd=REPO, capture_output=True, text=True,
                           env={"PATH": os.environ["PATH"]})

@@ -21,12 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Optional, Sequence
 
-REPO = Path(__file__).resolve().parent.parent
-if sys.path[0] != str(REPO):  # run as a file (tools/launch_guard.py) from any working directory
-    sys.path.insert(0, str(REPO))
+from grpo_math import knobs
+from grpo_math.io import ArgumentParser, write_json_atomic
 
-from grpo_math import knobs  # noqa: E402
-from grpo_math.io import ArgumentParser, write_json_atomic  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 LAUNCHER = "run_qwen2_5_1_5b.sh"
 SETTINGS_FILE = "launch_settings.json"
@@ -359,7 +357,7 @@ def run_start(settings: Mapping[str, str], overrides: Sequence[str],
 
 def main(argv: Optional[list[str]] = None) -> int:
     parser = ArgumentParser(
-        prog="python tools/launch_guard.py", formatter_class=argparse.HelpFormatter,
+        prog="python3 -m grpo_math.launch_guard", formatter_class=argparse.HelpFormatter,
         description="typos: refuse, one line each (exit 2), every environment variable that is not a knob but is "
                     f"close to a knob of SCRIPT (for {LAUNCHER} also of stacks/*.sh and profiles/*.sh; grpo_math.knobs "
                     f"reads them): Damerau-Levenshtein distance 1, or 2 for a knob of {LONG_NAME}+ characters, in "

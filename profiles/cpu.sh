@@ -66,9 +66,6 @@ PROFILE_ARGS+=(
   "+ray_kwargs.ray_init.runtime_env.env_vars.TQ_NUM_THREADS='$CPU_THREADS'"
   "+actor_rollout_ref.actor.fsdp_config.mixed_precision={param_dtype:$CPU_DTYPE,reduce_dtype:fp32,buffer_dtype:fp32}"
   "+actor_rollout_ref.ref.fsdp_config.mixed_precision={param_dtype:$CPU_DTYPE,reduce_dtype:fp32,buffer_dtype:fp32}"
-  # the ref only computes in CPU_DTYPE: its weights are loaded in it, not kept in fp32 and cast at each forward
-  # (verl's model_dtype defaults to fp32 for the ref too, workers/config/engine.py)
-  "actor_rollout_ref.ref.fsdp_config.model_dtype=$CPU_DTYPE"
   # vLLM's dtype (verl's default bfloat16 is emulated without native bf16 matmuls: the quick start's
   # generation took 7x as long on an AVX2-only AMD EPYC)
   "actor_rollout_ref.rollout.dtype=$([[ $CPU_DTYPE == bf16 ]] && echo bfloat16 || echo float32)"

@@ -178,12 +178,18 @@ def rollout_rows(output_dir: Path) -> list[dict]:
             for line in path.read_text().splitlines()]
 
 
+#: end-to-end tests that neither train nor read the session's training runs: the unit tests' worker
+#: takes them first, beside the quick start, instead of queueing them behind the trainings
+BESIDE_TRAINING = ("tests/e2e/test_opencompass_run.py", "tests/e2e/test_vllm_weight_sync.py")
+
+
 def pytest_xdist_make_scheduler(config, log):
     """``--dist loadfile`` with tests/e2e/ as one file: the end-to-end tests run in one pytest-xdist
     worker, in order (each trains with every core, and they share the session's ``cpu_run``), while
-    the other worker takes the unit tests' files. The files keep their collection order, so the
-    end-to-end tests start first (xdist would otherwise queue the largest files first). (xdist's
-    ``loadgroup`` cannot group here: it suffixes node ids, which pytest 9.2's nodes no longer take.)"""
+    the other worker takes BESIDE_TRAINING, then the unit tests' files. The files keep their
+    collection order, so the end-to-end tests start first (xdist would otherwise queue the largest
+    files first). (xdist's ``loadgroup`` cannot group here: it suffixes node ids, which pytest 9.2's
+    nodes no longer take.)"""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
@@ -192,7 +198,8 @@ def pytest_xdist_make_scheduler(config, log):
 
     class E2EAsOneFile(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return "tests/e2e" if nodeid.startswith("tests/e2e/") else super()._split_scope(nodeid)
+            e2e = nodeid.startswith("tests/e2e/") and not nodeid.startswith(BESIDE_TRAINING)
+            return "tests/e2e" if e2e else super()._split_scope(nodeid)
     return E2EAsOneFile(config, log)
 
 

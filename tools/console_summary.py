@@ -3,7 +3,8 @@
 It prints a start line, the validation score before training, and for each global step the wall seconds,
 their phases, the reward, the response length and the rollout/actor agreement (the weight-sync check), read
 from verl's console logger (``step:N - name:value ...``, verl/utils/tracking.py) and the total from the
-``Training Progress`` bar; a Hydra override main_ppo refused, in one line. Standard library only: it runs in whatever interpreter the launcher has.
+``Training Progress`` bar; a Hydra override main_ppo refused, in one line. Standard library only: it runs in
+whatever interpreter the launcher has.
 """
 
 from __future__ import annotations

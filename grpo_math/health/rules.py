@@ -183,8 +183,9 @@ def build_context(run: Run, th: Thresholds, *, updates_per_step: Optional[int] =
                   rollout_groups: Optional[Dict[int, Tuple[int, int, int]]] = None,
                   config: Optional[RunConfig] = None) -> Context:
     """The run's configuration from its log, command-line values winning, then the run's Hydra config.
-    Without either, one update per step is read from actor/pg_clipfrac and actor/ppo_kl exactly 0 at every step: verl's on_policy branch
-    (dp_actor.py: one PPO mini-batch, ppo_epochs 1) uses the current log-probs as the old ones."""
+    Without either, one update per step is read from actor/pg_clipfrac and actor/ppo_kl exactly 0 at
+    every step: verl's on_policy branch (dp_actor.py: one PPO mini-batch, ppo_epochs 1) uses the current
+    log-probs as the old ones."""
     ctx = Context(loss_scale=loss_scale, rollout_groups=rollout_groups, config=config)
     ctx.experiment, ctx.experiment_note = experiment_name(run, config)
     ctx.stack, ctx.stack_note = run_stack(run, config)

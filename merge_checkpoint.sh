@@ -114,7 +114,15 @@ if [[ $STEP == latest ]]; then
   else
     STEP=$(find "$CKPT_DIR" -mindepth 1 -maxdepth 1 -type d -name 'global_step_*' -printf '%f\n' \
       | sed -n 's/^global_step_\([0-9][0-9]*\)$/\1/p' | sort -n | tail -n 1)
-    [[ -n $STEP ]] || die "$CKPT_DIR: no global_step_N/ folder; expected at least one saved checkpoint"
+    if [[ -z $STEP ]]; then
+      hint=""
+      if [[ $(basename "$CKPT_DIR") =~ ^global_step_([0-9]+)$ ]]; then
+        hint=" (it is one: bash merge_checkpoint.sh $(dirname "$CKPT_DIR") ${BASH_REMATCH[1]})"
+      elif [[ -d $CKPT_DIR/checkpoints ]]; then
+        hint=" (the launcher's are in $CKPT_DIR/checkpoints)"
+      fi
+      die "$CKPT_DIR: no global_step_N/ folder; expected the checkpoint root holding them$hint"
+    fi
   fi
 fi
 ACTOR_DIR=$CKPT_DIR/global_step_$STEP/actor

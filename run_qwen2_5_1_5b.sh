@@ -6,7 +6,7 @@
 #   --help: print this text and every knob with its default and meaning, then exit.
 #   --preflight-only: run preflight.py's checks (model, data, batch sizes, devices, versions,
 #   disk) and exit; they also run before every training start unless PREFLIGHT=0.
-#   Either flag must come first; the remaining arguments are Hydra overrides for main_ppo,
+#   Either flag must come first, and no other option is taken; the rest are Hydra overrides for main_ppo,
 #   checked by verl itself (Hydra refuses an unknown key when main_ppo starts).
 #   Every knob below is an environment variable, e.g.
 #     DEVICE=cuda N_DEVICES=8 bash run_qwen2_5_1_5b.sh trainer.total_epochs=1
@@ -34,9 +34,12 @@ if [[ ${1:-} == -h || ${1:-} == --help ]]; then
   grep -E '^(export )?[A-Z_][A-Z0-9_]*=\$\{' "${BASH_SOURCE[0]}" | sed 's/^export //'
   exit 0
 fi
-for arg in "${@:2}"; do
-  case $arg in -h | --help | --preflight-only)
-    echo "run_qwen2_5_1_5b.sh: $arg after another argument; expected it first (the rest are Hydra overrides)" >&2; exit 2 ;;
+for ((i = 1; i <= $#; i++)); do
+  arg=${!i}
+  case $arg in
+    -h | --help | --preflight-only) ((i == 1)) || {
+      echo "run_qwen2_5_1_5b.sh: $arg after another argument; expected it first (the rest are Hydra overrides)" >&2; exit 2; } ;;
+    -*) echo "run_qwen2_5_1_5b.sh: unknown option $arg; expected --help or --preflight-only first, then Hydra overrides (key=value)" >&2; exit 2 ;;
   esac
 done
 # refuse an environment variable that is not a knob but close to one, before anything starts

@@ -214,6 +214,6 @@ wait_background
 if [[ $DEVICE == cpu && $requested_stack == reference ]]; then
   echo "setup.sh: done. The reference stack does not train on CPU; for the launcher: bash setup.sh --device cpu --stack current"
 else
-  echo "setup.sh: done. Next: bash run_qwen2_5_1_5b.sh"
+  echo "setup.sh: done. Next: bash run_qwen2_5_1_5b.sh (the Python steps run with ${PY:-python3})"
 fi
 if [[ $WITH_OPENCOMPASS == 1 ]]; then echo "setup.sh: OpenCompass: bash evaluate_opencompass.sh MODEL_DIR"; fi

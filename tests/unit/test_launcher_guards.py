@@ -282,7 +282,10 @@ def test_launcher_refuses_a_typo_before_anything_starts(tmp_path):
     ([], {"PROFILE": "cpu_lern"},
      "run_qwen2_5_1_5b.sh: PROFILE=cpu_lern has no profiles/cpu_lern.sh; expected auto or one of: cpu cpu_learn "
      "cuda_1 cuda_2x8 cuda_4 cuda_8 npu_1 npu_2x8 npu_4 npu_8"),
-], ids=["flag-after-override", "profile-typo"])
+    (["--preflight_only"], {},
+     "run_qwen2_5_1_5b.sh: unknown option --preflight_only; expected --help or --preflight-only first, then Hydra "
+     "overrides (key=value)"),
+], ids=["flag-after-override", "profile-typo", "unknown-option"])
 def test_launcher_refuses_a_misplaced_flag_and_an_unknown_profile(tmp_path, args, env, message):
     out = tmp_path / "out"
     proc = subprocess.run(["bash", str(LAUNCHER), *args], capture_output=True, text=True, timeout=60,

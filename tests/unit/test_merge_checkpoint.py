@@ -65,6 +65,11 @@ def test_missing_root(tmp_path):
 
 def test_no_step_folder(tmp_path):
     assert_one_line_error(run_merge(str(tmp_path)), "no global_step_N/ folder")
+    step = tmp_path / "out" / "checkpoints" / "global_step_2"
+    step.mkdir(parents=True)
+    assert_one_line_error(run_merge(str(tmp_path / "out")),
+                          f"expected the checkpoint root holding them (the launcher's are in {tmp_path}/out/checkpoints)")
+    assert_one_line_error(run_merge(str(step)), f"(it is one: bash merge_checkpoint.sh {step.parent} 2)")
 
 
 def test_missing_step(tmp_path):

@@ -266,5 +266,5 @@ def ground_truths(solutions: Sequence[str], label: str, desc: str = "") -> list[
     missing = [i for i, a in enumerate(answers) if a is None]
     if missing:
         raise bad_rows(label, "solution", "a complete \\boxed{...} or \\fbox{...} answer", missing, len(solutions),
-                        [s[-80:] for s in solutions])
+                       [s[-80:] for s in solutions])
     return answers  # type: ignore[return-value]
